@@ -6,17 +6,28 @@ namespace flightrec {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kAlreadyExists: return "already exists";
-    case StatusCode::kPermissionDenied: return "permission denied";
-    case StatusCode::kCorrupt: return "corrupt";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kNoSpace: return "no space";
-    case StatusCode::kUnavailable: return "unavailable";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kAlreadyExists:
+      return "already exists";
+    case StatusCode::kPermissionDenied:
+      return "permission denied";
+    case StatusCode::kCorrupt:
+      return "corrupt";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kNoSpace:
+      return "no space";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }
@@ -45,23 +56,40 @@ Status ErrnoStatus(int err, std::string msg) {
   switch (err) {
     case ENOSPC:
     case EDQUOT:
-    case EFBIG: code = StatusCode::kNoSpace; break;
+    case EFBIG:
+      code = StatusCode::kNoSpace;
+      break;
     case EACCES:
-    case EPERM: code = StatusCode::kPermissionDenied; break;
+    case EPERM:
+      code = StatusCode::kPermissionDenied;
+      break;
     case ENOENT:
-    case ESRCH: code = StatusCode::kNotFound; break;
-    case EEXIST: code = StatusCode::kAlreadyExists; break;
-    case EINVAL: code = StatusCode::kInvalidArgument; break;
+    case ESRCH:
+      code = StatusCode::kNotFound;
+      break;
+    case EEXIST:
+      code = StatusCode::kAlreadyExists;
+      break;
+    case EINVAL:
+      code = StatusCode::kInvalidArgument;
+      break;
     case EOPNOTSUPP:
     case ENOSYS:
-    case ENODEV: code = StatusCode::kUnsupported; break;
+    case ENODEV:
+      code = StatusCode::kUnsupported;
+      break;
     case EMFILE:
     case ENFILE:
-    case ENOMEM: code = StatusCode::kResourceExhausted; break;
+    case ENOMEM:
+      code = StatusCode::kResourceExhausted;
+      break;
     case ECONNREFUSED:
     case ETIMEDOUT:
-    case EAGAIN: code = StatusCode::kUnavailable; break;
-    default: break;
+    case EAGAIN:
+      code = StatusCode::kUnavailable;
+      break;
+    default:
+      break;
   }
   // strerror(ENOSPC) is "No space left on device": users grep for "no space".
   std::string text = msg + ": " + std::strerror(err);

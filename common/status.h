@@ -20,10 +20,10 @@ enum class StatusCode {
   kNotFound,         // a named thing does not exist
   kAlreadyExists,
   kPermissionDenied,
-  kCorrupt,          // data on disk or on the wire fails validation
-  kUnsupported,      // this machine/kernel/format version cannot do it
-  kNoSpace,          // ENOSPC / EDQUOT / a configured limit
-  kUnavailable,      // a peer (daemon, device) is not there or timed out
+  kCorrupt,      // data on disk or on the wire fails validation
+  kUnsupported,  // this machine/kernel/format version cannot do it
+  kNoSpace,      // ENOSPC / EDQUOT / a configured limit
+  kUnavailable,  // a peer (daemon, device) is not there or timed out
   kResourceExhausted,
   kInternal,
 };
@@ -68,9 +68,9 @@ Status ErrnoStatus(std::string msg);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const T& value) : v_(value) {}                // NOLINT: implicit by design
-  StatusOr(T&& value) : v_(std::move(value)) {}          // NOLINT
-  StatusOr(Status status) : v_(std::move(status)) {}     // NOLINT
+  StatusOr(const T& value) : v_(value) {}             // NOLINT: implicit by design
+  StatusOr(T&& value) : v_(std::move(value)) {}       // NOLINT
+  StatusOr(Status status) : v_(std::move(status)) {}  // NOLINT
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
     static const Status kOk;
@@ -94,10 +94,10 @@ class [[nodiscard]] StatusOr {
 #define FLIGHTREC_CONCAT_INNER(a, b) a##b
 #define FLIGHTREC_CONCAT(a, b) FLIGHTREC_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                              \
-  do {                                                     \
-    ::flightrec::Status _st = (expr);                      \
-    if (!_st.ok()) return _st;                             \
+#define RETURN_IF_ERROR(expr)         \
+  do {                                \
+    ::flightrec::Status _st = (expr); \
+    if (!_st.ok()) return _st;        \
   } while (0)
 
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

@@ -47,15 +47,23 @@ StatusOr<int64_t> ParseDurationNs(std::string_view text) {
     return InvalidArgument(fmt::format("invalid duration '{}' (examples: 5s, 250ms, 2h)", text));
   }
   double mult = 0;
-  if (suffix.empty() || suffix == "s" || suffix == "sec") mult = 1e9;
-  else if (suffix == "ms") mult = 1e6;
-  else if (suffix == "us") mult = 1e3;
-  else if (suffix == "ns") mult = 1;
-  else if (suffix == "m" || suffix == "min") mult = 60e9;
-  else if (suffix == "h") mult = 3600e9;
-  else if (suffix == "d") mult = 86400e9;
+  if (suffix.empty() || suffix == "s" || suffix == "sec")
+    mult = 1e9;
+  else if (suffix == "ms")
+    mult = 1e6;
+  else if (suffix == "us")
+    mult = 1e3;
+  else if (suffix == "ns")
+    mult = 1;
+  else if (suffix == "m" || suffix == "min")
+    mult = 60e9;
+  else if (suffix == "h")
+    mult = 3600e9;
+  else if (suffix == "d")
+    mult = 86400e9;
   else
-    return InvalidArgument(fmt::format("invalid duration unit in '{}' (use ns, us, ms, s, m, h, d)", text));
+    return InvalidArgument(
+        fmt::format("invalid duration unit in '{}' (use ns, us, ms, s, m, h, d)", text));
   double ns = v * mult;
   if (ns > 9.2e18) return InvalidArgument(fmt::format("duration '{}' is too large", text));
   return static_cast<int64_t>(std::llround(ns));
@@ -68,11 +76,16 @@ StatusOr<uint64_t> ParseSize(std::string_view text) {
     return InvalidArgument(fmt::format("invalid size '{}' (examples: 4096, 64M, 4G)", text));
   }
   double mult = 0;
-  if (suffix.empty() || suffix == "b") mult = 1;
-  else if (suffix == "k" || suffix == "kb" || suffix == "kib") mult = 1024.0;
-  else if (suffix == "m" || suffix == "mb" || suffix == "mib") mult = 1024.0 * 1024;
-  else if (suffix == "g" || suffix == "gb" || suffix == "gib") mult = 1024.0 * 1024 * 1024;
-  else if (suffix == "t" || suffix == "tb" || suffix == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
+  if (suffix.empty() || suffix == "b")
+    mult = 1;
+  else if (suffix == "k" || suffix == "kb" || suffix == "kib")
+    mult = 1024.0;
+  else if (suffix == "m" || suffix == "mb" || suffix == "mib")
+    mult = 1024.0 * 1024;
+  else if (suffix == "g" || suffix == "gb" || suffix == "gib")
+    mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "t" || suffix == "tb" || suffix == "tib")
+    mult = 1024.0 * 1024 * 1024 * 1024;
   else
     return InvalidArgument(fmt::format("invalid size unit in '{}' (use K, M, G, T)", text));
   double bytes = v * mult;
@@ -105,8 +118,8 @@ std::string FormatTimeNs(int64_t unix_ns) {
   int64_t ms = (unix_ns / 1000000) % 1000;
   struct tm tm {};
   gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
 StatusOr<int64_t> ParseTimeNs(std::string_view text, int64_t now_ns) {
@@ -123,8 +136,10 @@ StatusOr<int64_t> ParseTimeNs(std::string_view text, int64_t now_ns) {
   }
   // Relative: "-5m", "5m ago".
   std::string rel;
-  if (s[0] == '-') rel = s.substr(1);
-  else if (s.size() > 4 && s.substr(s.size() - 4) == " ago") rel = s.substr(0, s.size() - 4);
+  if (s[0] == '-')
+    rel = s.substr(1);
+  else if (s.size() > 4 && s.substr(s.size() - 4) == " ago")
+    rel = s.substr(0, s.size() - 4);
   if (!rel.empty()) {
     auto d = ParseDurationNs(rel);
     if (!d.ok()) return d.status();

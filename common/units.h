@@ -14,8 +14,8 @@ namespace flightrec {
 StatusOr<int64_t> ParseDurationNs(std::string_view text);
 // "4096", "64K", "64KiB", "1.5G", "4GB" (binary multiples, like systemd).
 StatusOr<uint64_t> ParseSize(std::string_view text);
-std::string FormatBytes(uint64_t bytes);        // "1.5 GiB"
-std::string FormatDurationNs(int64_t ns);       // "5.00 s", "12.3 ms"
+std::string FormatBytes(uint64_t bytes);   // "1.5 GiB"
+std::string FormatDurationNs(int64_t ns);  // "5.00 s", "12.3 ms"
 // Wall-clock ns since the epoch ↔ "2026-11-22T12:06:33.123Z".
 std::string FormatTimeNs(int64_t unix_ns);
 // Accepts RFC 3339-ish UTC ("2026-11-22T12:06:33Z", "2026-11-22 12:06"),

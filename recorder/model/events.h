@@ -20,10 +20,10 @@ enum class CpuMode : uint8_t { kUnknown = 0, kKernel = 1, kUser = 2, kHypervisor
 // Optional raw material for DWARF unwinding (PERF_SAMPLE_REGS_USER +
 // PERF_SAMPLE_STACK_USER, or the module's AUX ring).
 struct UserStack {
-  uint64_t regs_mask = 0;        // PERF_REG_X86_* bits present in regs
-  std::vector<uint64_t> regs;    // in bit order of regs_mask
-  std::vector<uint8_t> stack;    // bytes copied from the user stack pointer upwards
-  uint64_t dyn_size = 0;         // bytes the kernel actually filled (<= stack.size())
+  uint64_t regs_mask = 0;      // PERF_REG_X86_* bits present in regs
+  std::vector<uint64_t> regs;  // in bit order of regs_mask
+  std::vector<uint8_t> stack;  // bytes copied from the user stack pointer upwards
+  uint64_t dyn_size = 0;       // bytes the kernel actually filled (<= stack.size())
 };
 
 struct Sample {
@@ -81,14 +81,14 @@ struct TaskEvent {
 // Why samples or sideband are missing. Each cause is counted separately and
 // stored in every record (seed 003: loss is reported exactly, by cause).
 enum class LossCause : uint8_t {
-  kRingLost = 1,        // PERF_RECORD_LOST in a data ring
-  kSidebandLost = 2,    // PERF_RECORD_LOST in the sideband ring
-  kPaused = 3,          // produced while the ring was paused for a dump
-  kOverwritten = 4,     // overwritten in an overwrite ring before the dump
-  kOutsideWindow = 5,   // in the ring, but older than --last
-  kFilteredPid = 6,     // not one of --pid (not a loss, but accounted)
-  kTorn = 7,            // module: record overwritten while it was copied
-  kSize = 8,            // module: record too large for its ring
+  kRingLost = 1,       // PERF_RECORD_LOST in a data ring
+  kSidebandLost = 2,   // PERF_RECORD_LOST in the sideband ring
+  kPaused = 3,         // produced while the ring was paused for a dump
+  kOverwritten = 4,    // overwritten in an overwrite ring before the dump
+  kOutsideWindow = 5,  // in the ring, but older than --last
+  kFilteredPid = 6,    // not one of --pid (not a loss, but accounted)
+  kTorn = 7,           // module: record overwritten while it was copied
+  kSize = 8,           // module: record too large for its ring
 };
 
 struct LostEvent {

@@ -1,0 +1,282 @@
+#include "recorder/model/event_codec.h"
+
+#include <fmt/format.h>
+
+namespace flightrec::recorder {
+namespace {
+
+enum Tag : uint8_t {
+  kTagSample = 1,
+  kTagMmap = 2,
+  kTagComm = 3,
+  kTagTask = 4,
+  kTagLost = 5,
+};
+
+// Bounds that keep a hostile stream from making us allocate without limit.
+// perf caps callchains at PERF_MAX_STACK_DEPTH (127 by default, sysctl up to
+// ~64k); 65535 frames covers any real chain. A user stack copy is at most
+// 65528 bytes in perf (PERF_SAMPLE_STACK_USER is u16-sized) — we allow 1 MiB
+// for the module's AUX copies.
+constexpr uint64_t kMaxChain = 65535;
+constexpr uint64_t kMaxRegs = 64;
+constexpr size_t kMaxString = 64 * 1024;
+constexpr size_t kMaxStack = 1 << 20;
+
+uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+}  // namespace
+
+void EventEncoder::PutVarint(uint64_t v) {
+  while (v >= 0x80) {
+    buf_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  buf_.push_back(static_cast<char>(v));
+}
+
+void EventEncoder::PutSigned(int64_t v) { PutVarint(ZigZag(v)); }
+
+void EventEncoder::PutBytes(std::string_view s) {
+  PutVarint(s.size());
+  buf_.append(s);
+}
+
+void EventEncoder::PutTime(uint64_t t) {
+  // Events arrive nearly sorted; a signed delta keeps out-of-order ones small.
+  PutSigned(static_cast<int64_t>(t - last_time_));
+  last_time_ = t;
+}
+
+void EventEncoder::Add(const Event& event) {
+  std::visit(
+      [this](const auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, Sample>) {
+          buf_.push_back(static_cast<char>(kTagSample));
+          PutTime(e.time_ns);
+          PutVarint(e.cpu);
+          PutVarint(e.pid);
+          PutVarint(e.tid);
+          PutVarint(static_cast<uint8_t>(e.mode));
+          PutVarint(e.ip);
+          PutVarint(e.period);
+          for (const auto* chain : {&e.kernel_chain, &e.user_chain}) {
+            PutVarint(chain->size());
+            // Frames are coded relative to the previous one: neighbouring
+            // return addresses share their high bits.
+            uint64_t prev = e.ip;
+            for (uint64_t f : *chain) {
+              PutSigned(static_cast<int64_t>(f - prev));
+              prev = f;
+            }
+          }
+          PutVarint(e.user_stack.regs_mask);
+          PutVarint(e.user_stack.regs.size());
+          for (uint64_t r : e.user_stack.regs) PutVarint(r);
+          PutBytes(std::string_view(reinterpret_cast<const char*>(e.user_stack.stack.data()),
+                                    e.user_stack.stack.size()));
+          PutVarint(e.user_stack.dyn_size);
+        } else if constexpr (std::is_same_v<T, MmapEvent>) {
+          buf_.push_back(static_cast<char>(kTagMmap));
+          PutTime(e.time_ns);
+          PutVarint(e.pid);
+          PutVarint(e.tid);
+          PutVarint(e.start);
+          PutVarint(e.len);
+          PutVarint(e.pgoff);
+          PutVarint(e.maj);
+          PutVarint(e.min);
+          PutVarint(e.ino);
+          PutVarint(e.prot);
+          PutVarint(e.flags);
+          PutBytes(e.build_id);
+          PutBytes(e.filename);
+          PutVarint(e.kernel ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, CommEvent>) {
+          buf_.push_back(static_cast<char>(kTagComm));
+          PutTime(e.time_ns);
+          PutVarint(e.pid);
+          PutVarint(e.tid);
+          PutBytes(e.comm);
+          PutVarint(e.exec ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, TaskEvent>) {
+          buf_.push_back(static_cast<char>(kTagTask));
+          PutTime(e.time_ns);
+          PutVarint(e.pid);
+          PutVarint(e.ppid);
+          PutVarint(e.tid);
+          PutVarint(e.ptid);
+          PutVarint(e.exit ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, LostEvent>) {
+          buf_.push_back(static_cast<char>(kTagLost));
+          PutTime(e.time_ns);
+          PutVarint(e.cpu);
+          PutVarint(static_cast<uint8_t>(e.cause));
+          PutVarint(e.count);
+        }
+      },
+      event);
+}
+
+std::string EventEncoder::Take() {
+  std::string out;
+  out.swap(buf_);
+  return out;
+}
+
+bool EventDecoder::GetVarint(uint64_t* v) {
+  uint64_t result = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (pos_ >= data_.size()) return false;
+    uint8_t b = static_cast<uint8_t>(data_[pos_++]);
+    if (shift == 63 && b > 1) return false;  // would overflow 64 bits
+    result |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *v = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool EventDecoder::GetSigned(int64_t* v) {
+  uint64_t u = 0;
+  if (!GetVarint(&u)) return false;
+  *v = UnZigZag(u);
+  return true;
+}
+
+bool EventDecoder::GetU32(uint32_t* v) {
+  uint64_t u = 0;
+  if (!GetVarint(&u) || u > UINT32_MAX) return false;
+  *v = static_cast<uint32_t>(u);
+  return true;
+}
+
+bool EventDecoder::GetBytes(std::string* s, size_t max) {
+  uint64_t n = 0;
+  if (!GetVarint(&n) || n > max || n > data_.size() - pos_) return false;
+  s->assign(data_.substr(pos_, n));
+  pos_ += n;
+  return true;
+}
+
+bool EventDecoder::GetTime(uint64_t* t) {
+  int64_t d = 0;
+  if (!GetSigned(&d)) return false;
+  last_time_ += static_cast<uint64_t>(d);
+  *t = last_time_;
+  return true;
+}
+
+bool EventDecoder::GetChain(std::vector<uint64_t>* chain) {
+  uint64_t n = 0;
+  // Each frame takes at least one byte: a count beyond the bytes left is a lie.
+  if (!GetVarint(&n) || n > kMaxChain || n > data_.size() - pos_) return false;
+  chain->resize(n);
+  for (auto& f : *chain) {
+    int64_t d = 0;
+    if (!GetSigned(&d)) return false;
+    f = static_cast<uint64_t>(d);
+  }
+  return true;
+}
+
+StatusOr<bool> EventDecoder::Next(Event* out) {
+  if (pos_ >= data_.size()) return false;
+  size_t start = pos_;
+  auto corrupt = [&](const char* what) {
+    return Corrupt(fmt::format("events section: malformed {} at byte {}", what, start));
+  };
+  uint8_t tag = static_cast<uint8_t>(data_[pos_++]);
+  switch (tag) {
+    case kTagSample: {
+      Sample s;
+      uint64_t mode = 0;
+      if (!GetTime(&s.time_ns) || !GetU32(&s.cpu) || !GetU32(&s.pid) || !GetU32(&s.tid) ||
+          !GetVarint(&mode) || mode > 4 || !GetVarint(&s.ip) || !GetVarint(&s.period)) {
+        return corrupt("sample");
+      }
+      s.mode = static_cast<CpuMode>(mode);
+      for (auto* chain : {&s.kernel_chain, &s.user_chain}) {
+        if (!GetChain(chain)) return corrupt("sample callchain");
+        uint64_t prev = s.ip;
+        for (auto& f : *chain) {
+          f += prev;
+          prev = f;
+        }
+      }
+      uint64_t nregs = 0;
+      if (!GetVarint(&s.user_stack.regs_mask) || !GetVarint(&nregs) || nregs > kMaxRegs) {
+        return corrupt("sample registers");
+      }
+      s.user_stack.regs.resize(nregs);
+      for (auto& r : s.user_stack.regs) {
+        if (!GetVarint(&r)) return corrupt("sample registers");
+      }
+      std::string stack;
+      if (!GetBytes(&stack, kMaxStack) || !GetVarint(&s.user_stack.dyn_size) ||
+          s.user_stack.dyn_size > stack.size()) {
+        return corrupt("sample stack");
+      }
+      s.user_stack.stack.assign(stack.begin(), stack.end());
+      *out = std::move(s);
+      return true;
+    }
+    case kTagMmap: {
+      MmapEvent m;
+      uint64_t kernel = 0;
+      if (!GetTime(&m.time_ns) || !GetU32(&m.pid) || !GetU32(&m.tid) || !GetVarint(&m.start) ||
+          !GetVarint(&m.len) || !GetVarint(&m.pgoff) || !GetU32(&m.maj) || !GetU32(&m.min) ||
+          !GetVarint(&m.ino) || !GetU32(&m.prot) || !GetU32(&m.flags) ||
+          !GetBytes(&m.build_id, 64) || !GetBytes(&m.filename, kMaxString) || !GetVarint(&kernel) ||
+          kernel > 1) {
+        return corrupt("mmap");
+      }
+      m.kernel = kernel != 0;
+      *out = std::move(m);
+      return true;
+    }
+    case kTagComm: {
+      CommEvent c;
+      uint64_t exec = 0;
+      if (!GetTime(&c.time_ns) || !GetU32(&c.pid) || !GetU32(&c.tid) ||
+          !GetBytes(&c.comm, kMaxString) || !GetVarint(&exec) || exec > 1) {
+        return corrupt("comm");
+      }
+      c.exec = exec != 0;
+      *out = std::move(c);
+      return true;
+    }
+    case kTagTask: {
+      TaskEvent t;
+      uint64_t exit = 0;
+      if (!GetTime(&t.time_ns) || !GetU32(&t.pid) || !GetU32(&t.ppid) || !GetU32(&t.tid) ||
+          !GetU32(&t.ptid) || !GetVarint(&exit) || exit > 1) {
+        return corrupt("task");
+      }
+      t.exit = exit != 0;
+      *out = t;
+      return true;
+    }
+    case kTagLost: {
+      LostEvent l;
+      uint64_t cause = 0;
+      if (!GetTime(&l.time_ns) || !GetU32(&l.cpu) || !GetVarint(&cause) || cause < 1 || cause > 8 ||
+          !GetVarint(&l.count)) {
+        return corrupt("lost");
+      }
+      l.cause = static_cast<LossCause>(cause);
+      *out = l;
+      return true;
+    }
+    default:
+      return Corrupt(fmt::format("events section: unknown event tag {} at byte {}", tag, start));
+  }
+}
+
+}  // namespace flightrec::recorder

@@ -1,0 +1,67 @@
+// EventEncoder / EventDecoder: the byte format of a record's `events` section.
+//
+// Why its own format: a record stores the raw event stream (not perf.data),
+// so that `recorder report` replays it through the same attribution pipeline
+// the daemon uses live, whichever backend captured it. Encoding is compact
+// (LEB128 varints, times delta-coded per stream) because zstd compresses what
+// is left; decoding treats every byte as hostile: a bad tag, an overlong
+// varint or a length past the end is a kCorrupt Status, never a crash or an
+// unbounded allocation. Layout: docs/FORMAT.md, "events section".
+//
+// Thread: none of its own; an encoder or decoder is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "recorder/model/events.h"
+
+namespace flightrec::recorder {
+
+// Version of the events-section encoding; bumped on incompatible changes.
+inline constexpr uint32_t kEventCodecVersion = 1;
+
+class EventEncoder {
+ public:
+  // Appends the encoding of `event` to the internal buffer.
+  void Add(const Event& event);
+  const std::string& buffer() const { return buf_; }
+  // Hands the bytes to the caller (e.g. to stream a chunk into the store) and
+  // starts a new chunk; delta coding continues across chunks.
+  std::string Take();
+  size_t size() const { return buf_.size(); }
+
+ private:
+  void PutVarint(uint64_t v);
+  void PutSigned(int64_t v);
+  void PutBytes(std::string_view s);
+  void PutTime(uint64_t t);
+
+  std::string buf_;
+  uint64_t last_time_ = 0;
+};
+
+class EventDecoder {
+ public:
+  explicit EventDecoder(std::string_view data) : data_(data) {}
+  // Decodes the next event into *out. Returns false at a clean end; a
+  // malformed stream yields a kCorrupt status naming the byte offset.
+  StatusOr<bool> Next(Event* out);
+  size_t offset() const { return pos_; }
+
+ private:
+  bool GetVarint(uint64_t* v);
+  bool GetSigned(int64_t* v);
+  bool GetU32(uint32_t* v);
+  bool GetBytes(std::string* s, size_t max);
+  bool GetTime(uint64_t* t);
+  bool GetChain(std::vector<uint64_t>* chain);
+
+  std::string_view data_;
+  size_t pos_ = 0;
+  uint64_t last_time_ = 0;
+};
+
+}  // namespace flightrec::recorder
