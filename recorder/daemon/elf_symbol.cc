@@ -1,0 +1,96 @@
+#include "recorder/daemon/elf_symbol.h"
+
+#include <fcntl.h>
+
+#include <gelf.h>
+#include <libelf.h>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "common/scoped_fd.h"
+
+namespace flightrec::recorder {
+namespace {
+
+struct ElfCloser {
+  void operator()(Elf* e) const { elf_end(e); }
+};
+
+// Finds the symbol's virtual address in one symbol table section type.
+bool FindSymbol(Elf* elf, Elf64_Word type, const std::string& name, uint64_t* vaddr) {
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != type || shdr.sh_entsize == 0) {
+      continue;
+    }
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr) continue;
+    size_t count = shdr.sh_size / shdr.sh_entsize;
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+      if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
+      const char* n = elf_strptr(elf, shdr.sh_link, sym.st_name);
+      if (n != nullptr && name == n) {
+        *vaddr = sym.st_value;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<UprobeTarget> ResolveUprobeTarget(const std::string& spec) {
+  size_t colon = spec.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size()) {
+    return InvalidArgument(
+        fmt::format("uprobe '{}': expected /path/to/binary:function (or :0xOFFSET)", spec));
+  }
+  UprobeTarget t;
+  t.path = spec.substr(0, colon);
+  t.symbol = spec.substr(colon + 1);
+  if (t.path[0] != '/') {
+    return InvalidArgument(fmt::format("uprobe '{}': the binary path must be absolute", spec));
+  }
+  if (t.symbol.rfind("0x", 0) == 0) {
+    try {
+      t.file_offset = std::stoull(t.symbol, nullptr, 16);
+    } catch (...) {
+      return InvalidArgument(fmt::format("uprobe '{}': bad offset", spec));
+    }
+    return t;
+  }
+  ScopedFd fd(open(t.path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus(fmt::format("uprobe '{}': cannot open {}", spec, t.path));
+  elf_version(EV_CURRENT);
+  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) {
+    return InvalidArgument(fmt::format("uprobe '{}': {} is not an ELF file", spec, t.path));
+  }
+  uint64_t vaddr = 0;
+  if (!FindSymbol(elf.get(), SHT_SYMTAB, t.symbol, &vaddr) &&
+      !FindSymbol(elf.get(), SHT_DYNSYM, t.symbol, &vaddr)) {
+    return NotFound(
+        fmt::format("uprobe '{}': no function '{}' in {} (stripped?)", spec, t.symbol, t.path));
+  }
+  size_t nphdr = 0;
+  elf_getphdrnum(elf.get(), &nphdr);
+  for (size_t i = 0; i < nphdr; ++i) {
+    GElf_Phdr ph;
+    if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD) {
+      continue;
+    }
+    if (vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz) {
+      t.file_offset = vaddr - ph.p_vaddr + ph.p_offset;
+      return t;
+    }
+  }
+  return NotFound(
+      fmt::format("uprobe '{}': symbol at 0x{:x} is in no loadable segment", spec, vaddr));
+}
+
+}  // namespace flightrec::recorder

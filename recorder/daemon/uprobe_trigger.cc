@@ -1,0 +1,132 @@
+#include "recorder/daemon/uprobe_trigger.h"
+
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace flightrec::recorder {
+namespace {
+
+// One data page plus the control page: a hit is a 32-byte record and the
+// daemon drains on every wakeup, so one page holds >100 undrained hits.
+constexpr size_t kRingPages = 1;
+
+StatusOr<int> UprobePmuType() {
+  std::ifstream in("/sys/bus/event_source/devices/uprobe/type");
+  int type = -1;
+  if (!(in >> type)) {
+    return Unsupported(
+        "this kernel has no uprobe perf PMU (/sys/bus/event_source/devices/uprobe/type); "
+        "uprobe triggers need CONFIG_UPROBE_EVENTS");
+  }
+  return type;
+}
+
+std::vector<uint32_t> OnlineCpus() {
+  std::vector<uint32_t> cpus;
+  long n = sysconf(_SC_NPROCESSORS_CONF);
+  for (long c = 0; c < n; ++c) {
+    std::ifstream f(fmt::format("/sys/devices/system/cpu/cpu{}/online", c));
+    int online = 1;  // cpu0 often has no "online" file: it is always online
+    if (f) f >> online;
+    if (online) cpus.push_back(static_cast<uint32_t>(c));
+  }
+  return cpus;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<UprobeTrigger>> UprobeTrigger::Create(const std::string& spec) {
+  ASSIGN_OR_RETURN(UprobeTarget target, ResolveUprobeTarget(spec));
+  ASSIGN_OR_RETURN(int type, UprobePmuType());
+  std::unique_ptr<UprobeTrigger> t(new UprobeTrigger());
+  t->target_ = target;
+  long page = sysconf(_SC_PAGESIZE);
+  for (uint32_t cpu : OnlineCpus()) {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = static_cast<uint32_t>(type);
+    attr.config = 0;  // bit 0 = retprobe (format/retprobe: config:0); we want entry
+    attr.uprobe_path = reinterpret_cast<uint64_t>(t->target_.path.c_str());
+    attr.probe_offset = target.file_offset;
+    attr.sample_period = 1;
+    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+    attr.use_clockid = 1;
+    attr.clockid = CLOCK_MONOTONIC;
+    attr.wakeup_events = 1;
+    int fd = static_cast<int>(
+        syscall(SYS_perf_event_open, &attr, -1, static_cast<int>(cpu), -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      int err = errno;
+      if (err == EACCES || err == EPERM) {
+        return ErrnoStatus(err, fmt::format("uprobe trigger {}: need root or CAP_PERFMON "
+                                            "(system-wide uprobe on cpu {})",
+                                            spec, cpu));
+      }
+      return ErrnoStatus(err,
+                         fmt::format("uprobe trigger {}: perf_event_open on cpu {}", spec, cpu));
+    }
+    Cpu c;
+    c.fd.reset(fd);
+    c.cpu = cpu;
+    size_t len = static_cast<size_t>(page) * (1 + kRingPages);
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return ErrnoStatus(fmt::format("uprobe trigger {}: mmap", spec));
+    c.ring = ScopedMmap(p, len);
+    t->cpus_.push_back(std::move(c));
+  }
+  return t;
+}
+
+UprobeTrigger::~UprobeTrigger() = default;
+
+std::vector<int> UprobeTrigger::fds() const {
+  std::vector<int> out;
+  for (const auto& c : cpus_) out.push_back(c.fd.get());
+  return out;
+}
+
+std::vector<UprobeHit> UprobeTrigger::Drain() {
+  std::vector<UprobeHit> hits;
+  long page = sysconf(_SC_PAGESIZE);
+  for (auto& c : cpus_) {
+    auto* meta = static_cast<perf_event_mmap_page*>(c.ring.data());
+    auto* data = static_cast<const uint8_t*>(c.ring.data()) + page;
+    const uint64_t size = meta->data_size;
+    // data_head: acquire load pairs with the kernel's smp_wmb() before it
+    // publishes head (kernel/events/ring_buffer.c, perf_output_put_handle).
+    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = meta->data_tail;
+    while (tail + sizeof(perf_event_header) <= head) {
+      perf_event_header hdr;
+      for (size_t i = 0; i < sizeof(hdr); ++i) {
+        reinterpret_cast<uint8_t*>(&hdr)[i] = data[(tail + i) % size];
+      }
+      if (hdr.size < sizeof(hdr) || tail + hdr.size > head) break;
+      if (hdr.type == PERF_RECORD_SAMPLE && hdr.size >= sizeof(hdr) + 16) {
+        uint8_t body[16];
+        for (size_t i = 0; i < sizeof(body); ++i) body[i] = data[(tail + sizeof(hdr) + i) % size];
+        UprobeHit h;
+        std::memcpy(&h.pid, body, 4);
+        std::memcpy(&h.tid, body + 4, 4);
+        std::memcpy(&h.time_ns, body + 8, 8);
+        h.cpu = c.cpu;
+        hits.push_back(h);
+        ++hits_;
+      }
+      tail += hdr.size;
+    }
+    // data_tail: release store so the kernel does not overwrite records we
+    // are still reading (the "C/D" pairing in ring_buffer.c's comment).
+    __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
+  }
+  return hits;
+}
+
+}  // namespace flightrec::recorder
