@@ -1,0 +1,470 @@
+#include "store/index.h"
+
+#include <xxhash.h>
+
+#include <fmt/format.h>
+
+namespace flightrec::store {
+namespace {
+
+// Each entry moves the schema from version i to i+1. Never edit a shipped
+// entry: append a new one (docs/FORMAT.md, "Index migrations").
+const char* const kMigrations[] = {
+    // v0 → v1
+    R"sql(
+CREATE TABLE records(
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  created_ns INTEGER NOT NULL,
+  start_ns INTEGER NOT NULL DEFAULT 0,
+  end_ns INTEGER NOT NULL DEFAULT 0,
+  host TEXT NOT NULL DEFAULT '',
+  kernel TEXT NOT NULL DEFAULT '',
+  boot_id TEXT NOT NULL DEFAULT '',
+  file TEXT NOT NULL,
+  file_size INTEGER NOT NULL,
+  raw_size INTEGER NOT NULL,
+  checksum TEXT NOT NULL,
+  state TEXT NOT NULL DEFAULT 'ok',
+  meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX records_by_time ON records(created_ns);
+CREATE INDEX records_by_kind ON records(kind, created_ns);
+CREATE TABLE record_processes(
+  record_id TEXT NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+  pid INTEGER NOT NULL,
+  exe TEXT NOT NULL DEFAULT '',
+  comm TEXT NOT NULL DEFAULT '',
+  uid INTEGER
+);
+CREATE INDEX processes_by_pid ON record_processes(pid);
+CREATE INDEX processes_by_exe ON record_processes(exe);
+CREATE INDEX processes_by_record ON record_processes(record_id);
+CREATE TABLE crashes(
+  record_id TEXT PRIMARY KEY REFERENCES records(id) ON DELETE CASCADE,
+  pid INTEGER NOT NULL,
+  tid INTEGER NOT NULL DEFAULT 0,
+  signal INTEGER NOT NULL DEFAULT 0,
+  exe TEXT NOT NULL DEFAULT '',
+  uid INTEGER NOT NULL DEFAULT 0,
+  gid INTEGER NOT NULL DEFAULT 0,
+  time_ns INTEGER NOT NULL DEFAULT 0,
+  dumpable INTEGER NOT NULL DEFAULT 1,
+  core_size INTEGER NOT NULL DEFAULT 0,
+  truncated INTEGER NOT NULL DEFAULT 0,
+  history TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE file_cookies(
+  record_id TEXT NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+  build_id TEXT NOT NULL DEFAULT '',
+  path TEXT NOT NULL DEFAULT '',
+  dev INTEGER NOT NULL DEFAULT 0,
+  ino INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX cookies_by_build_id ON file_cookies(build_id);
+CREATE INDEX cookies_by_record ON file_cookies(record_id);
+)sql",
+};
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& sql) {
+    rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  bool ok() const { return rc_ == SQLITE_OK && s_ != nullptr; }
+  sqlite3_stmt* get() { return s_; }
+  void Bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT);
+  }
+  void Bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
+  std::string Text(int i) {
+    auto* t = sqlite3_column_text(s_, i);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+  int rc_ = SQLITE_ERROR;
+};
+
+Status SqlError(sqlite3* db, const std::string& what) {
+  int code = sqlite3_errcode(db);
+  std::string msg = fmt::format("index: {}: {}", what, sqlite3_errmsg(db));
+  if (code == SQLITE_FULL) return Status(StatusCode::kNoSpace, msg + " (no space)", ENOSPC);
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return Unavailable(msg);
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) return Corrupt(msg);
+  if (code == SQLITE_READONLY || code == SQLITE_PERM || code == SQLITE_AUTH) {
+    return Status(StatusCode::kPermissionDenied, msg);
+  }
+  return Internal(msg);
+}
+
+RecordRow ReadRow(Stmt& s) {
+  RecordRow r;
+  r.id = s.Text(0);
+  r.kind = s.Text(1);
+  r.reason = s.Text(2);
+  r.created_ns = sqlite3_column_int64(s.get(), 3);
+  r.start_ns = sqlite3_column_int64(s.get(), 4);
+  r.end_ns = sqlite3_column_int64(s.get(), 5);
+  r.host = s.Text(6);
+  r.kernel = s.Text(7);
+  r.boot_id = s.Text(8);
+  r.file = s.Text(9);
+  r.file_size = static_cast<uint64_t>(sqlite3_column_int64(s.get(), 10));
+  r.raw_size = static_cast<uint64_t>(sqlite3_column_int64(s.get(), 11));
+  r.checksum = s.Text(12);
+  r.state = s.Text(13);
+  r.meta = nlohmann::json::parse(s.Text(14), nullptr, /*allow_exceptions=*/false);
+  if (r.meta.is_discarded()) r.meta = nlohmann::json::object();
+  return r;
+}
+
+constexpr const char* kRowColumns =
+    "r.id, r.kind, r.reason, r.created_ns, r.start_ns, r.end_ns, r.host, r.kernel, r.boot_id, "
+    "r.file, r.file_size, r.raw_size, r.checksum, r.state, r.meta";
+
+}  // namespace
+
+nlohmann::json RecordRow::ToJson() const {
+  return {{"id", id},
+          {"kind", kind},
+          {"reason", reason},
+          {"created_ns", created_ns},
+          {"start_ns", start_ns},
+          {"end_ns", end_ns},
+          {"host", host},
+          {"kernel", kernel},
+          {"boot_id", boot_id},
+          {"file", file},
+          {"file_size", file_size},
+          {"raw_size", raw_size},
+          {"checksum", checksum},
+          {"state", state},
+          {"meta", meta}};
+}
+
+StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_only) {
+  std::unique_ptr<Index> idx(new Index());
+  idx->path_ = path;
+  int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  flags |= SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
+  if (sqlite3_open_v2(path.c_str(), &idx->db_, flags, nullptr) != SQLITE_OK) {
+    Status st = SqlError(idx->db_, "opening " + path);
+    return st;
+  }
+  // 10 s: a crash handler may wait behind a daemon's commit; both are short.
+  sqlite3_busy_timeout(idx->db_, 10000);
+  sqlite3_extended_result_codes(idx->db_, 0);
+  if (read_only) {
+    RETURN_IF_ERROR(idx->Exec("PRAGMA query_only=ON"));
+    return idx;
+  }
+  RETURN_IF_ERROR(idx->Exec("PRAGMA journal_mode=WAL"));
+  // NORMAL in WAL mode: a committed transaction survives a process crash; the
+  // record file itself was fsynced before its row is written.
+  RETURN_IF_ERROR(idx->Exec("PRAGMA synchronous=NORMAL"));
+  RETURN_IF_ERROR(idx->Exec("PRAGMA foreign_keys=ON"));
+  RETURN_IF_ERROR(idx->Migrate());
+  return idx;
+}
+
+Index::~Index() {
+  if (db_ != nullptr) sqlite3_close_v2(db_);
+}
+
+Status Index::Exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "?";
+    sqlite3_free(err);
+    return SqlError(db_, msg);
+  }
+  return OkStatus();
+}
+
+Status Index::Migrate() {
+  // BEGIN IMMEDIATE serialises concurrent first opens: only one process runs
+  // a migration; the others see the new user_version afterwards.
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Stmt v(db_, "PRAGMA user_version");
+  int version = 0;
+  if (v.ok() && sqlite3_step(v.get()) == SQLITE_ROW) version = sqlite3_column_int(v.get(), 0);
+  constexpr int kNum = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+  if (version > kNum) {
+    (void)Exec("ROLLBACK");
+    return Unsupported(fmt::format(
+        "index {} has schema version {}, newer than this flightrec knows ({}); upgrade flightrec",
+        path_, version, kNum));
+  }
+  for (int i = version; i < kNum; ++i) {
+    Status st = Exec(kMigrations[i]);
+    if (st.ok()) st = Exec(fmt::format("PRAGMA user_version={}", i + 1));
+    if (!st.ok()) {
+      (void)Exec("ROLLBACK");
+      return st.Annotate(fmt::format("migrating index {} to version {}", path_, i + 1));
+    }
+  }
+  return Exec("COMMIT");
+}
+
+Status Index::Upsert(const RecordRow& row) {
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto fail = [&](const std::string& what) {
+    Status st = SqlError(db_, what);
+    (void)Exec("ROLLBACK");
+    return st;
+  };
+  {
+    Stmt del(db_, "DELETE FROM records WHERE id = ?");
+    del.Bind(1, row.id);
+    if (!del.ok() || sqlite3_step(del.get()) != SQLITE_DONE) return fail("replacing " + row.id);
+  }
+  Stmt s(db_,
+         "INSERT INTO records(id, kind, reason, created_ns, start_ns, end_ns, host, kernel, "
+         "boot_id, file, file_size, raw_size, checksum, state, meta) "
+         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  if (!s.ok()) return fail("preparing insert");
+  s.Bind(1, row.id);
+  s.Bind(2, row.kind);
+  s.Bind(3, row.reason);
+  s.Bind(4, row.created_ns);
+  s.Bind(5, row.start_ns);
+  s.Bind(6, row.end_ns);
+  s.Bind(7, row.host);
+  s.Bind(8, row.kernel);
+  s.Bind(9, row.boot_id);
+  s.Bind(10, row.file);
+  s.Bind(11, static_cast<int64_t>(row.file_size));
+  s.Bind(12, static_cast<int64_t>(row.raw_size));
+  s.Bind(13, row.checksum);
+  s.Bind(14, row.state.empty() ? std::string("ok") : row.state);
+  s.Bind(15, row.meta.dump());
+  if (sqlite3_step(s.get()) != SQLITE_DONE) return fail("inserting " + row.id);
+
+  const auto& meta = row.meta;
+  if (meta.contains("processes") && meta["processes"].is_array()) {
+    for (const auto& p : meta["processes"]) {
+      if (!p.is_object()) continue;
+      Stmt ps(db_,
+              "INSERT INTO record_processes(record_id, pid, exe, comm, uid) VALUES(?,?,?,?,?)");
+      ps.Bind(1, row.id);
+      ps.Bind(2, p.value("pid", int64_t{0}));
+      ps.Bind(3, p.value("exe", std::string()));
+      ps.Bind(4, p.value("comm", std::string()));
+      if (p.contains("uid")) ps.Bind(5, p.value("uid", int64_t{0}));
+      if (sqlite3_step(ps.get()) != SQLITE_DONE) return fail("indexing processes of " + row.id);
+    }
+  }
+  if (meta.contains("crash") && meta["crash"].is_object()) {
+    const auto& c = meta["crash"];
+    Stmt cs(db_,
+            "INSERT INTO crashes(record_id, pid, tid, signal, exe, uid, gid, time_ns, dumpable, "
+            "core_size, truncated, history) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+    cs.Bind(1, row.id);
+    cs.Bind(2, c.value("pid", int64_t{0}));
+    cs.Bind(3, c.value("tid", int64_t{0}));
+    cs.Bind(4, c.value("signal", int64_t{0}));
+    cs.Bind(5, c.value("exe", std::string()));
+    cs.Bind(6, c.value("uid", int64_t{0}));
+    cs.Bind(7, c.value("gid", int64_t{0}));
+    cs.Bind(8, c.value("time_ns", int64_t{0}));
+    cs.Bind(9, static_cast<int64_t>(c.value("dumpable", true) ? 1 : 0));
+    cs.Bind(10, c.value("core_size", int64_t{0}));
+    cs.Bind(11, static_cast<int64_t>(c.value("truncated", false) ? 1 : 0));
+    cs.Bind(12, c.value("history", std::string()));
+    if (sqlite3_step(cs.get()) != SQLITE_DONE) return fail("indexing crash of " + row.id);
+  }
+  if (meta.contains("cookies") && meta["cookies"].is_array()) {
+    for (const auto& k : meta["cookies"]) {
+      if (!k.is_object()) continue;
+      Stmt ks(db_,
+              "INSERT INTO file_cookies(record_id, build_id, path, dev, ino) VALUES(?,?,?,?,?)");
+      ks.Bind(1, row.id);
+      ks.Bind(2, k.value("build_id", std::string()));
+      ks.Bind(3, k.value("path", std::string()));
+      ks.Bind(4, k.value("dev", int64_t{0}));
+      ks.Bind(5, k.value("ino", int64_t{0}));
+      if (sqlite3_step(ks.get()) != SQLITE_DONE) return fail("indexing cookies of " + row.id);
+    }
+  }
+  return Exec("COMMIT");
+}
+
+Status Index::SetState(const std::string& id, const std::string& state) {
+  Stmt s(db_, "UPDATE records SET state = ? WHERE id = ?");
+  s.Bind(1, state);
+  s.Bind(2, id);
+  if (!s.ok() || sqlite3_step(s.get()) != SQLITE_DONE) return SqlError(db_, "updating " + id);
+  return OkStatus();
+}
+
+Status Index::Delete(const std::string& id) {
+  Stmt s(db_, "DELETE FROM records WHERE id = ?");
+  s.Bind(1, id);
+  if (!s.ok() || sqlite3_step(s.get()) != SQLITE_DONE) return SqlError(db_, "deleting " + id);
+  return OkStatus();
+}
+
+StatusOr<std::vector<RecordRow>> Index::List(const ListQuery& q) {
+  std::string sql = fmt::format("SELECT {} FROM records r", kRowColumns);
+  std::vector<std::string> where;
+  if (q.since_ns) where.push_back("r.created_ns >= ?1");
+  if (q.until_ns) where.push_back("r.created_ns <= ?2");
+  if (q.kind) where.push_back("r.kind = ?3");
+  if (q.pid) {
+    where.push_back(
+        "(EXISTS (SELECT 1 FROM record_processes p WHERE p.record_id = r.id AND "
+        "p.pid = ?4) OR EXISTS (SELECT 1 FROM crashes c WHERE c.record_id = r.id "
+        "AND c.pid = ?4))");
+  }
+  if (q.exe) {
+    where.push_back(
+        "(EXISTS (SELECT 1 FROM record_processes p WHERE p.record_id = r.id AND "
+        "p.exe = ?5) OR EXISTS (SELECT 1 FROM crashes c WHERE c.record_id = r.id "
+        "AND c.exe = ?5))");
+  }
+  if (q.uid) {
+    where.push_back(
+        "EXISTS (SELECT 1 FROM crashes c WHERE c.record_id = r.id AND c.uid = ?6 "
+        "AND c.dumpable = 1)");
+  }
+  for (size_t i = 0; i < where.size(); ++i) sql += (i == 0 ? " WHERE " : " AND ") + where[i];
+  sql += q.newest_first ? " ORDER BY r.created_ns DESC, r.id DESC" : " ORDER BY r.created_ns, r.id";
+  if (q.limit >= 0) sql += fmt::format(" LIMIT {}", q.limit);
+  Stmt s(db_, sql);
+  if (!s.ok()) return SqlError(db_, "listing records");
+  if (q.since_ns) s.Bind(1, *q.since_ns);
+  if (q.until_ns) s.Bind(2, *q.until_ns);
+  if (q.kind) s.Bind(3, *q.kind);
+  if (q.pid) s.Bind(4, static_cast<int64_t>(*q.pid));
+  if (q.exe) s.Bind(5, *q.exe);
+  if (q.uid) s.Bind(6, static_cast<int64_t>(*q.uid));
+  std::vector<RecordRow> rows;
+  int rc;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) rows.push_back(ReadRow(s));
+  if (rc != SQLITE_DONE) return SqlError(db_, "listing records");
+  return rows;
+}
+
+StatusOr<RecordRow> Index::Resolve(const std::string& ref) {
+  if (ref.empty()) return InvalidArgument("empty record id");
+  if (ref[0] == '-') {
+    int n = 0;
+    try {
+      n = std::stoi(ref.substr(1));
+    } catch (...) {
+      return InvalidArgument(
+          fmt::format("invalid record reference '{}' (use an id, a unique "
+                      "prefix, or -1 for the newest)",
+                      ref));
+    }
+    if (n < 1) return InvalidArgument(fmt::format("invalid record reference '{}'", ref));
+    ListQuery q;
+    q.newest_first = true;
+    q.limit = n;
+    ASSIGN_OR_RETURN(auto rows, List(q));
+    if (static_cast<int>(rows.size()) < n) {
+      return NotFound(fmt::format("no record {}: the store holds {} record(s)", ref, rows.size()));
+    }
+    return rows[static_cast<size_t>(n - 1)];
+  }
+  Stmt s(db_,
+         fmt::format("SELECT {} FROM records r WHERE r.id >= ?1 AND r.id < ?1 || char(1114111) "
+                     "ORDER BY r.id LIMIT 2",
+                     kRowColumns));
+  if (!s.ok()) return SqlError(db_, "looking up " + ref);
+  s.Bind(1, ref);
+  std::vector<RecordRow> rows;
+  while (sqlite3_step(s.get()) == SQLITE_ROW) rows.push_back(ReadRow(s));
+  if (rows.empty())
+    return NotFound(fmt::format("no record matches '{}' (see `recorder list`)", ref));
+  if (rows.size() > 1 && rows[0].id != ref) {
+    return InvalidArgument(
+        fmt::format("'{}' is ambiguous: {} and {} both match; give more of the id", ref, rows[0].id,
+                    rows[1].id));
+  }
+  return rows[0];
+}
+
+StatusOr<nlohmann::json> Index::QueryReadOnly(const std::string& sql, size_t max_rows) {
+  sqlite3_stmt* raw = nullptr;
+  const char* tail = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &raw, &tail) != SQLITE_OK) {
+    return InvalidArgument(fmt::format("SQL error: {}", sqlite3_errmsg(db_)));
+  }
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> st(raw, sqlite3_finalize);
+  if (raw == nullptr) return InvalidArgument("empty SQL statement");
+  if (tail != nullptr &&
+      std::string_view(tail).find_first_not_of(" \t\r\n;") != std::string_view::npos) {
+    return InvalidArgument("only one SQL statement at a time");
+  }
+  if (!sqlite3_stmt_readonly(raw)) {
+    return Status(StatusCode::kPermissionDenied,
+                  "refused: `recorder sql` runs read-only queries (SELECT ...); the index is "
+                  "changed only by flightrec itself");
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  int rc;
+  while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
+    if (rows.size() >= max_rows) break;
+    nlohmann::json row = nlohmann::json::object();
+    int n = sqlite3_column_count(raw);
+    for (int i = 0; i < n; ++i) {
+      const char* name = sqlite3_column_name(raw, i);
+      switch (sqlite3_column_type(raw, i)) {
+        case SQLITE_INTEGER:
+          row[name] = sqlite3_column_int64(raw, i);
+          break;
+        case SQLITE_FLOAT:
+          row[name] = sqlite3_column_double(raw, i);
+          break;
+        case SQLITE_NULL:
+          row[name] = nullptr;
+          break;
+        default: {
+          auto* t = sqlite3_column_text(raw, i);
+          row[name] = std::string(t ? reinterpret_cast<const char*>(t) : "");
+        }
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return InvalidArgument(fmt::format("SQL error: {}", sqlite3_errmsg(db_)));
+  }
+  return rows;
+}
+
+RecordRow RowFromReader(const RecordReader& reader, const std::string& file) {
+  RecordRow r;
+  const auto& h = reader.header();
+  r.id = h.id;
+  r.kind = h.kind;
+  r.created_ns = h.created_ns;
+  r.host = h.host;
+  r.kernel = h.kernel;
+  r.boot_id = h.boot_id;
+  r.file = file;
+  r.file_size = reader.file_size();
+  XXH3_state_t* hs = XXH3_createState();
+  XXH3_64bits_reset(hs);
+  for (const auto& s : reader.sections()) {
+    r.raw_size += s.raw_size;
+    XXH3_64bits_update(hs, &s.xxh3, sizeof(s.xxh3));
+  }
+  r.checksum = fmt::format("{:016x}", XXH3_64bits_digest(hs));
+  XXH3_freeState(hs);
+  r.meta = reader.meta();
+  if (r.meta.is_object()) {
+    r.reason = r.meta.value("reason", std::string());
+    r.start_ns = r.meta.value("start_ns", int64_t{0});
+    r.end_ns = r.meta.value("end_ns", int64_t{0});
+  }
+  r.state = "ok";
+  return r;
+}
+
+}  // namespace flightrec::store

@@ -1,0 +1,86 @@
+// Index: the sqlite index of a store — a cache of what the record files say,
+// rebuildable from them (which is what keeps recovery simple).
+//
+// WAL mode with a busy timeout, so the daemon and several crash handlers can
+// write at once; schema version in PRAGMA user_version, forward migrations.
+//
+// Thread: one Index per thread (sqlite connection); many processes may each
+// have their own.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "store/record_file.h"
+
+namespace flightrec::store {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct RecordRow {
+  std::string id;
+  std::string kind;
+  std::string reason;
+  int64_t created_ns = 0;
+  int64_t start_ns = 0;  // covered window, wall clock (0 if none)
+  int64_t end_ns = 0;
+  std::string host;
+  std::string kernel;
+  std::string boot_id;
+  std::string file;  // name inside the store directory
+  uint64_t file_size = 0;
+  uint64_t raw_size = 0;
+  std::string checksum;  // XXH3 of the TOC's section checksums
+  std::string state;     // ok | missing | corrupt
+  nlohmann::json meta;
+  nlohmann::json ToJson() const;
+};
+
+struct ListQuery {
+  std::optional<int64_t> since_ns;
+  std::optional<int64_t> until_ns;
+  std::optional<std::string> kind;
+  std::optional<uint32_t> pid;
+  std::optional<std::string> exe;
+  std::optional<uint32_t> uid;  // crashes visible to this uid (root: unset)
+  bool newest_first = false;
+  int limit = -1;
+};
+
+class Index {
+ public:
+  static StatusOr<std::unique_ptr<Index>> Open(const std::string& path, bool read_only = false);
+  ~Index();
+
+  // Inserts (or replaces, for re-indexing) a record row and its child rows
+  // derived from meta, in one transaction.
+  Status Upsert(const RecordRow& row);
+  Status SetState(const std::string& id, const std::string& state);
+  Status Delete(const std::string& id);
+  StatusOr<std::vector<RecordRow>> List(const ListQuery& q);
+  // Exact id, unique prefix, or -N (N-th newest, -1 = newest).
+  StatusOr<RecordRow> Resolve(const std::string& id_or_prefix);
+  // Read-only query: rows as JSON objects. Statements that write are refused.
+  StatusOr<nlohmann::json> QueryReadOnly(const std::string& sql, size_t max_rows = 100000);
+  const std::string& path() const { return path_; }
+
+ private:
+  Index() = default;
+  Status Exec(const std::string& sql);
+  Status Migrate();
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+// Builds an index row from a record's header, TOC and meta.
+RecordRow RowFromReader(const RecordReader& reader, const std::string& file);
+
+}  // namespace flightrec::store

@@ -1,0 +1,127 @@
+// Store: a directory of record files plus their sqlite index.
+//
+// Commit protocol (docs/FORMAT.md, "Commit and recovery"): a record is
+// written to `.tmp-<id>` in the store directory, created O_EXCL|O_NOFOLLOW
+// and held under flock(LOCK_EX) while it is written; fsync; renameat2
+// (RENAME_NOREPLACE) to `<id>.frec`; fsync of the directory; then its index
+// row in one transaction. Every path is resolved relative to the directory
+// fd, so a symlink planted in the store is never followed.
+//
+// Opening recovers: temporaries whose writer is dead (flock free) are
+// removed, complete files without a row are indexed from their table of
+// contents, rows whose file vanished are marked `missing`.
+//
+// Thread: a Store is used by one thread; several processes may each open the
+// same directory at once (a daemon and crash handlers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/scoped_fd.h"
+#include "common/status.h"
+#include "store/index.h"
+#include "store/record_file.h"
+
+namespace flightrec::store {
+
+// /var/lib/flightrec for root; $XDG_STATE_HOME/flightrec or
+// ~/.local/state/flightrec otherwise. FLIGHTREC_STORE overrides both.
+std::string DefaultStoreDir();
+
+struct RetentionLimits {
+  // Unset = the systemd-coredump-like default computed from the filesystem:
+  // max_use = 10% of its size capped at 4 GiB, keep_free = 15% capped at 4 GiB.
+  std::optional<uint64_t> max_use;
+  std::optional<uint64_t> keep_free;
+  std::optional<int64_t> max_age_ns;  // unset = no age limit
+  std::optional<uint64_t> max_count;  // unset = no count limit
+};
+
+struct StoreOptions {
+  bool create = true;
+  bool group_readable = false;  // 0750 instead of 0700 for a new store
+  bool read_only = false;       // no recovery, no writes (for readers like `list`)
+  WriterOptions writer;
+  RetentionLimits retention;
+  bool apply_retention_on_commit = true;
+};
+
+struct RecoveryReport {
+  int temporaries_removed = 0;
+  int reindexed = 0;
+  int marked_missing = 0;
+  int unreadable = 0;  // complete-looking files that failed to open
+};
+
+struct VacuumReport {
+  std::vector<std::string> removed;  // ids, in removal order
+  std::vector<std::string> reasons;  // "age", "count", "max_use", "keep_free"
+  uint64_t bytes_freed = 0;
+};
+
+// A record being written; obtained from Store::BeginRecord. Destroying it
+// without Commit removes the temporary file.
+class PendingRecord {
+ public:
+  ~PendingRecord();
+  RecordWriter& writer() { return *writer_; }
+  const std::string& id() const { return id_; }
+
+ private:
+  friend class Store;
+  PendingRecord() = default;
+  int dirfd_ = -1;
+  std::string id_;
+  std::string tmp_name_;
+  std::unique_ptr<RecordWriter> writer_;
+  bool done_ = false;
+};
+
+class Store {
+ public:
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& dir,
+                                               const StoreOptions& options = {});
+  ~Store();
+
+  const std::string& dir() const { return dir_; }
+  const RecoveryReport& recovery() const { return recovery_; }
+  Index& index() { return *index_; }
+
+  StatusOr<std::unique_ptr<PendingRecord>> BeginRecord(const std::string& kind);
+  // Finishes the file with `meta` in its TOC, makes it visible, indexes it,
+  // then applies retention (never to the record just committed).
+  StatusOr<RecordRow> Commit(std::unique_ptr<PendingRecord> record, const nlohmann::json& meta);
+
+  StatusOr<std::vector<RecordRow>> List(const ListQuery& q) { return index_->List(q); }
+  StatusOr<RecordRow> Get(const std::string& id_or_prefix) { return index_->Resolve(id_or_prefix); }
+  StatusOr<std::unique_ptr<RecordReader>> OpenRecord(const std::string& id_or_prefix);
+  // Checks one record (or all): file present, its header/TOC agree with the
+  // index row, every section's checksum. Returns one problem string per bad
+  // record (empty = all good).
+  StatusOr<std::vector<std::string>> Verify(const std::optional<std::string>& id);
+  StatusOr<VacuumReport> Vacuum(const RetentionLimits& limits, bool dry_run = false,
+                                const std::string& keep_id = "");
+  // Effective limits after defaults from the filesystem's size.
+  StatusOr<RetentionLimits> EffectiveLimits(const RetentionLimits& limits) const;
+  StatusOr<uint64_t> TotalBytes();
+
+ private:
+  Store() = default;
+  Status Recover();
+  Status Unlink(const std::string& name);
+
+  std::string dir_;
+  ScopedFd dirfd_;
+  StoreOptions options_;
+  std::unique_ptr<Index> index_;
+  RecoveryReport recovery_;
+};
+
+// Record ids are time-sortable: "20261122T120633Z-3f9a2c".
+std::string NewRecordId(int64_t wall_ns);
+
+}  // namespace flightrec::store
