@@ -1,0 +1,39 @@
+// The `recorder` command line: one CLI11 app, command groups registered from
+// separate files (store commands here; daemon, report and crash commands in
+// their own files). Error policy: commands return Status; only RecorderMain
+// turns it into a message on stderr and a non-zero exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "store/store.h"
+
+namespace flightrec::recorder::cli {
+
+struct CliContext {
+  std::string store_dir;    // --store / FLIGHTREC_STORE / DefaultStoreDir()
+  std::string socket_path;  // --socket / FLIGHTREC_SOCKET
+  // The selected subcommand's action, run after parsing succeeds.
+  std::function<Status()> action;
+
+  // Opens the store for reading (no creation). A store that does not exist
+  // yet is reported as such.
+  StatusOr<std::unique_ptr<store::Store>> OpenStore(bool create = false) const;
+};
+
+void AddStoreCommands(CLI::App& app, CliContext& ctx);
+// Registered by the daemon-facing parts (dump, status, trigger, record).
+void AddDaemonCommands(CLI::App& app, CliContext& ctx);
+
+// Prints rows as an aligned text table.
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows);
+
+int RecorderMain(int argc, char** argv);
+
+}  // namespace flightrec::recorder::cli

@@ -1,0 +1,78 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "recorder/cli/cli.h"
+
+namespace flightrec::recorder::cli {
+
+StatusOr<std::unique_ptr<store::Store>> CliContext::OpenStore(bool create) const {
+  store::StoreOptions opts;
+  opts.create = create;
+  auto s = store::Store::Open(store_dir, opts);
+  if (!s.ok() && s.status().code() == StatusCode::kPermissionDenied) {
+    opts.read_only = true;  // e.g. reading a store we may read but not write
+    return store::Store::Open(store_dir, opts);
+  }
+  return s;
+}
+
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], r[i].size());
+  }
+  std::string out;
+  auto line = [&](const std::vector<std::string>& r) {
+    for (size_t i = 0; i < r.size(); ++i) {
+      out += r[i];
+      if (i + 1 < r.size()) out += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    out += '\n';
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+  return out;
+}
+
+int RecorderMain(int argc, char** argv) {
+  CLI::App app{
+      "recorder: the flightrec command line.\n"
+      "Dump, list and inspect flight-recorder records: the last seconds of what every CPU\n"
+      "and thread did, stored by recorderd and by the core-dump hook."};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every command");
+  CliContext ctx;
+  const char* env_store = std::getenv("FLIGHTREC_STORE");
+  ctx.store_dir = env_store && *env_store ? env_store : store::DefaultStoreDir();
+  const char* env_sock = std::getenv("FLIGHTREC_SOCKET");
+  ctx.socket_path = env_sock && *env_sock ? env_sock : "/run/flightrec/control.sock";
+  app.add_option("--store", ctx.store_dir,
+                 "Store directory (default: $FLIGHTREC_STORE, /var/lib/flightrec for root, "
+                 "$XDG_STATE_HOME/flightrec otherwise)")
+      ->capture_default_str();
+  app.add_option("--socket", ctx.socket_path,
+                 "recorderd control socket (default: $FLIGHTREC_SOCKET or "
+                 "/run/flightrec/control.sock)")
+      ->capture_default_str();
+  AddStoreCommands(app, ctx);
+  AddDaemonCommands(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!ctx.action) return 0;
+  Status st = ctx.action();
+  if (!st.ok()) {
+    std::fprintf(stderr, "recorder: error: %s\n", st.message().c_str());
+    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace flightrec::recorder::cli

@@ -1,0 +1,340 @@
+// recorder list / info / verify / vacuum / sql: the store's commands, shaped
+// like coredumpctl's (list, info, -1 for the newest).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/units.h"
+#include "recorder/cli/cli.h"
+
+namespace flightrec::recorder::cli {
+namespace {
+
+std::string Window(const store::RecordRow& r) {
+  if (r.start_ns == 0 || r.end_ns <= r.start_ns) return "-";
+  return fmt::format("{:.1f}s", (r.end_ns - r.start_ns) / 1e9);
+}
+
+std::string Pids(const store::RecordRow& r) {
+  std::string out;
+  auto add = [&](int64_t pid) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(pid);
+  };
+  if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
+    add(r.meta["crash"].value("pid", int64_t{0}));
+  } else if (r.meta.contains("pids") && r.meta["pids"].is_array()) {
+    size_t n = 0;
+    for (const auto& p : r.meta["pids"]) {
+      if (n++ == 4) {
+        out += ",...";
+        break;
+      }
+      if (p.is_number_integer()) add(p.get<int64_t>());
+    }
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string Exe(const store::RecordRow& r) {
+  if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
+    return r.meta["crash"].value("exe", std::string("-"));
+  }
+  if (r.meta.contains("processes") && r.meta["processes"].is_array() &&
+      r.meta["processes"].size() == 1) {
+    return r.meta["processes"][0].value("exe", std::string("-"));
+  }
+  return "-";
+}
+
+std::string Signal(const store::RecordRow& r) {
+  if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
+    int sig = static_cast<int>(r.meta["crash"].value("signal", int64_t{0}));
+    const char* abbrev = sigabbrev_np(sig);
+    return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
+  }
+  return "-";
+}
+
+struct ListArgs {
+  std::string since, until, kind, exe;
+  int64_t pid = -1;
+  bool json = false;
+  bool newest_only = false;
+  bool reverse = false;
+};
+
+Status RunList(const CliContext& ctx, const ListArgs& a) {
+  auto s = ctx.OpenStore();
+  if (!s.ok() && s.status().code() == StatusCode::kNotFound) {
+    if (a.json)
+      std::printf("[]\n");
+    else
+      std::fprintf(stderr, "No records in %s.\n", ctx.store_dir.c_str());
+    return OkStatus();
+  }
+  if (!s.ok()) return s.status();
+  store::ListQuery q;
+  int64_t now = WallClockNs();
+  if (!a.since.empty()) {
+    ASSIGN_OR_RETURN(int64_t t, ParseTimeNs(a.since, now));
+    q.since_ns = t;
+  }
+  if (!a.until.empty()) {
+    ASSIGN_OR_RETURN(int64_t t, ParseTimeNs(a.until, now));
+    q.until_ns = t;
+  }
+  if (!a.kind.empty()) q.kind = a.kind;
+  if (!a.exe.empty()) q.exe = a.exe;
+  if (a.pid >= 0) q.pid = static_cast<uint32_t>(a.pid);
+  // An unprivileged user sees crashes of their own processes only
+  // (docs/ARCHITECTURE.md, "Access").
+  if (geteuid() != 0 && (!a.kind.empty() && a.kind == "crash")) q.uid = geteuid();
+  q.newest_first = a.reverse || a.newest_only;
+  if (a.newest_only) q.limit = 1;
+  ASSIGN_OR_RETURN(auto rows, (*s)->List(q));
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows) out.push_back(r.ToJson());
+    std::printf("%s\n", out.dump(2).c_str());
+    return OkStatus();
+  }
+  if (rows.empty()) {
+    std::fprintf(stderr, "No records match.\n");
+    return OkStatus();
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows) {
+    table.push_back({r.id, FormatTimeNs(r.created_ns), r.kind, r.reason.empty() ? "-" : r.reason,
+                     Window(r), Pids(r), Signal(r), Exe(r), FormatBytes(r.file_size), r.state});
+  }
+  std::fputs(
+      FormatTable({"ID", "TIME", "KIND", "REASON", "WINDOW", "PIDS", "SIG", "EXE", "SIZE", "STATE"},
+                  table)
+          .c_str(),
+      stdout);
+  return OkStatus();
+}
+
+Status RunInfo(const CliContext& ctx, const std::string& id, bool json) {
+  ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
+  ASSIGN_OR_RETURN(store::RecordRow row, s->Get(id));
+  auto reader = s->OpenRecord(row.id);
+  if (json) {
+    nlohmann::json out = row.ToJson();
+    if (reader.ok()) {
+      out["format"] = fmt::format("{}.{}", (*reader)->header().major, (*reader)->header().minor);
+      out["sections"] = nlohmann::json::array();
+      for (const auto& sec : (*reader)->sections()) {
+        out["sections"].push_back({{"name", sec.name},
+                                   {"raw_size", sec.raw_size},
+                                   {"stored_size", sec.stored_size},
+                                   {"frames", sec.frames.size()},
+                                   {"xxh3", fmt::format("{:016x}", sec.xxh3)}});
+      }
+    } else {
+      out["error"] = reader.status().message();
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return reader.ok() ? OkStatus() : reader.status();
+  }
+  std::printf("           ID: %s\n", row.id.c_str());
+  std::printf("         Kind: %s\n", row.kind.c_str());
+  if (!row.reason.empty()) std::printf("       Reason: %s\n", row.reason.c_str());
+  std::printf("      Created: %s\n", FormatTimeNs(row.created_ns).c_str());
+  if (row.start_ns != 0) {
+    std::printf("       Window: %s .. %s (%s)\n", FormatTimeNs(row.start_ns).c_str(),
+                FormatTimeNs(row.end_ns).c_str(), Window(row).c_str());
+  }
+  std::printf("         Host: %s\n", row.host.c_str());
+  std::printf("       Kernel: %s\n", row.kernel.c_str());
+  std::printf("      Boot ID: %s\n", row.boot_id.c_str());
+  std::printf("         File: %s/%s\n", s->dir().c_str(), row.file.c_str());
+  std::printf("         Size: %s stored, %s raw\n", FormatBytes(row.file_size).c_str(),
+              FormatBytes(row.raw_size).c_str());
+  std::printf("        State: %s\n", row.state.c_str());
+  if (row.meta.contains("crash")) {
+    const auto& c = row.meta["crash"];
+    std::printf("        Crash: pid %lld tid %lld %s %s\n",
+                static_cast<long long>(c.value("pid", int64_t{0})),
+                static_cast<long long>(c.value("tid", int64_t{0})), Signal(row).c_str(),
+                c.value("exe", std::string()).c_str());
+  }
+  if (row.meta.contains("processes") && row.meta["processes"].is_array()) {
+    std::printf("    Processes:");
+    size_t n = 0;
+    for (const auto& p : row.meta["processes"]) {
+      if (n++ == 8) {
+        std::printf(" ... (%zu in all)", row.meta["processes"].size());
+        break;
+      }
+      std::printf(" %lld(%s)", static_cast<long long>(p.value("pid", int64_t{0})),
+                  p.value("comm", std::string()).c_str());
+    }
+    std::printf("\n");
+  }
+  if (!reader.ok()) return reader.status();
+  std::printf("       Format: %u.%u\n", (*reader)->header().major, (*reader)->header().minor);
+  std::printf("     Sections:\n");
+  for (const auto& sec : (*reader)->sections()) {
+    double ratio = sec.stored_size ? static_cast<double>(sec.raw_size) / sec.stored_size : 0;
+    std::printf("       %-12s %12s raw %12s stored  %5.1fx\n", sec.name.c_str(),
+                FormatBytes(sec.raw_size).c_str(), FormatBytes(sec.stored_size).c_str(), ratio);
+  }
+  return OkStatus();
+}
+
+Status RunVerify(const CliContext& ctx, const std::string& id) {
+  ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
+  std::optional<std::string> which;
+  if (!id.empty()) which = id;
+  ASSIGN_OR_RETURN(auto problems, s->Verify(which));
+  const auto& rec = s->recovery();
+  if (rec.temporaries_removed || rec.reindexed || rec.marked_missing) {
+    std::printf("recovered: %d temporaries removed, %d files re-indexed, %d rows marked missing\n",
+                rec.temporaries_removed, rec.reindexed, rec.marked_missing);
+  }
+  if (rec.unreadable > 0) {
+    problems.push_back(
+        fmt::format("{} unindexed file(s) in {} could not be read", rec.unreadable, s->dir()));
+  }
+  for (const auto& p : problems) std::printf("BAD  %s\n", p.c_str());
+  if (!problems.empty()) {
+    return Corrupt(fmt::format("{} record(s) failed verification", problems.size()));
+  }
+  std::printf("ok: %s verified\n", id.empty() ? "all records" : id.c_str());
+  return OkStatus();
+}
+
+struct VacuumArgs {
+  std::string max_use, keep_free, max_age;
+  int64_t max_count = -1;
+  bool dry_run = false;
+  bool json = false;
+};
+
+Status RunVacuum(const CliContext& ctx, const VacuumArgs& a) {
+  ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
+  store::RetentionLimits lim;
+  if (!a.max_use.empty()) {
+    ASSIGN_OR_RETURN(uint64_t v, ParseSize(a.max_use));
+    lim.max_use = v;
+  }
+  if (!a.keep_free.empty()) {
+    ASSIGN_OR_RETURN(uint64_t v, ParseSize(a.keep_free));
+    lim.keep_free = v;
+  }
+  if (!a.max_age.empty()) {
+    ASSIGN_OR_RETURN(int64_t v, ParseDurationNs(a.max_age));
+    lim.max_age_ns = v;
+  }
+  if (a.max_count >= 0) lim.max_count = static_cast<uint64_t>(a.max_count);
+  ASSIGN_OR_RETURN(auto eff, s->EffectiveLimits(lim));
+  ASSIGN_OR_RETURN(auto rep, s->Vacuum(lim, a.dry_run));
+  if (a.json) {
+    nlohmann::json out = {{"removed", rep.removed},         {"reasons", rep.reasons},
+                          {"bytes_freed", rep.bytes_freed}, {"dry_run", a.dry_run},
+                          {"max_use", *eff.max_use},        {"keep_free", *eff.keep_free}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return OkStatus();
+  }
+  std::printf("limits: max-use %s, keep-free %s%s%s\n", FormatBytes(*eff.max_use).c_str(),
+              FormatBytes(*eff.keep_free).c_str(),
+              eff.max_age_ns ? (", max-age " + FormatDurationNs(*eff.max_age_ns)).c_str() : "",
+              eff.max_count ? (", max-count " + std::to_string(*eff.max_count)).c_str() : "");
+  for (size_t i = 0; i < rep.removed.size(); ++i) {
+    std::printf("%s %s (%s)\n", a.dry_run ? "would remove" : "removed", rep.removed[i].c_str(),
+                rep.reasons[i].c_str());
+  }
+  std::printf("%s %zu record(s), %s\n", a.dry_run ? "would free" : "freed", rep.removed.size(),
+              FormatBytes(rep.bytes_freed).c_str());
+  return OkStatus();
+}
+
+Status RunSql(const CliContext& ctx, const std::string& sql, bool json) {
+  ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
+  ASSIGN_OR_RETURN(auto rows, s->index().QueryReadOnly(sql));
+  if (json) {
+    std::printf("%s\n", rows.dump(2).c_str());
+    return OkStatus();
+  }
+  if (rows.empty()) return OkStatus();
+  std::vector<std::string> header;
+  for (const auto& [k, v] : rows[0].items()) header.push_back(k);
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows) {
+    std::vector<std::string> line;
+    for (const auto& k : header) {
+      const auto& v = r[k];
+      line.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    table.push_back(std::move(line));
+  }
+  std::fputs(FormatTable(header, table).c_str(), stdout);
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddStoreCommands(CLI::App& app, CliContext& ctx) {
+  auto la = std::make_shared<ListArgs>();
+  auto* list = app.add_subcommand("list", "List records in the store (oldest first)");
+  list->add_option("--since", la->since,
+                   "Only records created at or after T (2026-11-22T12:00Z, -1h, @UNIX)");
+  list->add_option("--until", la->until, "Only records created at or before T");
+  list->add_option("--kind", la->kind, "Only records of this kind (dump, crash)");
+  list->add_option("--pid", la->pid, "Only records that involve this process id");
+  list->add_option("--exe", la->exe, "Only records that involve this executable path");
+  list->add_flag("-1", la->newest_only, "Only the newest record");
+  list->add_flag("-r,--reverse", la->reverse, "Newest first");
+  list->add_flag("--json", la->json, "Machine-readable output");
+  list->callback([&ctx, la] { ctx.action = [&ctx, la] { return RunList(ctx, *la); }; });
+
+  auto info_id = std::make_shared<std::string>();
+  auto info_json = std::make_shared<bool>(false);
+  auto* info = app.add_subcommand("info", "Show a record's header, sections and metadata");
+  info->add_option("ID", *info_id, "Record id, unique prefix, or -1 for the newest")->required();
+  info->add_flag("--json", *info_json, "Machine-readable output");
+  info->callback([&ctx, info_id, info_json] {
+    ctx.action = [&ctx, info_id, info_json] { return RunInfo(ctx, *info_id, *info_json); };
+  });
+
+  auto verify_id = std::make_shared<std::string>();
+  auto* verify = app.add_subcommand(
+      "verify",
+      "Check records' checksums and that the index agrees with the files (exit 1 if not)");
+  verify->add_option("ID", *verify_id, "One record (default: all)");
+  verify->callback(
+      [&ctx, verify_id] { ctx.action = [&ctx, verify_id] { return RunVerify(ctx, *verify_id); }; });
+
+  auto va = std::make_shared<VacuumArgs>();
+  auto* vacuum = app.add_subcommand(
+      "vacuum",
+      "Apply retention now: remove the oldest records until the limits hold. Order: max-age, "
+      "max-count, max-use, keep-free. Defaults: max-use 10% of the filesystem (at most 4G), "
+      "keep-free 15% (at most 4G), like systemd-coredump");
+  vacuum->add_option("--max-use", va->max_use, "Total size the store may use (e.g. 2G)");
+  vacuum->add_option("--keep-free", va->keep_free, "Free space to leave on the filesystem");
+  vacuum->add_option("--max-age", va->max_age, "Remove records older than this (e.g. 7d)");
+  vacuum->add_option("--max-count", va->max_count, "Keep at most this many records");
+  vacuum->add_flag("-n,--dry-run", va->dry_run, "Only say what would be removed");
+  vacuum->add_flag("--json", va->json, "Machine-readable output");
+  vacuum->callback([&ctx, va] { ctx.action = [&ctx, va] { return RunVacuum(ctx, *va); }; });
+
+  auto sql_text = std::make_shared<std::string>();
+  auto sql_json = std::make_shared<bool>(false);
+  auto* sql = app.add_subcommand(
+      "sql",
+      "Run a read-only SQL query over the index (tables: records, record_processes, crashes, "
+      "file_cookies; see docs/FORMAT.md)");
+  sql->add_option("QUERY", *sql_text, "One SELECT statement")->required();
+  sql->add_flag("--json", *sql_json, "Rows as a JSON array");
+  sql->callback([&ctx, sql_text, sql_json] {
+    ctx.action = [&ctx, sql_text, sql_json] { return RunSql(ctx, *sql_text, *sql_json); };
+  });
+}
+
+}  // namespace flightrec::recorder::cli

@@ -1,0 +1,65 @@
+// Runs a built executable and captures its exit code, stdout and stderr —
+// for tests that check what a user of the command line sees.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace flightrec::testing {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string BuildPath(const std::string& rel) {
+  const char* b = std::getenv("FLIGHTREC_BUILD_DIR");
+  return std::string(b ? b : ".") + "/" + rel;
+}
+
+inline std::string ReadAll(int fd) {
+  std::string s;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) s.append(buf, static_cast<size_t>(n));
+  return s;
+}
+
+// Runs argv with extra environment entries ("K=V"); stdin is /dev/null.
+inline RunResult RunCommand(const std::vector<std::string>& argv,
+                            const std::vector<std::string>& env = {}) {
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]);
+    close(err[0]);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  RunResult r;
+  // stderr is small in these tests; read stdout fully first, then stderr.
+  r.out = ReadAll(out[0]);
+  r.err = ReadAll(err[0]);
+  close(out[0]);
+  close(err[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+}  // namespace flightrec::testing
