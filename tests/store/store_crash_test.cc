@@ -71,16 +71,16 @@ TEST(StoreCrashTest, KillNineAtRandomInstantsLosesNothingCommitted) {
   for (int i = 0; i < kKills; ++i) {
     pid_t pid = Spawn({Helper(), "write", store, journal, "1000000", "30000"});
     ASSERT_GT(pid, 0);
-    // 0-20 ms: lands anywhere in open/recovery, section writes, fsync,
+    // 0-40 ms: lands anywhere in start-up/recovery, section writes, fsync,
     // rename, index transaction.
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40000));
     kill(pid, SIGKILL);
     int st = Wait(pid);
     ASSERT_TRUE(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
         << "writer failed on its own (status " << st << ")";
   }
   auto committed = ReadJournal(journal);
-  ASSERT_GT(committed.size(), 20u) << "the loop barely committed anything";
+  ASSERT_GE(committed.size(), 10u) << "the loop barely committed anything";
 
   auto s = Store::Open(store, TestOptions());
   ASSERT_TRUE(s.ok()) << s.status().message();
