@@ -1,0 +1,349 @@
+#include "recorder/perf/perf_backend.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+#include "recorder/perf/perf_event.h"
+#include "recorder/perf/record_parser.h"
+
+namespace flightrec::recorder::perf {
+namespace {
+
+// PERF_FORMAT_LOST (kernel >= 6.0): read() also returns the number of samples
+// the kernel could not output (event->lost_samples), e.g. while paused.
+constexpr uint64_t kFormatLost = 1u << 4;
+
+// A frame-pointer callchain of ~16 frames plus the fixed sample fields.
+constexpr size_t kBytesPerSampleEstimate = 56 + 8 + 8 * 18;
+
+struct Counts {
+  uint64_t value = 0;
+  uint64_t enabled = 0;
+  uint64_t running = 0;
+  uint64_t lost = 0;
+};
+
+Counts ReadCounts(int fd, bool with_lost) {
+  uint64_t buf[4] = {};
+  Counts c;
+  ssize_t want = with_lost ? 32 : 24;
+  if (read(fd, buf, sizeof(buf)) >= want) {
+    c.value = buf[0];
+    c.enabled = buf[1];
+    c.running = buf[2];
+    c.lost = with_lost ? buf[3] : 0;
+  }
+  return c;
+}
+
+}  // namespace
+
+size_t RingPagesFor(int64_t history_ns, uint32_t frequency_hz, size_t bytes_per_sample,
+                    size_t page_size) {
+  double bytes = static_cast<double>(history_ns) / 1e9 * frequency_hz * bytes_per_sample;
+  size_t pages = 8;
+  while (pages < 4096 && static_cast<double>(pages * page_size) < bytes) pages *= 2;
+  return pages;
+}
+
+StatusOr<std::unique_ptr<PerfBackend>> PerfBackend::Create(const PerfConfig& config) {
+  std::unique_ptr<PerfBackend> b(new PerfBackend());
+  b->config_ = config;
+  b->start_ns_ = MonotonicNs();
+  if (config.frequency_hz == 0 || config.frequency_hz > 100000) {
+    return InvalidArgument(
+        fmt::format("sampling rate {} Hz is out of range (1..100000)", config.frequency_hz));
+  }
+  const bool root = geteuid() == 0;
+  // Unprivileged per-process capture at perf_event_paranoid 2 may not sample
+  // the kernel.
+  b->exclude_kernel_ = !root && PerfEventParanoid() >= 2;
+  b->sample_type_ = config.callchain ? kSampleType : kSampleTypeNoChain;
+
+  perf_event_attr attr{};
+  attr.sample_type = b->sample_type_;
+  attr.sample_id_all = 1;
+  attr.write_backward = 1;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;
+  attr.exclude_kernel = b->exclude_kernel_;
+  attr.exclude_callchain_kernel = b->exclude_kernel_;
+  attr.inherit = config.target_pid >= 0;
+  attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+  const int probe_pid = config.target_pid >= 0 ? config.target_pid : -1;
+  const int probe_cpu = OnlineCpus().front();
+
+  if (config.event_type) {
+    attr.type = *config.event_type;
+    attr.config = config.event_config;
+    attr.sample_period = config.event_period ? config.event_period : 1;
+    b->period_ = attr.sample_period;
+    b->event_name_ =
+        fmt::format("type {} config {} period {}", attr.type, attr.config, attr.sample_period);
+  } else {
+    // Hardware cycles first: where the CPU has a PMU this samples by cycles
+    // (like perf's default); these VMs have none and get ENOENT/EOPNOTSUPP.
+    perf_event_attr hw = attr;
+    hw.type = PERF_TYPE_HARDWARE;
+    hw.config = PERF_COUNT_HW_CPU_CYCLES;
+    hw.freq = 1;
+    hw.sample_freq = config.frequency_hz;
+    auto fd = OpenPerfEvent(hw, probe_pid, probe_cpu, -1, "cycles");
+    if (fd.ok()) {
+      attr = hw;
+      b->event_name_ = "cycles";
+      b->period_ = 0;  // frequency mode: the kernel adjusts the period
+    } else {
+      b->fallback_reason_ = fd.status().message();
+      attr.type = PERF_TYPE_SOFTWARE;
+      attr.config = PERF_COUNT_SW_CPU_CLOCK;
+      // A fixed period (ns of CPU time) rather than frequency mode, so that
+      // "produced" is exactly the kernel's count / period (seed 003).
+      attr.sample_period = 1'000'000'000ull / config.frequency_hz;
+      b->period_ = attr.sample_period;
+      b->event_name_ = "cpu-clock";
+    }
+  }
+  // PERF_FORMAT_LOST is refused with EINVAL by kernels before 6.0.
+  {
+    perf_event_attr probe = attr;
+    probe.read_format |= kFormatLost;
+    probe.disabled = 1;
+    auto fd = OpenPerfEvent(probe, probe_pid, probe_cpu, -1, b->event_name_);
+    if (fd.ok()) {
+      attr.read_format |= kFormatLost;
+      b->has_lost_format_ = true;
+    } else if (fd.status().err() != EINVAL) {
+      return fd.status();  // a real problem (permissions, no such event): say so now
+    }
+  }
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  b->data_pages_ = config.data_pages
+                       ? config.data_pages
+                       : RingPagesFor(config.history_ns, config.frequency_hz,
+                                      config.callchain ? kBytesPerSampleEstimate : 56, page);
+  b->has_build_id_ = true;
+  for (int cpu : OnlineCpus()) {
+    Cpu c;
+    c.cpu = cpu;
+    Status st = b->OpenCpu(cpu, attr, &c);
+    if (!st.ok()) return st;
+    b->cpus_.push_back(std::move(c));
+  }
+  return b;
+}
+
+PerfBackend::~PerfBackend() = default;
+
+Status PerfBackend::OpenCpu(int cpu, const perf_event_attr& sample_attr, Cpu* c) {
+  const int pid = config_.target_pid >= 0 ? config_.target_pid : -1;
+  perf_event_attr a = sample_attr;
+  ASSIGN_OR_RETURN(
+      c->sample_fd,
+      OpenPerfEvent(a, pid, cpu, -1, fmt::format("{} sampling on cpu {}", event_name_, cpu)));
+  ASSIGN_OR_RETURN(auto ring, PerfRingBuffer::Allocate(c->sample_fd.get(), data_pages_, true));
+  c->sample_ring.emplace(std::move(ring));
+
+  perf_event_attr s{};
+  s.type = PERF_TYPE_SOFTWARE;
+  s.config = PERF_COUNT_SW_DUMMY;
+  s.sample_type = kSideSampleType;
+  s.sample_id_all = 1;
+  s.mmap = 1;
+  s.mmap2 = 1;
+  s.comm = 1;
+  s.comm_exec = 1;
+  s.task = 1;
+  s.use_clockid = 1;
+  s.clockid = CLOCK_MONOTONIC;
+  s.inherit = config_.target_pid >= 0;
+  s.exclude_kernel = exclude_kernel_;
+  // Wake the daemon when a quarter of the ring is used; a 200 ms timer drains
+  // the rest.
+  s.watermark = 1;
+  s.wakeup_watermark = static_cast<uint32_t>(config_.sideband_pages * sysconf(_SC_PAGESIZE) / 4);
+  s.build_id = has_build_id_;
+  auto fd = OpenPerfEvent(s, pid, cpu, -1, fmt::format("sideband on cpu {}", cpu));
+  if (!fd.ok() && has_build_id_ && fd.status().err() == EINVAL) {
+    // attr.build_id needs kernel >= 5.12; build-ids are then read from files.
+    has_build_id_ = false;
+    s.build_id = 0;
+    fd = OpenPerfEvent(s, pid, cpu, -1, fmt::format("sideband on cpu {}", cpu));
+  }
+  if (!fd.ok()) return fd.status();
+  c->side_fd = std::move(*fd);
+  ASSIGN_OR_RETURN(auto side,
+                   PerfRingBuffer::Allocate(c->side_fd.get(), config_.sideband_pages, false));
+  c->side_ring.emplace(std::move(side));
+  return OkStatus();
+}
+
+nlohmann::json PerfBackend::Describe() const {
+  nlohmann::json j = {
+      {"backend", "perf"},
+      {"event", event_name_},
+      {"frequency_hz", config_.frequency_hz},
+      {"period", period_},
+      {"cpus", cpus_.size()},
+      {"data_ring_bytes_per_cpu", cpus_.empty() ? 0 : cpus_[0].sample_ring->data_size()},
+      {"sideband_ring_bytes_per_cpu", cpus_.empty() ? 0 : cpus_[0].side_ring->data_size()},
+      {"callchain", config_.callchain ? "fp" : "none"},
+      {"kernel_samples", !exclude_kernel_},
+      {"build_id_in_mmap2", has_build_id_},
+      {"exact_paused_loss", has_lost_format_},
+      {"target_pid", config_.target_pid}};
+  if (!fallback_reason_.empty()) {
+    j["fallback"] = "hardware cycles unavailable, using cpu-clock: " + fallback_reason_;
+  }
+  return j;
+}
+
+std::vector<int> PerfBackend::SidebandFds() const {
+  std::vector<int> fds;
+  for (const auto& c : cpus_) fds.push_back(c.side_fd.get());
+  return fds;
+}
+
+Status PerfBackend::DrainSideband(const std::function<void(const Event&)>& sink) {
+  for (auto& c : cpus_) {
+    c.side_ring->ReadForward([&](std::string_view rec) {
+      ParseResult r = ParsePerfRecord(rec, kSideSampleType, static_cast<uint32_t>(c.cpu));
+      if (!r.event) return;
+      if (auto* l = std::get_if<LostEvent>(&*r.event)) c.sideband_lost += l->count;
+      sink(*r.event);
+    });
+  }
+  return OkStatus();
+}
+
+StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
+  Snapshot snap;
+  int64_t t0 = MonotonicNs();
+  // Freeze every CPU first, then copy: the window ends at one instant on all
+  // CPUs. PAUSE_OUTPUT stops ring output only; the counter keeps counting and
+  // samples that cannot be written are counted as lost by the kernel
+  // (perf_output_begin: `if (unlikely(rb->paused)) { local_inc(&rb->lost) ...}`).
+  for (auto& c : cpus_) ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, 1);
+  snap.freeze_time_ns = static_cast<uint64_t>(MonotonicNs());
+  snap.window_start_ns = last_ns > 0 && static_cast<uint64_t>(last_ns) < snap.freeze_time_ns
+                             ? snap.freeze_time_ns - static_cast<uint64_t>(last_ns)
+                             : 0;
+  struct PerCpu {
+    int cpu;
+    Counts counts;
+    PerfRingBuffer::Copy copy;
+  };
+  std::vector<PerCpu> copies;
+  for (auto& c : cpus_) {
+    PerCpu p{c.cpu, ReadCounts(c.sample_fd.get(), has_lost_format_), c.sample_ring->CopyBackward()};
+    copies.push_back(std::move(p));
+  }
+  for (auto& c : cpus_) ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
+  snap.copy_ns = MonotonicNs() - t0;
+
+  uint64_t tot_produced = 0, tot_in_ring = 0, tot_window = 0, tot_outside = 0, tot_paused = 0,
+           tot_over = 0, tot_ring_lost = 0, tot_malformed = 0;
+  for (auto& p : copies) {
+    uint64_t in_ring = 0, outside = 0, ring_lost = 0, malformed = 0, sample_bytes = 0;
+    for (const auto& rec : p.copy.records) {
+      ParseResult r = ParsePerfRecord(std::string_view(rec.data(), rec.size()), sample_type_,
+                                      static_cast<uint32_t>(p.cpu));
+      if (r.malformed) {
+        ++malformed;
+        continue;
+      }
+      if (!r.event) continue;
+      if (auto* s = std::get_if<Sample>(&*r.event)) {
+        ++in_ring;
+        sample_bytes += rec.size();
+        if (s->time_ns < snap.window_start_ns) {
+          ++outside;
+          continue;
+        }
+        if (snap.oldest_sample_ns == 0 || s->time_ns < snap.oldest_sample_ns) {
+          snap.oldest_sample_ns = s->time_ns;
+        }
+        snap.samples.push_back(std::move(*s));
+      } else if (auto* l = std::get_if<LostEvent>(&*r.event)) {
+        ring_lost += l->count;
+      }
+    }
+    // produced: the kernel's own count / period (fixed-period events only).
+    uint64_t produced = period_ ? p.counts.value / period_ : in_ring + p.counts.lost;
+    // Samples neither in the ring nor refused by the kernel were overwritten.
+    uint64_t accounted = in_ring + p.counts.lost;
+    uint64_t overwritten = produced > accounted ? produced - accounted : 0;
+    uint64_t overwritten_bytes = p.copy.total_written - p.copy.bytes_present;
+    snap.per_cpu.push_back({{"cpu", p.cpu},
+                            {"count", p.counts.value},
+                            {"produced", produced},
+                            {"in_ring", in_ring},
+                            {"in_window", in_ring - outside},
+                            {"outside_window", outside},
+                            {"paused", p.counts.lost},
+                            {"overwritten", overwritten},
+                            {"ring_lost_records", ring_lost},
+                            {"malformed", malformed},
+                            {"bytes_written", p.copy.total_written},
+                            {"bytes_present", p.copy.bytes_present},
+                            {"overwritten_bytes", overwritten_bytes},
+                            {"sample_bytes_present", sample_bytes},
+                            {"time_enabled_ns", p.counts.enabled},
+                            {"time_running_ns", p.counts.running}});
+    tot_produced += produced;
+    tot_in_ring += in_ring;
+    tot_window += in_ring - outside;
+    tot_outside += outside;
+    tot_paused += p.counts.lost;
+    tot_over += overwritten;
+    tot_ring_lost += ring_lost;
+    tot_malformed += malformed;
+  }
+  uint64_t side_lost = 0;
+  for (const auto& c : cpus_) side_lost += c.sideband_lost;
+  std::sort(snap.samples.begin(), snap.samples.end(),
+            [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  snap.counters = {{"produced", tot_produced},
+                   {"in_ring", tot_in_ring},
+                   {"in_window", tot_window},
+                   {"outside_window", tot_outside},
+                   {"paused", tot_paused},
+                   {"overwritten", tot_over},
+                   {"ring_lost_records", tot_ring_lost},
+                   {"malformed", tot_malformed},
+                   {"sideband_lost", side_lost}};
+  return snap;
+}
+
+nlohmann::json PerfBackend::Stats() {
+  int64_t now = MonotonicNs();
+  double elapsed = (now - start_ns_) / 1e9;
+  nlohmann::json cpus = nlohmann::json::array();
+  double min_held = -1;
+  uint64_t side_lost = 0;
+  for (auto& c : cpus_) {
+    uint64_t written = c.sample_ring->BytesWritten();
+    double rate = elapsed > 0 ? written / elapsed : 0;
+    double held = rate > 0 ? std::min(elapsed, c.sample_ring->data_size() / rate) : elapsed;
+    if (min_held < 0 || held < min_held) min_held = held;
+    side_lost += c.sideband_lost;
+    Counts counts = ReadCounts(c.sample_fd.get(), has_lost_format_);
+    cpus.push_back({{"cpu", c.cpu},
+                    {"bytes_written", written},
+                    {"byte_rate", rate},
+                    {"history_held_s", held},
+                    {"count", counts.value},
+                    {"paused_lost", counts.lost}});
+  }
+  return {{"uptime_s", elapsed},
+          {"history_held_s", min_held < 0 ? 0 : min_held},
+          {"sideband_lost", side_lost},
+          {"cpus", cpus}};
+}
+
+}  // namespace flightrec::recorder::perf

@@ -1,0 +1,85 @@
+// PerfBackend: the perf_event capture backend (no kernel module needed).
+//
+// Per online CPU: one sampling event (hardware cycles where the CPU has a
+// PMU, else cpu-clock) whose ring is in overwrite mode (write_backward,
+// mapped read-only) and is read only when a dump freezes it; and one dummy
+// event carrying mmap/mmap2(+build-id)/comm/exec/fork/exit sideband into a
+// normal ring that the daemon drains continuously, so the information needed
+// to attribute samples is never lost to overwriting.
+//
+// Thread: the daemon's io thread calls every method.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/scoped_fd.h"
+#include "recorder/daemon/capture_backend.h"
+#include "recorder/perf/ring_buffer.h"
+
+namespace flightrec::recorder::perf {
+
+struct PerfConfig {
+  uint32_t frequency_hz = 99;  // samples per second per CPU (docs/BENCHMARKS.md)
+  int64_t history_ns = 30'000'000'000;
+  size_t data_pages = 0;       // per CPU; 0 = sized from history x rate
+  size_t sideband_pages = 64;  // per CPU
+  bool callchain = true;
+  // Test/expert override of the sampling event: type, config and a fixed
+  // period in event units. Unset = cycles, else cpu-clock at frequency_hz.
+  std::optional<uint32_t> event_type;
+  uint64_t event_config = 0;
+  uint64_t event_period = 0;
+  // -1 = every process (system-wide, needs root/CAP_PERFMON); else sample
+  // only this process and the children it forks (inherit).
+  int target_pid = -1;
+};
+
+// Pages of data ring (power of two, 8..4096) that hold history_ns at
+// frequency_hz with bytes_per_sample each.
+size_t RingPagesFor(int64_t history_ns, uint32_t frequency_hz, size_t bytes_per_sample,
+                    size_t page_size);
+
+class PerfBackend : public CaptureBackend {
+ public:
+  static StatusOr<std::unique_ptr<PerfBackend>> Create(const PerfConfig& config);
+  ~PerfBackend() override;
+
+  std::string name() const override { return "perf"; }
+  nlohmann::json Describe() const override;
+  std::vector<int> SidebandFds() const override;
+  Status DrainSideband(const std::function<void(const Event&)>& sink) override;
+  StatusOr<Snapshot> TakeSnapshot(int64_t last_ns) override;
+  nlohmann::json Stats() override;
+
+  const std::string& event_name() const { return event_name_; }
+  uint64_t period() const { return period_; }
+
+ private:
+  struct Cpu {
+    int cpu = -1;
+    ScopedFd sample_fd;
+    std::optional<PerfRingBuffer> sample_ring;
+    ScopedFd side_fd;
+    std::optional<PerfRingBuffer> side_ring;
+    uint64_t sideband_lost = 0;
+  };
+  PerfBackend() = default;
+  Status OpenCpu(int cpu, const perf_event_attr& sample_attr, Cpu* out);
+
+  PerfConfig config_;
+  std::string event_name_;
+  std::string fallback_reason_;
+  uint64_t period_ = 0;
+  bool has_lost_format_ = false;
+  bool has_build_id_ = false;
+  bool exclude_kernel_ = false;
+  size_t data_pages_ = 0;
+  std::vector<Cpu> cpus_;
+  int64_t start_ns_ = 0;
+  uint64_t sample_type_ = 0;
+};
+
+}  // namespace flightrec::recorder::perf

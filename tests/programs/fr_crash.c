@@ -1,0 +1,54 @@
+/* fr_crash MODE [MS]: runs spin_a for MS ms of CPU time, then dies:
+ * segv (NULL dereference), abort, fpe (integer division by zero), or
+ * threads (a second thread dereferences NULL while the main one spins). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile unsigned long sink;
+volatile int zero = 0;
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void spin_a(double seconds) {
+  double end = cpu_now() + seconds;
+  while (cpu_now() < end)
+    for (int i = 0; i < 200000; i++) sink += i;
+}
+
+__attribute__((noinline)) void crash_here(const char *mode) {
+  if (strcmp(mode, "abort") == 0) abort();
+  if (strcmp(mode, "fpe") == 0) sink = 1 / zero;
+  *(volatile int *)0 = 1;
+}
+
+static double g_ms;
+static void *thread_main(void *arg) {
+  (void)arg;
+  spin_a(g_ms / 1000.0);
+  crash_here("segv");
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "segv";
+  g_ms = argc > 2 ? atof(argv[2]) : 500;
+  printf("%d\n", getpid());
+  fflush(stdout);
+  if (strcmp(mode, "threads") == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, thread_main, NULL);
+    for (;;) spin_a(0.01);
+  }
+  spin_a(g_ms / 1000.0);
+  crash_here(mode);
+  return 0;
+}
