@@ -248,6 +248,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
 
   uint64_t tot_produced = 0, tot_in_ring = 0, tot_window = 0, tot_outside = 0, tot_paused = 0,
            tot_over = 0, tot_ring_lost = 0, tot_malformed = 0;
+  int64_t tot_unaccounted = 0;
   for (auto& p : copies) {
     uint64_t in_ring = 0, outside = 0, ring_lost = 0, malformed = 0, sample_bytes = 0;
     for (const auto& rec : p.copy.records) {
@@ -275,10 +276,18 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     }
     // produced: the kernel's own count / period (fixed-period events only).
     uint64_t produced = period_ ? p.counts.value / period_ : in_ring + p.counts.lost;
-    // Samples neither in the ring nor refused by the kernel were overwritten.
-    uint64_t accounted = in_ring + p.counts.lost;
-    uint64_t overwritten = produced > accounted ? produced - accounted : 0;
+    // overwritten: measured from the ring itself, not inferred — the bytes the
+    // kernel wrote that are no longer intact, in records of the size present.
     uint64_t overwritten_bytes = p.copy.total_written - p.copy.bytes_present;
+    uint64_t overwritten = 0;
+    if (overwritten_bytes > 0 && in_ring > 0) {
+      overwritten = (overwritten_bytes * in_ring + sample_bytes / 2) / sample_bytes;
+    }
+    // What the kernel counted but no cause explains. Exactly 0 for discrete
+    // events; for cpu-clock it is hrtimer periods that elapsed without a
+    // sample (a late timer on a busy VM forwards over missed periods).
+    int64_t unaccounted = static_cast<int64_t>(produced) -
+                          static_cast<int64_t>(in_ring + p.counts.lost + overwritten);
     snap.per_cpu.push_back({{"cpu", p.cpu},
                             {"count", p.counts.value},
                             {"produced", produced},
@@ -287,6 +296,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
                             {"outside_window", outside},
                             {"paused", p.counts.lost},
                             {"overwritten", overwritten},
+                            {"unaccounted", unaccounted},
                             {"ring_lost_records", ring_lost},
                             {"malformed", malformed},
                             {"bytes_written", p.copy.total_written},
@@ -301,6 +311,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     tot_outside += outside;
     tot_paused += p.counts.lost;
     tot_over += overwritten;
+    tot_unaccounted += unaccounted;
     tot_ring_lost += ring_lost;
     tot_malformed += malformed;
   }
@@ -308,6 +319,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   for (const auto& c : cpus_) side_lost += c.sideband_lost;
   std::sort(snap.samples.begin(), snap.samples.end(),
             [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  snap.unaccounted = tot_unaccounted;
   snap.counters = {{"produced", tot_produced},
                    {"in_ring", tot_in_ring},
                    {"in_window", tot_window},

@@ -191,6 +191,7 @@ TEST(PerfBackendTest, LossCountersAddUpExactlyWithATinyRing) {
              over = c["overwritten"], count = c["count"];
     EXPECT_EQ(produced, count) << "period 1: every counted event is one sample";
     EXPECT_EQ(produced, in_ring + paused + over) << c.dump();
+    EXPECT_EQ(c["unaccounted"].get<int64_t>(), 0) << c.dump();
     // 48-byte records: header, ip, pid/tid, time, cpu, period.
     constexpr uint64_t kRecord = 48;
     EXPECT_EQ(c["sample_bytes_present"].get<uint64_t>(), in_ring * kRecord);

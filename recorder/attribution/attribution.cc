@@ -1,0 +1,571 @@
+#include "recorder/attribution/attribution.h"
+
+#include <cxxabi.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/scoped_fd.h"
+
+namespace flightrec::recorder::attribution {
+namespace {
+
+bool IsSpecial(const std::string& name) {
+  return name.empty() || name[0] != '/' || name.rfind("/memfd:", 0) == 0;
+}
+
+std::string Demangle(const std::string& name) {
+  if (name.rfind("_Z", 0) != 0) return name;
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || d == nullptr) return name;
+  std::string out(d);
+  free(d);
+  return out;
+}
+
+struct ElfCloser {
+  void operator()(Elf* e) const { elf_end(e); }
+};
+using ElfPtr = std::unique_ptr<Elf, ElfCloser>;
+
+std::string BuildIdOf(Elf* elf) {
+  size_t n = 0;
+  if (elf_getphdrnum(elf, &n) != 0) return "";
+  for (size_t i = 0; i < n; ++i) {
+    GElf_Phdr ph;
+    if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_NOTE) continue;
+    Elf_Data* data = elf_getdata_rawchunk(elf, ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+    if (data == nullptr) continue;
+    size_t off = 0, name_off = 0, desc_off = 0;
+    GElf_Nhdr nh;
+    while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+          std::memcmp(static_cast<char*>(data->d_buf) + name_off, "GNU", 4) == 0) {
+        return std::string(static_cast<char*>(data->d_buf) + desc_off, nh.n_descsz);
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string HexBuildId(const std::string& raw) {
+  std::string out;
+  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+std::string ReadBuildId(const std::string& path) {
+  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return "";
+  elf_version(EV_CURRENT);
+  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return "";
+  return BuildIdOf(elf.get());
+}
+
+nlohmann::json Cookie::ToJson() const {
+  return {{"id", id}, {"path", path}, {"build_id", build_id}, {"dev", dev}, {"ino", ino}};
+}
+
+uint32_t CookieTable::Intern(const MmapEvent& m) {
+  if (IsSpecial(m.filename)) return 0;
+  std::string bid = HexBuildId(m.build_id);
+  uint64_t dev = makedev(m.maj, m.min);
+  std::string key = fmt::format("{}\n{}\n{}\n{}", m.filename, bid, dev, m.ino);
+  auto it = by_key_.find(key);
+  if (it != by_key_.end()) return it->second;
+  Cookie c;
+  c.id = static_cast<uint32_t>(cookies_.size() + 1);
+  c.path = m.filename;
+  c.build_id = bid;
+  c.dev = dev;
+  c.ino = m.ino;
+  cookies_.push_back(c);
+  by_key_[key] = c.id;
+  return c.id;
+}
+
+const Cookie* CookieTable::Get(uint32_t id) const {
+  if (id == 0 || id > cookies_.size()) return nullptr;
+  return &cookies_[id - 1];
+}
+
+nlohmann::json CookieTable::ToJson() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& c : cookies_) j.push_back(c.ToJson());
+  return j;
+}
+
+StatusOr<CookieTable> CookieTable::FromJson(const nlohmann::json& j) {
+  CookieTable t;
+  try {
+    for (const auto& e : j) {
+      Cookie c;
+      c.id = e.at("id").get<uint32_t>();
+      c.path = e.at("path").get<std::string>();
+      c.build_id = e.value("build_id", "");
+      c.dev = e.value("dev", uint64_t{0});
+      c.ino = e.value("ino", uint64_t{0});
+      if (c.id != t.cookies_.size() + 1) return Corrupt("cookie table: ids out of sequence");
+      t.by_key_[fmt::format("{}\n{}\n{}\n{}", c.path, c.build_id, c.dev, c.ino)] = c.id;
+      t.cookies_.push_back(std::move(c));
+    }
+  } catch (const std::exception& e) {
+    return Corrupt(std::string("cookie table: ") + e.what());
+  }
+  return t;
+}
+
+// ------------------------------------------------------------ ProcessTable
+
+Process& ProcessTable::Get(uint32_t pid) {
+  auto& p = procs_[pid];
+  p.pid = pid;
+  return p;
+}
+
+const Process* ProcessTable::Find(uint32_t pid) const {
+  auto it = procs_.find(pid);
+  return it == procs_.end() ? nullptr : &it->second;
+}
+
+void ProcessTable::Apply(const Event& e) {
+  if (auto* m = std::get_if<MmapEvent>(&e)) {
+    if (m->kernel || m->len == 0) return;
+    Process& p = Get(m->pid);
+    uint64_t start = m->start, end = m->start + m->len;
+    // A new mapping shadows whatever it overlaps (as mmap(MAP_FIXED) does):
+    // trim or drop the old ones.
+    std::vector<Mapping> keep;
+    for (auto it = p.maps.begin(); it != p.maps.end();) {
+      Mapping& old = it->second;
+      if (old.end <= start || old.start >= end) {
+        ++it;
+        continue;
+      }
+      if (old.start < start) {
+        Mapping left = old;
+        left.end = start;
+        keep.push_back(left);
+      }
+      if (old.end > end) {
+        Mapping right = old;
+        right.pgoff += end - old.start;
+        right.start = end;
+        keep.push_back(right);
+      }
+      it = p.maps.erase(it);
+    }
+    for (auto& k : keep) p.maps[k.start] = k;
+    Mapping nm;
+    nm.start = start;
+    nm.end = end;
+    nm.pgoff = m->pgoff;
+    nm.cookie = cookies_->Intern(*m);
+    // Old-style MMAP records carry no prot: those are executable mappings
+    // (perf reports data mmaps only with attr.mmap_data).
+    nm.exec = m->prot == 0 || (m->prot & PROT_EXEC) != 0;
+    nm.name = m->filename;
+    p.maps[start] = nm;
+    if (p.exe.empty() && nm.exec && nm.cookie != 0) p.exe = m->filename;
+    mmaps_[m->pid].push_back(*m);
+    if (mmaps_[m->pid].size() > 65536) {
+      // A JIT mapping code forever: keep what is still mapped.
+      auto& v = mmaps_[m->pid];
+      std::vector<MmapEvent> live;
+      for (const auto& ev : v) {
+        auto it = p.maps.find(ev.start);
+        if (it != p.maps.end() && it->second.end == ev.start + ev.len) live.push_back(ev);
+      }
+      v.swap(live);
+    }
+  } else if (auto* c = std::get_if<CommEvent>(&e)) {
+    Process& p = Get(c->pid);
+    if (c->exec) {
+      p.maps.clear();
+      p.exe.clear();
+      mmaps_[c->pid].clear();
+      p.exited = false;
+    }
+    if (c->pid == c->tid || p.comm.empty()) p.comm = c->comm;
+    tid_to_pid_[c->tid] = c->pid;
+  } else if (auto* t = std::get_if<TaskEvent>(&e)) {
+    if (!t->exit) {
+      tid_to_pid_[t->tid] = t->pid;
+      if (t->pid != t->ppid && t->pid == t->tid) {
+        // fork: the child starts with a copy of the parent's address space.
+        auto parent = procs_.find(t->ppid);
+        Process& child = Get(t->pid);
+        child.exited = false;
+        if (parent != procs_.end()) {
+          child.maps = parent->second.maps;
+          child.comm = parent->second.comm;
+          child.exe = parent->second.exe;
+          mmaps_[t->pid] = mmaps_[t->ppid];
+        }
+      }
+    } else if (t->pid == t->tid) {
+      Process& p = Get(t->pid);
+      p.exited = true;
+      p.exit_time_ns = t->time_ns;
+    }
+  }
+}
+
+const Mapping* ProcessTable::Lookup(uint32_t pid, uint64_t ip) const {
+  auto pit = procs_.find(pid);
+  if (pit == procs_.end()) {
+    auto tp = tid_to_pid_.find(pid);
+    if (tp == tid_to_pid_.end()) return nullptr;
+    pit = procs_.find(tp->second);
+    if (pit == procs_.end()) return nullptr;
+  }
+  const auto& maps = pit->second.maps;
+  auto it = maps.upper_bound(ip);
+  if (it == maps.begin()) return nullptr;
+  --it;
+  if (ip >= it->second.end) return nullptr;
+  return &it->second;
+}
+
+void ProcessTable::Prune(uint64_t cutoff_ns) {
+  for (auto it = procs_.begin(); it != procs_.end();) {
+    if (it->second.exited && it->second.exit_time_ns < cutoff_ns) {
+      mmaps_.erase(it->first);
+      it = procs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<Event> ProcessTable::StateEvents(uint32_t pid, uint64_t time_ns) const {
+  std::vector<Event> out;
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) return out;
+  CommEvent c;
+  c.time_ns = time_ns;
+  c.pid = c.tid = pid;
+  c.comm = it->second.comm;
+  c.exec = true;  // starts a clean address space on replay
+  out.push_back(c);
+  auto mit = mmaps_.find(pid);
+  if (mit != mmaps_.end()) {
+    for (MmapEvent m : mit->second) {
+      auto cur = it->second.maps.find(m.start);
+      if (cur == it->second.maps.end()) continue;  // since replaced
+      m.time_ns = time_ns;
+      out.push_back(m);
+    }
+  }
+  return out;
+}
+
+std::vector<Event> ScanProc(uint64_t time_ns) {
+  std::vector<Event> out;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return out;
+  while (struct dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    std::ifstream comm_in(fmt::format("/proc/{}/comm", pid));
+    std::string comm;
+    if (!std::getline(comm_in, comm)) continue;  // gone
+    CommEvent c;
+    c.time_ns = time_ns;
+    c.pid = c.tid = static_cast<uint32_t>(pid);
+    c.comm = comm;
+    c.exec = true;
+    out.push_back(c);
+    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+    std::string line;
+    while (std::getline(maps, line)) {
+      // 55d4c0a00000-55d4c0a02000 r-xp 00002000 08:01 1234 /usr/bin/x
+      unsigned long long start, endaddr, pgoff, ino;
+      unsigned maj, min;
+      char perms[8] = {};
+      int consumed = 0;
+      if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &start, &endaddr, perms,
+                      &pgoff, &maj, &min, &ino, &consumed) < 7) {
+        continue;
+      }
+      if (perms[2] != 'x') continue;  // attribution needs executable mappings only
+      MmapEvent m;
+      m.time_ns = time_ns;
+      m.pid = m.tid = static_cast<uint32_t>(pid);
+      m.start = start;
+      m.len = endaddr - start;
+      m.pgoff = pgoff;
+      m.maj = maj;
+      m.min = min;
+      m.ino = ino;
+      m.prot = PROT_READ | PROT_EXEC;
+      m.filename = consumed > 0 && static_cast<size_t>(consumed) <= line.size()
+                       ? line.substr(static_cast<size_t>(consumed))
+                       : "";
+      if (m.filename.empty()) m.filename = "//anon";
+      if (m.filename[0] == '/') m.build_id = ReadBuildId(m.filename);
+      out.push_back(m);
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+// ------------------------------------------------------------ kernel
+
+StatusOr<KernelSymbols> KernelSymbols::FromText(const std::string& text) {
+  KernelSymbols k;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    char type = 0;
+    unsigned long long addr = 0;
+    char name[512];
+    if (std::sscanf(line.c_str(), "%llx %c %511s", &addr, &type, name) != 3) continue;
+    if (addr == 0) continue;  // addresses hidden (kptr_restrict)
+    if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue;
+    k.syms_.push_back({addr, name});
+  }
+  std::sort(k.syms_.begin(), k.syms_.end(),
+            [](const Sym& a, const Sym& b) { return a.addr < b.addr; });
+  return k;
+}
+
+StatusOr<KernelSymbols> KernelSymbols::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return ErrnoStatus(fmt::format("reading {}", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return FromText(ss.str());
+}
+
+std::string KernelSymbols::Resolve(uint64_t addr) const {
+  auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
+                             [](uint64_t a, const Sym& s) { return a < s.addr; });
+  if (it == syms_.begin()) return "";
+  --it;
+  return fmt::format("{}+0x{:x}", it->name, addr - it->addr);
+}
+
+std::string KernelSymbols::Subset(const std::vector<uint64_t>& addrs) const {
+  std::vector<size_t> idx;
+  for (uint64_t a : addrs) {
+    auto it = std::upper_bound(syms_.begin(), syms_.end(), a,
+                               [](uint64_t x, const Sym& s) { return x < s.addr; });
+    if (it == syms_.begin()) continue;
+    size_t i = static_cast<size_t>(it - syms_.begin()) - 1;
+    idx.push_back(i);
+    if (i + 1 < syms_.size()) idx.push_back(i + 1);  // bounds the symbol's extent
+  }
+  std::sort(idx.begin(), idx.end());
+  idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+  std::string out;
+  for (size_t i : idx) out += fmt::format("{:016x} T {}\n", syms_[i].addr, syms_[i].name);
+  return out;
+}
+
+// ------------------------------------------------------------ Attributor
+
+std::optional<AttributedSample> Attributor::Add(const Event& e) {
+  auto* s = std::get_if<Sample>(&e);
+  if (s == nullptr) {
+    table_.Apply(e);
+    return std::nullopt;
+  }
+  AttributedSample a;
+  a.time_ns = s->time_ns;
+  a.cpu = s->cpu;
+  a.pid = s->pid;
+  a.tid = s->tid;
+  a.period = s->period;
+  if (const Process* p = table_.Find(s->pid)) a.comm = p->comm;
+  for (uint64_t ip : s->kernel_chain) {
+    Frame f;
+    f.kernel = true;
+    f.offset = ip;
+    a.frames.push_back(f);
+  }
+  if (s->kernel_chain.empty() && s->mode == CpuMode::kKernel) {
+    a.frames.push_back(Frame{true, 0, s->ip, ""});
+  }
+  std::vector<uint64_t> user = s->user_chain;
+  if (user.empty() && s->mode == CpuMode::kUser) user.push_back(s->ip);
+  for (size_t i = 0; i < user.size(); ++i) {
+    // Return addresses point after the call: look up ip-1 for callers so a
+    // call at a function's very end attributes to that function.
+    uint64_t ip = user[i];
+    uint64_t look = i == 0 ? ip : ip - 1;
+    Frame f;
+    const Mapping* m = table_.Lookup(s->pid, look);
+    if (m == nullptr) {
+      ++no_mapping_;
+      f.special = "[unknown]";
+      f.offset = ip;
+    } else if (m->cookie == 0) {
+      f.special = m->name.empty() ? "[anon]" : m->name;
+      f.offset = ip - m->start;
+    } else {
+      f.cookie = m->cookie;
+      f.offset = look - m->start + m->pgoff;
+    }
+    a.frames.push_back(f);
+  }
+  return a;
+}
+
+// ------------------------------------------------------------ Symbolizer
+
+Symbolizer::~Symbolizer() = default;
+
+namespace {
+
+bool ReadElfSymbols(const std::string& path,
+                    std::vector<std::tuple<uint64_t, uint64_t, std::string>>* out,
+                    std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>* segs,
+                    std::string* build_id, bool* has_symtab) {
+  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  elf_version(EV_CURRENT);
+  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return false;
+  if (build_id) *build_id = BuildIdOf(elf.get());
+  if (segs) {
+    size_t n = 0;
+    elf_getphdrnum(elf.get(), &n);
+    for (size_t i = 0; i < n; ++i) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) && ph.p_type == PT_LOAD) {
+        segs->emplace_back(ph.p_offset, ph.p_vaddr, ph.p_filesz);
+      }
+    }
+  }
+  *has_symtab = false;
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf.get(), scn)) != nullptr) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr) continue;
+    if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) continue;
+    if (sh.sh_type == SHT_SYMTAB) *has_symtab = true;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || sh.sh_entsize == 0) continue;
+    size_t count = sh.sh_size / sh.sh_entsize;
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+      if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || sym.st_value == 0) {
+        continue;
+      }
+      const char* name = elf_strptr(elf.get(), sh.sh_link, sym.st_name);
+      if (name == nullptr || *name == '\0') continue;
+      out->emplace_back(sym.st_value, sym.st_size, name);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+const FileSyms& Symbolizer::Load(uint32_t cookie_id) {
+  auto it = files_.find(cookie_id);
+  if (it != files_.end()) return *it->second;
+  auto fs = std::make_unique<FileSyms>();
+  const Cookie* c = cookies_->Get(cookie_id);
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> syms;
+  std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> segs;
+  std::string bid;
+  bool has_symtab = false;
+  if (c == nullptr || !ReadElfSymbols(c->path, &syms, &segs, &bid, &has_symtab)) {
+    fs->status = "file_missing";
+  } else if (!c->build_id.empty() && HexBuildId(bid) != c->build_id) {
+    // Never attribute to a different binary's symbols.
+    fs->status = "file_changed";
+    syms.clear();
+  } else if (!has_symtab && !c->build_id.empty()) {
+    // Stripped: a separate debug file found by build-id has the full symtab.
+    std::string dbg = fmt::format("/usr/lib/debug/.build-id/{}/{}.debug", c->build_id.substr(0, 2),
+                                  c->build_id.substr(2));
+    std::vector<std::tuple<uint64_t, uint64_t, std::string>> dsyms;
+    bool dsymtab = false;
+    if (ReadElfSymbols(dbg, &dsyms, nullptr, nullptr, &dsymtab) && dsymtab) syms = std::move(dsyms);
+  }
+  for (auto& [off, vaddr, sz] : segs) fs->segs.push_back({off, vaddr, sz});
+  for (auto& [addr, size, name] : syms) fs->syms.push_back({addr, size, Demangle(name)});
+  std::sort(fs->syms.begin(), fs->syms.end(),
+            [](const FileSyms::Sym& a, const FileSyms::Sym& b) { return a.addr < b.addr; });
+  auto& ref = *fs;
+  files_[cookie_id] = std::move(fs);
+  return ref;
+}
+
+std::string Symbol::Display() const {
+  if (!function.empty()) return function;
+  if (status == "file_changed") return fmt::format("{}+0x{:x} (file changed)", dso, offset);
+  return fmt::format("{}+0x{:x}", dso, offset);
+}
+
+Symbol Symbolizer::Resolve(const Frame& f) {
+  Symbol s;
+  s.offset = f.offset;
+  if (f.kernel) {
+    s.dso = "[kernel.kallsyms]";
+    std::string k = kernel_ ? kernel_->Resolve(f.offset) : "";
+    s.status = k.empty() ? "no_symbol" : "ok";
+    s.function = k.substr(0, k.find('+'));
+    return s;
+  }
+  if (f.cookie == 0) {
+    s.dso = f.special;
+    s.status = "unmapped";
+    return s;
+  }
+  const Cookie* c = cookies_->Get(f.cookie);
+  s.dso = c ? c->path : "?";
+  const FileSyms& fs = Load(f.cookie);
+  s.status = fs.status;
+  if (fs.status != "ok") return s;
+  // File offset → link-time address through the PT_LOAD that holds it.
+  uint64_t vaddr = 0;
+  bool found = false;
+  for (const auto& seg : fs.segs) {
+    if (f.offset >= seg.offset && f.offset < seg.offset + seg.filesz) {
+      vaddr = f.offset - seg.offset + seg.vaddr;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    s.status = "no_symbol";
+    return s;
+  }
+  auto it = std::upper_bound(fs.syms.begin(), fs.syms.end(), vaddr,
+                             [](uint64_t a, const FileSyms::Sym& x) { return a < x.addr; });
+  if (it == fs.syms.begin()) {
+    s.status = "no_symbol";
+    return s;
+  }
+  --it;
+  if (it->size != 0 && vaddr >= it->addr + it->size) {
+    s.status = "no_symbol";
+    return s;
+  }
+  s.function = it->name;
+  return s;
+}
+
+}  // namespace flightrec::recorder::attribution

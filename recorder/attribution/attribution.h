@@ -1,0 +1,198 @@
+// The one attribution pipeline (docs/ARCHITECTURE.md, seed 000's dcookies):
+//
+//   events ──▶ ProcessTable ──▶ ip → (file cookie, file offset) ──▶ Symbolizer
+//
+// Attributor consumes an event stream in time order — live from a backend or
+// replayed from a stored record, through the same code — and turns every
+// sample's instruction pointers into (cookie, offset) pairs using the
+// mappings known at the sample's time. A cookie names a file by identity
+// (build-id, path, device/inode), so a record stays meaningful after the
+// process, its libraries or the binary on disk are gone or replaced. Symbols
+// are looked up later, at query time, from (build-id, offset).
+//
+// Thread: an Attributor and a Symbolizer are used by one thread each.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "recorder/model/events.h"
+
+namespace flightrec::recorder::attribution {
+
+// Identity of a mapped file.
+struct Cookie {
+  uint32_t id = 0;
+  std::string path;
+  std::string build_id;  // lowercase hex, "" if unknown
+  uint64_t dev = 0;      // makedev(maj, min)
+  uint64_t ino = 0;
+  nlohmann::json ToJson() const;
+};
+
+class CookieTable {
+ public:
+  // Returns the cookie for this mapping's file, creating it if new.
+  uint32_t Intern(const MmapEvent& m);
+  const Cookie* Get(uint32_t id) const;
+  const std::vector<Cookie>& all() const { return cookies_; }
+  nlohmann::json ToJson() const;
+  static StatusOr<CookieTable> FromJson(const nlohmann::json& j);
+
+ private:
+  std::vector<Cookie> cookies_;  // id = index + 1
+  std::map<std::string, uint32_t> by_key_;
+};
+
+// Reads the GNU build-id note of an ELF file ("" if none or not ELF).
+std::string ReadBuildId(const std::string& path);
+std::string HexBuildId(const std::string& raw);
+
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t pgoff = 0;
+  uint32_t cookie = 0;  // 0 = anonymous / special ([heap], [stack], //anon)
+  bool exec = false;
+  std::string name;  // for special mappings like [vdso]
+};
+
+struct Process {
+  uint32_t pid = 0;
+  std::string comm;
+  std::string exe;  // path of the first executable mapping after exec
+  bool exited = false;
+  uint64_t exit_time_ns = 0;
+  std::map<uint64_t, Mapping> maps;  // by start address
+};
+
+// Applies sideband events. perf never reports munmap, so a mapping lives
+// until an overlapping mmap replaces it, an exec clears the address space, or
+// the process exits — exited processes stay until Prune, so samples inside
+// the history window still attribute (the dlopen/dlclose/exit case).
+class ProcessTable {
+ public:
+  explicit ProcessTable(CookieTable* cookies) : cookies_(cookies) {}
+  void Apply(const Event& e);
+  const Process* Find(uint32_t pid) const;
+  // Mapping containing ip in pid's address space, or nullptr.
+  const Mapping* Lookup(uint32_t pid, uint64_t ip) const;
+  // Drops processes that exited before cutoff_ns.
+  void Prune(uint64_t cutoff_ns);
+  size_t size() const { return procs_.size(); }
+  // Re-creates the events that rebuild pid's current state (for records).
+  std::vector<Event> StateEvents(uint32_t pid, uint64_t time_ns) const;
+
+ private:
+  Process& Get(uint32_t pid);
+  CookieTable* cookies_;
+  std::unordered_map<uint32_t, Process> procs_;
+  std::unordered_map<uint32_t, uint32_t> tid_to_pid_;
+  std::unordered_map<uint32_t, std::vector<MmapEvent>> mmaps_;  // per pid, for StateEvents
+};
+
+// Events describing the processes that exist now, read from /proc (a scan at
+// start fills the table for processes that started before the daemon).
+// Tolerates processes vanishing mid-scan.
+std::vector<Event> ScanProc(uint64_t time_ns);
+
+// Kernel symbols, from /proc/kallsyms, sorted by address.
+class KernelSymbols {
+ public:
+  static StatusOr<KernelSymbols> Load(const std::string& path = "/proc/kallsyms");
+  static StatusOr<KernelSymbols> FromText(const std::string& text);
+  // "name+0xoff" or "" if below the first symbol / addresses are hidden.
+  std::string Resolve(uint64_t addr) const;
+  // The subset of symbols that covers addrs, as kallsyms text (for records).
+  std::string Subset(const std::vector<uint64_t>& addrs) const;
+  bool empty() const { return syms_.empty(); }
+
+ private:
+  struct Sym {
+    uint64_t addr;
+    std::string name;
+  };
+  std::vector<Sym> syms_;
+};
+
+struct Frame {
+  bool kernel = false;
+  uint32_t cookie = 0;  // user frames: file cookie (0 = unmapped/anonymous)
+  uint64_t offset = 0;  // user: file offset; kernel: address; unmapped: ip
+  std::string special;  // "[vdso]", "[anon]", "[unknown]"
+};
+
+struct AttributedSample {
+  uint64_t time_ns = 0;
+  uint32_t cpu = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t period = 0;
+  std::string comm;
+  std::vector<Frame> frames;  // innermost first: kernel frames, then user frames
+};
+
+class Attributor {
+ public:
+  Attributor() : table_(&cookies_) {}
+  // Feed events in time order; samples come back attributed.
+  std::optional<AttributedSample> Add(const Event& e);
+  const CookieTable& cookies() const { return cookies_; }
+  CookieTable& mutable_cookies() { return cookies_; }
+  ProcessTable& table() { return table_; }
+  uint64_t no_mapping() const { return no_mapping_; }
+
+ private:
+  CookieTable cookies_;
+  ProcessTable table_;
+  uint64_t no_mapping_ = 0;
+};
+
+// Symbolized frame, for reports.
+struct Symbol {
+  std::string function;  // demangled; "" if unknown
+  std::string dso;       // path or [kernel.kallsyms]
+  uint64_t offset = 0;   // file offset (user) or address (kernel)
+  std::string status;    // ok | no_symbol | file_changed | file_missing | unmapped
+  std::string Display() const;
+};
+
+// One file's symbols and load segments, as the Symbolizer caches them.
+struct FileSyms {
+  std::string status = "ok";  // ok | file_changed | file_missing | no_symbol
+  struct Seg {
+    uint64_t offset, vaddr, filesz;
+  };
+  std::vector<Seg> segs;
+  struct Sym {
+    uint64_t addr, size;
+    std::string name;
+  };
+  std::vector<Sym> syms;  // sorted by addr
+};
+
+// Looks up (cookie, offset) in the files on disk, verifying build-ids; each
+// file is read once and its symbols cached.
+class Symbolizer {
+ public:
+  explicit Symbolizer(const CookieTable* cookies, const KernelSymbols* kernel)
+      : cookies_(cookies), kernel_(kernel) {}
+  ~Symbolizer();
+  Symbol Resolve(const Frame& f);
+
+ private:
+  const FileSyms& Load(uint32_t cookie);
+  const CookieTable* cookies_;
+  const KernelSymbols* kernel_;
+  std::unordered_map<uint32_t, std::unique_ptr<FileSyms>> files_;
+};
+
+}  // namespace flightrec::recorder::attribution

@@ -1,0 +1,375 @@
+#include "recorder/daemon/daemon.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/units.h"
+#include "recorder/perf/perf_backend.h"
+
+namespace flightrec::recorder {
+
+namespace asio = boost::asio;
+
+StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->options_ = options;
+  d->start_ns_ = MonotonicNs();
+  d->dump_limiter_ = RateLimiter(options.dumps_per_hour, 3600'000'000'000LL);
+  d->table_ = std::make_unique<attribution::ProcessTable>(&d->cookies_);
+
+  std::string backend = options.backend;
+  bool module_present = access("/dev/flightrec", F_OK) == 0;
+  if (backend == "auto") backend = module_present ? "module" : "perf";
+  if (backend == "module") {
+    return Unsupported(
+        module_present
+            ? "the module backend is not built into this recorderd yet; use --backend perf"
+            : "--backend module: /dev/flightrec does not exist (flightrec.ko is not "
+              "loaded; this kernel may not support modules). Use --backend perf");
+  }
+  if (backend != "perf") {
+    return InvalidArgument(fmt::format("unknown backend '{}' (auto, perf, module)", backend));
+  }
+  perf::PerfConfig pc;
+  pc.frequency_hz = options.frequency_hz;
+  pc.history_ns = options.history_ns;
+  pc.data_pages = options.data_pages;
+  pc.callchain = options.callchain;
+  ASSIGN_OR_RETURN(auto pb, perf::PerfBackend::Create(pc));
+  d->backend_ = std::move(pb);
+
+  store::StoreOptions so;
+  ASSIGN_OR_RETURN(d->store_, store::Store::Open(options.store_dir, so));
+
+  // Processes that already exist have no mmap events coming: read them now.
+  for (const Event& e : attribution::ScanProc(static_cast<uint64_t>(MonotonicNs())))
+    d->table_->Apply(e);
+  auto ks = attribution::KernelSymbols::Load();
+  if (ks.ok())
+    d->ksyms_ = std::move(*ks);
+  else
+    spdlog::warn("kernel symbols unavailable: {}", ks.status().message());
+
+  ipc::ServerOptions io_opts;
+  io_opts.path = options.socket_path;
+  io_opts.group = options.socket_group;
+  ASSIGN_OR_RETURN(d->server_, ipc::Server::Create(d->io_, io_opts));
+  d->RegisterHandlers();
+  return d;
+}
+
+Daemon::~Daemon() = default;
+
+void Daemon::RegisterHandlers() {
+  server_->Handle("status",
+                  [this](const ipc::Peer&, const nlohmann::json&) -> StatusOr<nlohmann::json> {
+                    return StatusJson();
+                  });
+  server_->Handle("dump",
+                  [this](const ipc::Peer&, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
+                    DumpRequest req;
+                    req.last_ns = p.value("last_ns", options_.default_last_ns);
+                    if (req.last_ns <= 0) return InvalidArgument("last_ns must be positive");
+                    req.reason = p.value("reason", std::string("manual"));
+                    if (p.contains("pids")) req.pids = p["pids"].get<std::vector<uint32_t>>();
+                    ASSIGN_OR_RETURN(DumpResult r, Dump(req));
+                    nlohmann::json j = r.ToJson();
+                    j["summary"] = r.Summary();
+                    return j;
+                  });
+  server_->Handle("trigger_add",
+                  [this](const ipc::Peer&, const nlohmann::json& p) { return AddTrigger(p); });
+  server_->Handle("trigger_list",
+                  [this](const ipc::Peer&, const nlohmann::json&) -> StatusOr<nlohmann::json> {
+                    return StatusJson()["triggers"];
+                  });
+  server_->Handle("trigger_remove",
+                  [this](const ipc::Peer&, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
+                    uint64_t id = p.at("id").get<uint64_t>();
+                    for (auto it = triggers_.begin(); it != triggers_.end(); ++it) {
+                      if ((*it)->id == id) {
+                        for (auto& fd : (*it)->fds) {
+                          boost::system::error_code ec;
+                          fd->cancel(ec);
+                          fd->release();  // the UprobeTrigger owns the fd
+                        }
+                        triggers_.erase(it);
+                        return nlohmann::json{{"removed", id}};
+                      }
+                    }
+                    return NotFound(fmt::format("no trigger {}", id));
+                  });
+}
+
+void Daemon::ArmSideband(size_t i) {
+  side_fds_[i]->async_wait(asio::posix::stream_descriptor::wait_read,
+                           [this, i](const boost::system::error_code& ec) {
+                             if (ec) return;
+                             Drain();
+                             ArmSideband(i);
+                           });
+}
+
+void Daemon::Drain() {
+  flightrec::Status st = backend_->DrainSideband([this](const Event& e) {
+    ++sideband_events_;
+    if (auto* m = std::get_if<MmapEvent>(&e);
+        m != nullptr && m->build_id.empty() && !m->filename.empty() && m->filename[0] == '/') {
+      // The kernel gave no build-id: read it now, while the file on disk is
+      // the one that was mapped (capture time, as seed 000 does).
+      MmapEvent copy = *m;
+      auto key = fmt::format("{}:{}:{}", copy.filename, copy.ino, copy.maj);
+      auto it = build_id_cache_.find(key);
+      if (it == build_id_cache_.end()) {
+        it = build_id_cache_.emplace(key, attribution::ReadBuildId(copy.filename)).first;
+      }
+      copy.build_id = it->second;
+      table_->Apply(copy);
+      return;
+    }
+    table_->Apply(e);
+  });
+  if (!st.ok()) spdlog::warn("sideband: {}", st.message());
+}
+
+void Daemon::Tick() {
+  tick_->expires_after(std::chrono::milliseconds(200));
+  tick_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    Drain();
+    // Exited processes stay attributable for twice the history window.
+    int64_t cutoff = MonotonicNs() - 2 * options_.history_ns;
+    if (cutoff > 0) table_->Prune(static_cast<uint64_t>(cutoff));
+    Tick();
+  });
+}
+
+void Daemon::AwaitSignal() {
+  signals_->async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    if (sig == SIGUSR2) {
+      DumpRequest req;
+      req.last_ns = options_.default_last_ns;
+      req.reason = "SIGUSR2";
+      auto r = Dump(req);
+      if (r.ok())
+        spdlog::info("dump {}", r->Summary());
+      else
+        spdlog::error("dump on SIGUSR2 failed: {}", r.status().message());
+      AwaitSignal();
+      return;
+    }
+    spdlog::info("signal {}: stopping", sig);
+    Stop();
+  });
+}
+
+StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req) {
+  int64_t t0 = MonotonicNs();
+  if (!dump_limiter_.Allow(t0)) {
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("dump refused: more than {} dumps in the last hour (rate limit)",
+                              dump_limiter_.max_events()));
+  }
+  Drain();  // the newest mappings must be in the table before we snapshot it
+  auto snap = backend_->TakeSnapshot(req.last_ns);
+  if (!snap.ok()) {
+    ++dump_failures_;
+    return snap.status();
+  }
+  Drain();  // sideband written up to the freeze instant
+  auto r = WriteDump(*store_, req, std::move(*snap), *table_, ksyms_, backend_->Describe(), t0);
+  if (!r.ok()) {
+    ++dump_failures_;
+    last_dump_error_ = r.status().message();
+    return r.status();
+  }
+  ++dumps_;
+  return r;
+}
+
+nlohmann::json Daemon::StatusJson() const {
+  nlohmann::json triggers = nlohmann::json::array();
+  for (const auto& t : triggers_) {
+    triggers.push_back({{"id", t->id},
+                        {"uprobe", t->spec},
+                        {"last_ns", t->last_ns},
+                        {"max_per_hour", t->limiter->max_events()},
+                        {"fired", t->fired},
+                        {"dumps", t->dumps},
+                        {"suppressed", t->limiter->suppressed()},
+                        {"records", t->records}});
+  }
+  auto stats = backend_->Stats();
+  uint64_t store_bytes = 0;
+  auto tb = store_->TotalBytes();
+  if (tb.ok()) store_bytes = *tb;
+  return {{"pid", getpid()},
+          {"uptime_s", (MonotonicNs() - start_ns_) / 1e9},
+          {"backend", backend_->Describe()},
+          {"history_requested_s", options_.history_ns / 1e9},
+          {"history_held_s", stats.value("history_held_s", 0.0)},
+          {"rings", stats},
+          {"sideband_events", sideband_events_},
+          {"processes_tracked", table_->size()},
+          {"dumps", dumps_},
+          {"dump_failures", dump_failures_},
+          {"last_dump_error", last_dump_error_},
+          {"dumps_rate_limited", dump_limiter_.suppressed()},
+          {"triggers", triggers},
+          {"store", {{"dir", store_->dir()}, {"bytes", store_bytes}}},
+          {"socket",
+           {{"path", options_.socket_path},
+            {"requests", server_->requests()},
+            {"rejected", server_->rejected()}}}};
+}
+
+StatusOr<nlohmann::json> Daemon::AddTrigger(const nlohmann::json& p) {
+  auto t = std::make_unique<Trigger>();
+  t->spec = p.at("uprobe").get<std::string>();
+  t->last_ns = p.value("last_ns", options_.default_last_ns);
+  uint32_t per_hour = p.value("max_per_hour", 6u);
+  ASSIGN_OR_RETURN(t->uprobe, UprobeTrigger::Create(t->spec));
+  t->limiter = std::make_unique<RateLimiter>(per_hour, 3600'000'000'000LL);
+  t->id = next_trigger_id_++;
+  Trigger* raw = t.get();
+  for (int fd : t->uprobe->fds()) {
+    t->fds.push_back(std::make_unique<asio::posix::stream_descriptor>(io_, fd));
+  }
+  triggers_.push_back(std::move(t));
+  for (size_t i = 0; i < raw->fds.size(); ++i) ArmTrigger(raw, i);
+  return nlohmann::json{{"id", raw->id},
+                        {"uprobe", raw->spec},
+                        {"file_offset", raw->uprobe->target().file_offset},
+                        {"max_per_hour", per_hour}};
+}
+
+void Daemon::ArmTrigger(Trigger* t, size_t i) {
+  t->fds[i]->async_wait(asio::posix::stream_descriptor::wait_read,
+                        [this, t, i](const boost::system::error_code& ec) {
+                          if (ec) return;
+                          OnTrigger(t);
+                          ArmTrigger(t, i);
+                        });
+}
+
+void Daemon::OnTrigger(Trigger* t) {
+  auto hits = t->uprobe->Drain();
+  for (const auto& h : hits) {
+    ++t->fired;
+    if (!t->limiter->Allow(MonotonicNs())) continue;
+    DumpRequest req;
+    req.last_ns = t->last_ns;
+    req.reason = fmt::format("uprobe {} hit by pid {} tid {}", t->spec, h.pid, h.tid);
+    auto r = Dump(req);
+    if (r.ok()) {
+      ++t->dumps;
+      t->records.push_back(r->row.id);
+      spdlog::info("trigger {}: {}", t->id, r->Summary());
+    } else {
+      spdlog::error("trigger {}: dump failed: {}", t->id, r.status().message());
+    }
+  }
+}
+
+void Daemon::Stop() { io_.stop(); }
+
+Status Daemon::Run() {
+  for (int fd : backend_->SidebandFds()) {
+    side_fds_.push_back(std::make_unique<asio::posix::stream_descriptor>(io_, fd));
+  }
+  for (size_t i = 0; i < side_fds_.size(); ++i) ArmSideband(i);
+  tick_ = std::make_unique<asio::steady_timer>(io_);
+  Tick();
+  signals_ = std::make_unique<asio::signal_set>(io_, SIGTERM, SIGINT, SIGUSR2);
+  AwaitSignal();
+  server_->Start();
+  auto desc = backend_->Describe();
+  spdlog::info("recording: backend {} event {} at {} Hz on {} CPUs; store {}; socket {}",
+               desc.value("backend", ""), desc.value("event", ""), options_.frequency_hz,
+               desc.value("cpus", 0), store_->dir(), options_.socket_path);
+  if (desc.contains("fallback")) spdlog::warn("{}", desc["fallback"].get<std::string>());
+  io_.run();
+  // Descriptors belong to the backend and triggers: do not let asio close them.
+  for (auto& fd : side_fds_) fd->release();
+  for (auto& t : triggers_) {
+    for (auto& fd : t->fds) fd->release();
+  }
+  server_->Stop();
+  return OkStatus();
+}
+
+int RecorderdMain(int argc, char** argv) {
+  CLI::App app{
+      "recorderd: the flightrec always-on recorder.\n"
+      "Keeps the last seconds of every CPU's samples in overwrite rings and writes them\n"
+      "into the store on request (recorder dump), on SIGUSR2, or when a trigger fires."};
+  DaemonOptions o;
+  const char* env_store = std::getenv("FLIGHTREC_STORE");
+  o.store_dir = env_store && *env_store ? env_store : store::DefaultStoreDir();
+  const char* env_sock = std::getenv("FLIGHTREC_SOCKET");
+  if (env_sock && *env_sock) o.socket_path = env_sock;
+  std::string history = "30s", last = "5s";
+  bool foreground = false;
+  std::string callgraph = "fp";
+  app.add_option("--store", o.store_dir, "Store directory")->capture_default_str();
+  app.add_option("--socket", o.socket_path, "Control socket path")->capture_default_str();
+  app.add_option("--group", o.socket_group, "Group whose members may use the control socket");
+  app.add_option("--backend", o.backend,
+                 "auto (module if /dev/flightrec exists, else perf), perf, module")
+      ->capture_default_str();
+  app.add_option("--history", history, "History the rings should hold")->capture_default_str();
+  app.add_option("--frequency,-F", o.frequency_hz, "Samples per second per CPU")
+      ->capture_default_str();
+  app.add_option("--default-last", last, "Window of SIGUSR2 dumps")->capture_default_str();
+  app.add_option("--ring-pages", o.data_pages,
+                 "Data ring pages per CPU (power of two; 0 = from --history)");
+  app.add_option("--call-graph", callgraph, "fp (frame pointers) or none")->capture_default_str();
+  app.add_option("--max-dumps-per-hour", o.dumps_per_hour, "Rate limit for manual and signal dumps")
+      ->capture_default_str();
+  app.add_flag("--foreground", foreground,
+               "Stay in the foreground, log to stderr (systemd runs it so)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto h = ParseDurationNs(history);
+  auto l = ParseDurationNs(last);
+  if (!h.ok() || !l.ok()) {
+    std::fprintf(stderr, "recorderd: error: %s\n",
+                 (!h.ok() ? h.status() : l.status()).message().c_str());
+    return 2;
+  }
+  o.history_ns = *h;
+  o.default_last_ns = *l;
+  if (callgraph != "fp" && callgraph != "none") {
+    std::fprintf(stderr, "recorderd: error: --call-graph must be fp or none\n");
+    return 2;
+  }
+  o.callchain = callgraph == "fp";
+  (void)foreground;  // recorderd never daemonizes itself; systemd supervises it
+  spdlog::set_pattern("recorderd: %l: %v");
+  // SIGUSR2/SIGTERM are handled by the event loop; block their default action
+  // before any thread exists.
+  auto d = Daemon::Create(o);
+  if (!d.ok()) {
+    std::fprintf(stderr, "recorderd: error: %s\n", d.status().message().c_str());
+    return 1;
+  }
+  flightrec::Status st = (*d)->Run();
+  if (!st.ok()) {
+    std::fprintf(stderr, "recorderd: error: %s\n", st.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace flightrec::recorder

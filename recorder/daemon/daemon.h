@@ -1,0 +1,96 @@
+// Daemon: recorderd's event loop. One Boost.Asio io_context on one thread
+// runs everything: sideband draining (fd readiness + a 200 ms timer), the
+// control socket, triggers (uprobes), signals (SIGTERM/SIGINT stop cleanly,
+// SIGUSR2 dumps the default window) and dumps themselves. A dump freezes the
+// rings for a few milliseconds; doing it on the loop thread keeps the process
+// table and the rings consistent without locks.
+#pragma once
+
+#include <utility>  // before asio: Boost 1.74 needs std::exchange
+
+#include <boost/asio.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "recorder/attribution/attribution.h"
+#include "recorder/daemon/capture_backend.h"
+#include "recorder/daemon/dump_record.h"
+#include "recorder/daemon/rate_limiter.h"
+#include "recorder/daemon/uprobe_trigger.h"
+#include "recorder/ipc/ipc.h"
+#include "store/store.h"
+
+namespace flightrec::recorder {
+
+struct DaemonOptions {
+  std::string store_dir;
+  std::string socket_path = "/run/flightrec/control.sock";
+  std::string socket_group;
+  std::string backend = "auto";  // auto | perf | module
+  int64_t history_ns = 30'000'000'000;
+  uint32_t frequency_hz = 99;
+  int64_t default_last_ns = 5'000'000'000;
+  size_t data_pages = 0;  // 0 = sized from history
+  bool callchain = true;
+  uint32_t dumps_per_hour = 60;  // SIGUSR2 and manual dumps
+};
+
+class Daemon {
+ public:
+  static StatusOr<std::unique_ptr<Daemon>> Create(const DaemonOptions& options);
+  ~Daemon();
+  // Runs until SIGTERM/SIGINT or Stop().
+  Status Run();
+  void Stop();
+
+ private:
+  struct Trigger {
+    uint64_t id = 0;
+    std::string spec;
+    int64_t last_ns = 0;
+    std::unique_ptr<UprobeTrigger> uprobe;
+    std::unique_ptr<RateLimiter> limiter;
+    std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> fds;
+    uint64_t fired = 0;
+    uint64_t dumps = 0;
+    std::vector<std::string> records;
+  };
+
+  Daemon() = default;
+  void ArmSideband(size_t i);
+  void ArmTrigger(Trigger* t, size_t i);
+  void OnTrigger(Trigger* t);
+  void Drain();
+  void Tick();
+  void AwaitSignal();
+  StatusOr<DumpResult> Dump(const DumpRequest& req);
+  nlohmann::json StatusJson() const;
+  StatusOr<nlohmann::json> AddTrigger(const nlohmann::json& params);
+  void RegisterHandlers();
+
+  DaemonOptions options_;
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::asio::signal_set> signals_;
+  std::unique_ptr<boost::asio::steady_timer> tick_;
+  std::unique_ptr<CaptureBackend> backend_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<ipc::Server> server_;
+  attribution::CookieTable cookies_;
+  std::unique_ptr<attribution::ProcessTable> table_;
+  attribution::KernelSymbols ksyms_;
+  std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> side_fds_;
+  std::vector<std::unique_ptr<Trigger>> triggers_;
+  uint64_t next_trigger_id_ = 1;
+  RateLimiter dump_limiter_{60, 3600'000'000'000};
+  std::map<std::string, std::string> build_id_cache_;
+  uint64_t sideband_events_ = 0;
+  uint64_t dumps_ = 0;
+  uint64_t dump_failures_ = 0;
+  std::string last_dump_error_;
+  int64_t start_ns_ = 0;
+};
+
+int RecorderdMain(int argc, char** argv);
+
+}  // namespace flightrec::recorder

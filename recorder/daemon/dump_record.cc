@@ -1,0 +1,150 @@
+#include "recorder/daemon/dump_record.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "common/units.h"
+#include "recorder/model/event_codec.h"
+
+namespace flightrec::recorder {
+
+int64_t MonotonicToWallOffset() {
+  // Bracket the wall-clock read with two monotonic reads for a tight offset.
+  int64_t m0 = MonotonicNs();
+  int64_t w = WallClockNs();
+  int64_t m1 = MonotonicNs();
+  return w - (m0 + (m1 - m0) / 2);
+}
+
+nlohmann::json DumpResult::ToJson() const {
+  return {
+      {"id", row.id}, {"samples", samples},     {"covered_s", covered_s},   {"asked_s", asked_s},
+      {"lost", lost}, {"bytes", row.file_size}, {"took_ms", took_ns / 1e6}, {"file", row.file}};
+}
+
+std::string DumpResult::Summary() const {
+  std::string s = fmt::format("{}: {} samples, {:.2f} s covered", row.id, samples, covered_s);
+  if (covered_s + 0.05 < asked_s) {
+    s += fmt::format(" (asked for {:.2f} s; the rings held less)", asked_s);
+  }
+  s += fmt::format(", {} lost, {}, {:.1f} ms", lost, FormatBytes(row.file_size), took_ns / 1e6);
+  return s;
+}
+
+StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snapshot snap,
+                               const attribution::ProcessTable& table,
+                               const attribution::KernelSymbols& ksyms,
+                               const nlohmann::json& backend_description, int64_t started_ns) {
+  std::set<uint32_t> want(req.pids.begin(), req.pids.end());
+  uint64_t filtered = 0;
+  if (!want.empty()) {
+    auto keep = std::remove_if(snap.samples.begin(), snap.samples.end(),
+                               [&](const Sample& s) { return want.count(s.pid) == 0; });
+    filtered = static_cast<uint64_t>(snap.samples.end() - keep);
+    snap.samples.erase(keep, snap.samples.end());
+  }
+  std::set<uint32_t> pids;
+  std::vector<uint64_t> kaddrs;
+  for (const auto& s : snap.samples) {
+    pids.insert(s.pid);
+    for (uint64_t a : s.kernel_chain) kaddrs.push_back(a);
+    if (s.kernel_chain.empty() && s.mode == CpuMode::kKernel) kaddrs.push_back(s.ip);
+  }
+  // The mappings each process had, as events placed before the window, then
+  // the samples: replay rebuilds the same process table the daemon had.
+  EventEncoder enc;
+  nlohmann::json processes = nlohmann::json::array();
+  attribution::CookieTable cookies;
+  uint64_t state_time = snap.window_start_ns ? snap.window_start_ns - 1 : 0;
+  for (uint32_t pid : pids) {
+    for (const Event& e : table.StateEvents(pid, state_time)) {
+      if (auto* m = std::get_if<MmapEvent>(&e)) cookies.Intern(*m);
+      enc.Add(e);
+    }
+    const attribution::Process* p = table.Find(pid);
+    processes.push_back({{"pid", pid},
+                         {"comm", p ? p->comm : ""},
+                         {"exe", p ? p->exe : ""},
+                         {"exited", p ? p->exited : false}});
+  }
+  for (const auto& s : snap.samples) enc.Add(s);
+
+  const int64_t to_wall = MonotonicToWallOffset();
+  nlohmann::json loss = snap.counters;
+  loss["filtered_pid"] = filtered;
+  loss["unaccounted"] = snap.unaccounted;
+  loss["per_cpu"] = snap.per_cpu;
+  uint64_t lost = snap.counters.count("paused") ? snap.counters.at("paused") : 0;
+  if (snap.counters.count("overwritten")) lost += snap.counters.at("overwritten");
+  if (snap.counters.count("ring_lost_records")) lost += snap.counters.at("ring_lost_records");
+  nlohmann::json config = {{"backend", backend_description},
+                           {"last_ns", req.last_ns},
+                           {"pids", req.pids},
+                           {"freeze_time_mono_ns", snap.freeze_time_ns},
+                           {"window_start_mono_ns", snap.window_start_ns},
+                           {"mono_to_wall_ns", to_wall},
+                           {"freeze_copy_ns", snap.copy_ns}};
+
+  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
+  RETURN_IF_ERROR(rec->writer().AddSection("events", enc.buffer()));
+  RETURN_IF_ERROR(rec->writer().AddSection("kallsyms", ksyms.Subset(kaddrs)));
+  RETURN_IF_ERROR(rec->writer().AddSection("config", config.dump()));
+  RETURN_IF_ERROR(rec->writer().AddSection("loss", loss.dump()));
+  uint64_t start_mono = snap.oldest_sample_ns ? snap.oldest_sample_ns : snap.window_start_ns;
+  nlohmann::json meta = {{"reason", req.reason},
+                         {"start_ns", static_cast<int64_t>(start_mono) + to_wall},
+                         {"end_ns", static_cast<int64_t>(snap.freeze_time_ns) + to_wall},
+                         {"asked_ns", req.last_ns},
+                         {"pids", std::vector<uint32_t>(pids.begin(), pids.end())},
+                         {"processes", processes},
+                         {"samples", snap.samples.size()},
+                         {"lost", lost},
+                         {"backend", backend_description.value("backend", "")},
+                         {"event", backend_description.value("event", "")},
+                         {"cookies", cookies.ToJson()}};
+  ASSIGN_OR_RETURN(store::RecordRow row, store.Commit(std::move(rec), meta));
+  DumpResult r;
+  r.row = row;
+  r.samples = snap.samples.size();
+  r.asked_s = req.last_ns / 1e9;
+  r.covered_s = snap.oldest_sample_ns ? (snap.freeze_time_ns - snap.oldest_sample_ns) / 1e9 : 0;
+  r.lost = lost;
+  r.took_ns = MonotonicNs() - started_ns;
+  return r;
+}
+
+StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader) {
+  LoadedDump d;
+  if (reader.FindSection("events") == nullptr) {
+    return InvalidArgument(fmt::format("record {} ({}) has no event history to report on",
+                                       reader.header().id, reader.header().kind));
+  }
+  ASSIGN_OR_RETURN(std::string events, reader.ReadSection("events"));
+  EventDecoder dec(events);
+  for (;;) {
+    Event e;
+    auto more = dec.Next(&e);
+    if (!more.ok()) {
+      return more.status().Annotate(fmt::format("record {}", reader.display_name()));
+    }
+    if (!*more) break;
+    d.events.push_back(std::move(e));
+  }
+  if (reader.FindSection("kallsyms")) {
+    ASSIGN_OR_RETURN(d.kallsyms, reader.ReadSection("kallsyms"));
+  }
+  for (auto [name, target] : {std::pair{"config", &d.config}, std::pair{"loss", &d.loss}}) {
+    if (!reader.FindSection(name)) continue;
+    ASSIGN_OR_RETURN(std::string text, reader.ReadSection(name));
+    *target = nlohmann::json::parse(text, nullptr, false);
+    if (target->is_discarded()) {
+      return Corrupt(
+          fmt::format("{}: section '{}' is not valid JSON", reader.display_name(), name));
+    }
+  }
+  return d;
+}
+
+}  // namespace flightrec::recorder

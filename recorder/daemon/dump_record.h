@@ -1,0 +1,58 @@
+// Writing a dump into a record, and reading it back for replay. Both sides of
+// "one pipeline": what WriteDump stores is exactly what the Attributor needs
+// (the processes' mappings as events, then the samples), and LoadDump hands
+// the same events back to the same Attributor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "recorder/attribution/attribution.h"
+#include "recorder/daemon/capture_backend.h"
+#include "store/store.h"
+
+namespace flightrec::recorder {
+
+struct DumpRequest {
+  int64_t last_ns = 5'000'000'000;
+  std::vector<uint32_t> pids;  // empty = every process
+  std::string reason = "manual";
+  std::string kind = "dump";
+};
+
+struct DumpResult {
+  store::RecordRow row;
+  uint64_t samples = 0;
+  double covered_s = 0;
+  double asked_s = 0;
+  uint64_t lost = 0;
+  int64_t took_ns = 0;
+  nlohmann::json ToJson() const;
+  std::string Summary() const;
+};
+
+// Filters the snapshot, writes sections `events`, `kallsyms`, `config`,
+// `loss` and commits the record with its index metadata.
+StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snapshot snap,
+                               const attribution::ProcessTable& table,
+                               const attribution::KernelSymbols& ksyms,
+                               const nlohmann::json& backend_description, int64_t started_ns);
+
+struct LoadedDump {
+  std::vector<Event> events;
+  std::string kallsyms;
+  nlohmann::json config;
+  nlohmann::json loss;
+};
+
+// Decodes a record's dump sections; errors name the record and section.
+StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader);
+
+// Offset to add to CLOCK_MONOTONIC ns to get wall-clock ns, now.
+int64_t MonotonicToWallOffset();
+
+}  // namespace flightrec::recorder

@@ -1,0 +1,405 @@
+#include "recorder/ipc/ipc.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+
+namespace flightrec::recorder::ipc {
+
+namespace asio = boost::asio;
+using stream = asio::local::stream_protocol;
+
+std::string Frame(const std::string& payload) {
+  uint32_t n = static_cast<uint32_t>(payload.size());
+  std::string out(4, '\0');
+  out[0] = static_cast<char>(n >> 24);
+  out[1] = static_cast<char>(n >> 16);
+  out[2] = static_cast<char>(n >> 8);
+  out[3] = static_cast<char>(n);
+  return out + payload;
+}
+
+namespace {
+
+nlohmann::json ErrorResponse(const nlohmann::json& id, const std::string& code,
+                             const std::string& msg) {
+  return {{"v", 1}, {"id", id}, {"ok", false}, {"error", {{"code", code}, {"message", msg}}}};
+}
+
+std::string CodeName(StatusCode c) {
+  switch (c) {
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kNotFound:
+      return "not_found";
+    case StatusCode::kPermissionDenied:
+      return "permission_denied";
+    case StatusCode::kNoSpace:
+      return "no_space";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    default:
+      return "internal";
+  }
+}
+
+}  // namespace
+
+// One client connection: reads a frame, answers, repeats; any protocol error
+// answers once (if possible) and closes. A timer bounds every read.
+class Server::Connection : public std::enable_shared_from_this<Server::Connection> {
+ public:
+  Connection(Server* s, stream::socket sock) : server_(s), sock_(std::move(sock)), timer_(s->io_) {}
+  ~Connection() { --server_->live_; }
+
+  void Start() {
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(sock_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      peer_ = {cred.pid, cred.uid, cred.gid};
+    } else {
+      peer_.uid = static_cast<uid_t>(-1);
+    }
+    ReadHeader();
+  }
+
+ private:
+  void Arm() {
+    timer_.expires_after(server_->options_.idle_timeout);
+    auto self = shared_from_this();
+    timer_.async_wait([self](const boost::system::error_code& ec) {
+      if (!ec) {
+        boost::system::error_code ignored;
+        self->sock_.close(ignored);  // slow or silent client
+      }
+    });
+  }
+
+  void ReadHeader() {
+    Arm();
+    auto self = shared_from_this();
+    asio::async_read(
+        sock_, asio::buffer(hdr_), [self](const boost::system::error_code& ec, size_t) {
+          if (ec) return self->Close();
+          uint32_t n = (uint32_t{self->hdr_[0]} << 24) | (uint32_t{self->hdr_[1]} << 16) |
+                       (uint32_t{self->hdr_[2]} << 8) | uint32_t{self->hdr_[3]};
+          if (n == 0 || n > kMaxMessage) {
+            return self->Fail(nullptr, "invalid_request",
+                              fmt::format("message length {} is outside 1..{}", n, kMaxMessage));
+          }
+          self->body_.resize(n);
+          self->ReadBody();
+        });
+  }
+
+  void ReadBody() {
+    auto self = shared_from_this();
+    asio::async_read(sock_, asio::buffer(body_),
+                     [self](const boost::system::error_code& ec, size_t) {
+                       if (ec) return self->Close();
+                       self->timer_.cancel();
+                       self->Dispatch();
+                     });
+  }
+
+  void Dispatch() {
+    ++server_->requests_;
+    nlohmann::json req = nlohmann::json::parse(body_, nullptr, /*allow_exceptions=*/false);
+    if (req.is_discarded() || !req.is_object()) {
+      return Fail(nullptr, "invalid_request", "request is not a JSON object");
+    }
+    nlohmann::json id = req.contains("id") ? req["id"] : nlohmann::json(nullptr);
+    if (!req.contains("method") || !req["method"].is_string()) {
+      return Fail(id, "invalid_request", "request has no string 'method'");
+    }
+    if (req.contains("params") && !req["params"].is_object()) {
+      return Fail(id, "invalid_request", "'params' must be an object");
+    }
+    const Policy& policy = server_->policy_;
+    bool allowed = policy ? policy(peer_) : server_->DefaultPolicy(peer_);
+    if (!allowed) {
+      ++server_->rejected_;
+      return Fail(
+          id, "permission_denied",
+          fmt::format(
+              "uid {} may not use recorderd (need root{})", peer_.uid,
+              server_->options_.group.empty() ? "" : " or group " + server_->options_.group));
+    }
+    std::string method = req["method"].get<std::string>();
+    auto it = server_->handlers_.find(method);
+    if (it == server_->handlers_.end()) {
+      return Fail(id, "unknown_method", fmt::format("unknown method '{}'", method));
+    }
+    nlohmann::json params = req.value("params", nlohmann::json::object());
+    StatusOr<nlohmann::json> result = Internal("handler threw");
+    try {
+      result = it->second(peer_, params);
+    } catch (const std::exception& e) {
+      result = InvalidArgument(std::string("bad parameters: ") + e.what());
+    }
+    nlohmann::json resp;
+    if (result.ok()) {
+      resp = {{"v", 1}, {"id", id}, {"ok", true}, {"result", *result}};
+    } else {
+      resp = ErrorResponse(id, CodeName(result.status().code()), result.status().message());
+    }
+    Write(resp, /*close_after=*/false);
+  }
+
+  void Fail(const nlohmann::json& id, const std::string& code, const std::string& msg) {
+    Write(ErrorResponse(id, code, msg), /*close_after=*/true);
+  }
+
+  void Write(const nlohmann::json& resp, bool close_after) {
+    out_ = Frame(resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    Arm();  // a client that does not read its answer is slow too
+    auto self = shared_from_this();
+    asio::async_write(sock_, asio::buffer(out_),
+                      [self, close_after](const boost::system::error_code& ec, size_t) {
+                        self->timer_.cancel();
+                        if (ec || close_after) return self->Close();
+                        self->ReadHeader();
+                      });
+  }
+
+  void Close() {
+    boost::system::error_code ignored;
+    timer_.cancel();
+    sock_.close(ignored);
+  }
+
+  Server* server_;
+  stream::socket sock_;
+  asio::steady_timer timer_;
+  Peer peer_;
+  uint8_t hdr_[4] = {};
+  std::string body_;
+  std::string out_;
+};
+
+StatusOr<std::unique_ptr<Server>> Server::Create(asio::io_context& io,
+                                                 const ServerOptions& options) {
+  std::unique_ptr<Server> s(new Server(io));
+  s->options_ = options;
+  if (options.path.empty() || options.path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return InvalidArgument(fmt::format("socket path '{}' is empty or too long", options.path));
+  }
+  if (!options.group.empty()) {
+    struct group* g = getgrnam(options.group.c_str());
+    if (g == nullptr) return InvalidArgument(fmt::format("no such group '{}'", options.group));
+    s->group_gid_ = g->gr_gid;
+  }
+  std::string dir = options.path.substr(0, options.path.rfind('/'));
+  if (!dir.empty()) mkdir(dir.c_str(), 0755);
+  // A socket file left by a crashed daemon is stale only if nothing answers.
+  struct stat st {};
+  if (lstat(options.path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return InvalidArgument(
+          fmt::format("{} exists and is not a socket; refusing to replace it", options.path));
+    }
+    stream::socket probe(io);
+    boost::system::error_code ec;
+    probe.connect(stream::endpoint(options.path), ec);
+    if (!ec) {
+      return Status(StatusCode::kAlreadyExists,
+                    fmt::format("another recorderd is already listening on {}", options.path));
+    }
+    unlink(options.path.c_str());
+  }
+  boost::system::error_code ec;
+  s->acceptor_.open(stream(), ec);
+  if (!ec) s->acceptor_.bind(stream::endpoint(options.path), ec);
+  if (!ec) s->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return ErrnoStatus(ec.value(), fmt::format("listening on {}", options.path));
+  // 0660 root:group: only root and the group may connect; SO_PEERCRED is
+  // checked for every request anyway.
+  chmod(options.path.c_str(), 0660);
+  if (s->group_gid_ != static_cast<gid_t>(-1)) {
+    if (chown(options.path.c_str(), geteuid(), s->group_gid_) != 0) {
+      return ErrnoStatus(fmt::format("chown {} to group {}", options.path, options.group));
+    }
+  }
+  return s;
+}
+
+Server::~Server() { Stop(); }
+
+bool Server::DefaultPolicy(const Peer& p) const {
+  if (p.uid == 0 || p.uid == geteuid()) return true;
+  if (group_gid_ == static_cast<gid_t>(-1)) return false;
+  if (p.gid == group_gid_) return true;
+  struct passwd* pw = getpwuid(p.uid);
+  if (pw == nullptr) return false;
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) return false;
+  for (int i = 0; i < n; ++i) {
+    if (groups[static_cast<size_t>(i)] == group_gid_) return true;
+  }
+  return false;
+}
+
+void Server::Start() { Accept(); }
+
+void Server::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  unlink(options_.path.c_str());
+}
+
+void Server::Accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, stream::socket sock) {
+    if (ec == asio::error::operation_aborted || stopped_) return;
+    if (!ec) {
+      ++live_;
+      auto conn = std::make_shared<Connection>(this, std::move(sock));
+      if (live_ > options_.max_connections) {
+        // Over the limit: the connection answers nothing and closes at once.
+        boost::system::error_code ignored;
+        conn.reset();
+      } else {
+        conn->Start();
+      }
+    }
+    Accept();
+  });
+}
+
+// ------------------------------------------------------------ client
+
+StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& path,
+                                                  std::chrono::milliseconds timeout) {
+  std::unique_ptr<Client> c(new Client());
+  c->path_ = path;
+  c->fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (c->fd_ < 0) return ErrnoStatus("socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return InvalidArgument("socket path too long");
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  if (connect(c->fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
+      errno != EINPROGRESS) {
+    int err = errno;
+    if (err == ENOENT) {
+      return Unavailable(
+          fmt::format("recorderd is not running (no socket at {}); start it with "
+                      "`systemctl start recorderd` or `recorderd --foreground`",
+                      path));
+    }
+    if (err == ECONNREFUSED) {
+      return Unavailable(
+          fmt::format("recorderd is not running (stale socket {}); start it with "
+                      "`systemctl start recorderd`",
+                      path));
+    }
+    if (err == EACCES || err == EPERM) {
+      return Status(StatusCode::kPermissionDenied,
+                    fmt::format("permission denied connecting to {}: recorderd accepts root and "
+                                "its configured group",
+                                path),
+                    err);
+    }
+    return ErrnoStatus(err, fmt::format("connecting to recorderd at {}", path));
+  }
+  (void)timeout;
+  return c;
+}
+
+Client::~Client() {
+  if (fd_ >= 0) close(fd_);
+}
+
+namespace {
+
+Status IoWait(int fd, short events, int64_t deadline_ns, const std::string& path) {
+  for (;;) {
+    int64_t left = (deadline_ns - MonotonicNs()) / 1000000;
+    if (left <= 0) {
+      return Unavailable(fmt::format("recorderd did not answer in time (socket {})", path));
+    }
+    pollfd p{fd, events, 0};
+    int r = poll(&p, 1, static_cast<int>(left));
+    if (r > 0) return OkStatus();
+    if (r < 0 && errno != EINTR) return ErrnoStatus("poll");
+  }
+}
+
+}  // namespace
+
+StatusOr<nlohmann::json> Client::Call(const std::string& method, const nlohmann::json& params,
+                                      std::chrono::milliseconds timeout) {
+  int64_t deadline = MonotonicNs() + timeout.count() * 1000000;
+  nlohmann::json req = {{"v", 1}, {"id", next_id_++}, {"method", method}, {"params", params}};
+  std::string out = Frame(req.dump());
+  size_t sent = 0;
+  while (sent < out.size()) {
+    RETURN_IF_ERROR(IoWait(fd_, POLLOUT, deadline, path_));
+    ssize_t n = send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return ErrnoStatus(fmt::format("sending to recorderd at {}", path_));
+    }
+    sent += static_cast<size_t>(n);
+  }
+  std::string in;
+  size_t want = 4;
+  bool have_len = false;
+  while (in.size() < want) {
+    RETURN_IF_ERROR(IoWait(fd_, POLLIN, deadline, path_));
+    char buf[65536];
+    ssize_t n = recv(fd_, buf, std::min(sizeof(buf), want - in.size()), 0);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return ErrnoStatus(fmt::format("reading from recorderd at {}", path_));
+    }
+    if (n == 0) return Unavailable("recorderd closed the connection without answering");
+    in.append(buf, static_cast<size_t>(n));
+    if (!have_len && in.size() == 4) {
+      uint32_t len = (uint32_t{static_cast<uint8_t>(in[0])} << 24) |
+                     (uint32_t{static_cast<uint8_t>(in[1])} << 16) |
+                     (uint32_t{static_cast<uint8_t>(in[2])} << 8) |
+                     uint32_t{static_cast<uint8_t>(in[3])};
+      if (len == 0 || len > kMaxMessage) return Corrupt("recorderd sent an invalid frame");
+      have_len = true;
+      want = 4 + len;
+    }
+  }
+  auto resp = nlohmann::json::parse(in.substr(4), nullptr, false);
+  if (resp.is_discarded() || !resp.is_object()) return Corrupt("recorderd sent invalid JSON");
+  if (resp.value("ok", false)) return resp.value("result", nlohmann::json::object());
+  auto err = resp.value("error", nlohmann::json::object());
+  std::string code = err.value("code", "internal");
+  std::string msg = err.value("message", "unknown error");
+  StatusCode sc = StatusCode::kInternal;
+  if (code == "permission_denied")
+    sc = StatusCode::kPermissionDenied;
+  else if (code == "invalid_argument" || code == "invalid_request" || code == "unknown_method")
+    sc = StatusCode::kInvalidArgument;
+  else if (code == "not_found")
+    sc = StatusCode::kNotFound;
+  else if (code == "no_space")
+    sc = StatusCode::kNoSpace;
+  else if (code == "unavailable")
+    sc = StatusCode::kUnavailable;
+  else if (code == "unsupported")
+    sc = StatusCode::kUnsupported;
+  return Status(sc, msg);
+}
+
+}  // namespace flightrec::recorder::ipc

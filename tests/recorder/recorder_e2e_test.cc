@@ -1,0 +1,382 @@
+// recorderd + recorder end to end on this machine: real perf events, a real
+// daemon process, its control socket, the store, and report.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "common/units.h"
+#include "recorder/daemon/dump_record.h"
+#include "recorder/ipc/ipc.h"
+#include "store/store.h"
+#include "tests/cli/run_util.h"
+#include "tests/store/test_util.h"
+
+namespace flightrec {
+namespace {
+
+using testing::BuildPath;
+using testing::RunCommand;
+using namespace std::chrono_literals;
+
+constexpr int kHz = 999;
+
+class Daemon {
+ public:
+  Daemon(const std::string& dir, std::vector<std::string> extra = {}) : dir_(dir) {
+    store_ = dir + "/store";
+    sock_ = dir + "/control.sock";
+    std::vector<std::string> args = {BuildPath("recorder/daemon/recorderd"),
+                                     "--store",
+                                     store_,
+                                     "--socket",
+                                     sock_,
+                                     "-F",
+                                     std::to_string(kHz),
+                                     "--foreground"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      int log = open((dir + "/recorderd.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(log, 1);
+      dup2(log, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    // Ready when it answers status (bounded wait, no fixed sleep).
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = Cli({"status", "--json"});
+      if (r.exit_code == 0) {
+        ready_ = true;
+        break;
+      }
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) break;  // died
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int st;
+      waitpid(pid_, &st, 0);
+    }
+  }
+  testing::RunResult Cli(std::vector<std::string> args) const {
+    args.insert(args.begin(),
+                {BuildPath("recorder/cli/recorder"), "--store", store_, "--socket", sock_});
+    return RunCommand(args);
+  }
+  std::string Log() const {
+    std::ifstream in(dir_ + "/recorderd.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  bool ready() const { return ready_; }
+  pid_t pid() const { return pid_; }
+  const std::string& store() const { return store_; }
+  const std::string& sock() const { return sock_; }
+
+ private:
+  std::string dir_, store_, sock_;
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
+
+pid_t Spawn(std::vector<std::string> args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+uint64_t CpuNs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  uint64_t ns = 0;
+  in >> ns;
+  return ns;
+}
+
+TEST(RecorderE2ETest, SpinWorkloadDumpHasTheWindowTheSplitAndTheRate) {
+  store::testing::TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "8"});
+  // Track the workload's CPU time so the expected sample count in the window
+  // is measured, not assumed.
+  std::vector<std::pair<int64_t, uint64_t>> cpu;  // (monotonic ns, cpu ns)
+  int64_t t0 = MonotonicNs();
+  while (MonotonicNs() - t0 < 7'000'000'000) {
+    cpu.emplace_back(MonotonicNs(), CpuNs(spin));
+    std::this_thread::sleep_for(20ms);  // the sampling interval of this probe, not synchronisation
+  }
+  cpu.emplace_back(MonotonicNs(), CpuNs(spin));
+  auto r = d.Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"});
+  cpu.emplace_back(MonotonicNs(), CpuNs(spin));
+  ASSERT_EQ(r.exit_code, 0) << r.err << d.Log();
+  auto j = nlohmann::json::parse(r.out);
+  std::string id = j["id"];
+  int st;
+  waitpid(spin, &st, 0);
+
+  auto s = store::Store::Open(d.store(), store::testing::TestOptions());
+  ASSERT_TRUE(s.ok());
+  auto reader = (*s)->OpenRecord(id);
+  ASSERT_TRUE(reader.ok());
+  auto dump = recorder::LoadDump(**reader);
+  ASSERT_TRUE(dump.ok()) << dump.status().message();
+  uint64_t freeze = dump->config["freeze_time_mono_ns"];
+  uint64_t period = dump->config["backend"]["period"];
+  uint64_t start = freeze - 5'000'000'000ull;
+  size_t samples = 0;
+  for (const auto& e : dump->events) {
+    auto* smp = std::get_if<recorder::Sample>(&e);
+    if (!smp) continue;
+    ++samples;
+    EXPECT_EQ(smp->pid, static_cast<uint32_t>(spin));
+    EXPECT_GE(smp->time_ns + period, start) << "sample before the window";
+    EXPECT_LE(smp->time_ns, freeze);
+  }
+  // CPU time of the workload inside [start, freeze], interpolated from the probe.
+  auto cpu_at = [&](uint64_t t) -> double {
+    for (size_t i = 1; i < cpu.size(); ++i) {
+      if (static_cast<uint64_t>(cpu[i].first) >= t) {
+        double f = double(t - cpu[i - 1].first) / double(cpu[i].first - cpu[i - 1].first);
+        return cpu[i - 1].second + f * (double(cpu[i].second) - cpu[i - 1].second);
+      }
+    }
+    return double(cpu.back().second);
+  };
+  double window_cpu_ns = cpu_at(freeze) - cpu_at(start);
+  double expected = window_cpu_ns / double(period);
+  EXPECT_NEAR(double(samples), expected, expected * 0.10)
+      << "samples " << samples << " vs rate x CPU time " << expected;
+
+  auto rep = d.Cli({"report", id, "--json"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  auto rj = nlohmann::json::parse(rep.out);
+  ASSERT_GE(rj["rows"].size(), 2u);
+  EXPECT_EQ(rj["rows"][0]["key"], "spin_a");
+  EXPECT_EQ(rj["rows"][1]["key"], "spin_b");
+  EXPECT_NEAR(rj["rows"][0]["self_pct"].get<double>(), 70.0, 10.0);
+  EXPECT_NEAR(rj["rows"][1]["self_pct"].get<double>(), 30.0, 10.0);
+  auto text = d.Cli({"report", id});
+  EXPECT_NE(text.out.find("spin_a"), std::string::npos);
+}
+
+TEST(RecorderE2ETest, DlopenedLibraryOfAnExitedProcessIsStillAttributed) {
+  store::testing::TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  pid_t p = Spawn(
+      {BuildPath("tests/programs/fr_dlopen"), BuildPath("tests/programs/libfr_plugin.so"), "0.5"});
+  int st;
+  waitpid(p, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  auto r = d.Cli({"dump", "--last", "5s", "--pid", std::to_string(p), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string id = nlohmann::json::parse(r.out)["id"];
+  auto rep = d.Cli({"report", id, "--json"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  auto rj = nlohmann::json::parse(rep.out);
+  ASSERT_FALSE(rj["rows"].empty()) << rep.out;
+  EXPECT_EQ(rj["rows"][0]["key"], "plugin_burn") << rep.out;
+  EXPECT_NE(rj["rows"][0]["dso"].get<std::string>().find("libfr_plugin.so"), std::string::npos);
+  EXPECT_GT(rj["rows"][0]["self_pct"].get<double>(), 80.0);
+}
+
+// Opens a raw connection to the control socket.
+int RawConnect(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(RecorderE2ETest, ControlSocketSurvivesHostileClientsAndRefusesStrangers) {
+  store::testing::TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  // Open the socket file to everyone so that the refusal below comes from the
+  // daemon's SO_PEERCRED check, not from file permissions.
+  chmod(dir.path().c_str(), 0755);
+  chmod(d.sock().c_str(), 0666);
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    auto c = recorder::ipc::Client::Connect(d.sock(), 5s);
+    if (!c.ok()) _exit(4);
+    auto r = (*c)->Call("status", nlohmann::json::object(), 5s);
+    _exit(!r.ok() && r.status().code() == StatusCode::kPermissionDenied ? 0 : 5);
+  }
+  int st;
+  waitpid(child, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << "unprivileged status: exit " << WEXITSTATUS(st);
+
+  // 10 000 malformed requests: random bytes, bad lengths, bad JSON, wrong shapes.
+  std::mt19937 rng(99);
+  const std::vector<std::string> shapes = {"{}",
+                                           "[]",
+                                           "null",
+                                           "{\"method\":5}",
+                                           "{\"method\":\"status\",\"params\":[]}",
+                                           "{\"method\":\"nope\"}",
+                                           "{\"method\":\"dump\",\"params\":{\"last_ns\":\"x\"}}",
+                                           "{\"method\":\"dump\",\"params\":{\"last_ns\":-5}}",
+                                           "\xff\xfe{",
+                                           "{\"method\":\"trigger_add\",\"params\":{}}"};
+  for (int i = 0; i < 10000; ++i) {
+    int fd = RawConnect(d.sock());
+    ASSERT_GE(fd, 0) << "daemon stopped accepting at request " << i;
+    std::string msg;
+    switch (i % 4) {
+      case 0: {  // random bytes with a random length prefix
+        msg.resize(4 + rng() % 64);
+        for (auto& c : msg) c = static_cast<char>(rng());
+        break;
+      }
+      case 1:  // huge claimed length
+        msg = std::string("\x7f\xff\xff\xff", 4) + "{";
+        break;
+      case 2:  // well-framed but wrong shape
+        msg = recorder::ipc::Frame(shapes[rng() % shapes.size()]);
+        break;
+      default:  // truncated frame, then hang up
+        msg = recorder::ipc::Frame("{\"method\":\"status\"}").substr(0, 3 + rng() % 10);
+    }
+    (void)!send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+    shutdown(fd, SHUT_WR);
+    char buf[512];
+    while (recv(fd, buf, sizeof(buf), 0) > 0) {
+    }
+    close(fd);
+  }
+  // 100 slow clients: connect and send half a header, then hold on.
+  std::vector<int> slow;
+  for (int i = 0; i < 100; ++i) {
+    int fd = RawConnect(d.sock());
+    ASSERT_GE(fd, 0);
+    (void)!send(fd, "\0\0", 2, MSG_NOSIGNAL);
+    slow.push_back(fd);
+  }
+  auto r = d.Cli({"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << "status while 100 clients stall: " << r.err;
+  // The daemon drops them at its idle timeout: each sees EOF.
+  for (int fd : slow) {
+    char b;
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    EXPECT_EQ(recv(fd, &b, 1, 0), 0) << "slow client not disconnected";
+    close(fd);
+  }
+  r = d.Cli({"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto sj = nlohmann::json::parse(r.out);
+  EXPECT_GE(sj["socket"]["requests"].get<uint64_t>(), 2500u);
+  EXPECT_EQ(sj["socket"]["rejected"].get<uint64_t>(), 1u);
+  // Still recording: a dump works.
+  r = d.Cli({"dump", "--last", "1s", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(RecorderE2ETest, UprobeTriggerDumpsOncePerAllowedFiringAndRespectsItsLimit) {
+  store::testing::TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  std::string spec = BuildPath("tests/programs/fr_spin") + ":spin_b";
+  auto r =
+      d.Cli({"trigger", "add", "--uprobe", spec, "--last", "1s", "--max-per-hour", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pid_t p = Spawn({BuildPath("tests/programs/fr_spin"), "1"});  // spin_b runs ~100 times
+  int st;
+  waitpid(p, &st, 0);
+  // Wait (bounded) until the daemon has seen every firing.
+  nlohmann::json t;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto s = d.Cli({"status", "--json"});
+    ASSERT_EQ(s.exit_code, 0);
+    t = nlohmann::json::parse(s.out)["triggers"][0];
+    if (t["fired"].get<uint64_t>() >= 50 && t["dumps"].get<uint64_t>() == 2 &&
+        t["fired"].get<uint64_t>() ==
+            t["dumps"].get<uint64_t>() + t["suppressed"].get<uint64_t>()) {
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(t["dumps"].get<uint64_t>(), 2u) << t.dump();
+  EXPECT_GE(t["fired"].get<uint64_t>(), 50u) << t.dump();
+  EXPECT_EQ(t["suppressed"].get<uint64_t>(), t["fired"].get<uint64_t>() - 2) << t.dump();
+  auto list = d.Cli({"list", "--json"});
+  auto lj = nlohmann::json::parse(list.out);
+  size_t uprobe_records = 0;
+  for (const auto& rec : lj) {
+    if (rec["reason"].get<std::string>().find("uprobe") != std::string::npos) ++uprobe_records;
+  }
+  EXPECT_EQ(uprobe_records, 2u);
+  // A bad spec is refused with a clear error.
+  r = d.Cli({"trigger", "add", "--uprobe", spec + "_nope"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no function"), std::string::npos) << r.err;
+}
+
+TEST(RecorderE2ETest, ClearErrorsWhenTheDaemonIsDownOrTheIdIsUnknown) {
+  store::testing::TempDir dir;
+  auto r = RunCommand({BuildPath("recorder/cli/recorder"), "--socket", dir.path() + "/none.sock",
+                       "dump", "--last", "5s"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("recorderd is not running"), std::string::npos) << r.err;
+  r = RunCommand({BuildPath("recorder/cli/recorder"), "--store", dir.path(), "report", "nope"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no record"), std::string::npos) << r.err;
+  r = RunCommand({BuildPath("recorder/cli/recorder"), "dump", "--last", "soon"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(RecorderE2ETest, SigusrTwoDumpsAndSigtermStopsCleanly) {
+  store::testing::TempDir dir;
+  auto d = std::make_unique<Daemon>(dir.path());
+  ASSERT_TRUE(d->ready());
+  kill(d->pid(), SIGUSR2);
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool listed = false;
+  while (!listed && std::chrono::steady_clock::now() < deadline) {
+    auto r = d->Cli({"list", "--json"});
+    listed = r.exit_code == 0 && r.out.find("SIGUSR2") != std::string::npos;
+    if (!listed) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(listed) << d->Log();
+  std::string sock = d->sock();
+  d.reset();  // SIGTERM and wait
+  struct stat stb;
+  EXPECT_NE(lstat(sock.c_str(), &stb), 0) << "socket file left behind after a clean stop";
+}
+
+}  // namespace
+}  // namespace flightrec
