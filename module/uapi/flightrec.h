@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * flightrec uapi: the only header shared between flightrec.ko and user space.
+ *
+ * Rules (see kernel/kcov.c, include/uapi/linux/perf_event.h for the model):
+ * fixed-width fields, pointers as __u64, explicit padding, and every
+ * flags/reserved field must be zero (-EINVAL otherwise) so it can be given a
+ * meaning later.  A changed struct gets a new command, never a new version.
+ *
+ * Positions are 64-bit and monotonic.  DATA ring positions count records
+ * (struct flightrec_sample); AUX ring positions count bytes; SIDEBAND ring
+ * positions count records (struct flightrec_sideband).
+ */
+#ifndef _UAPI_LINUX_FLIGHTREC_H
+#define _UAPI_LINUX_FLIGHTREC_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define FLIGHTREC_VERSION	1
+#define FLIGHTREC_DEVICE	"/dev/flightrec"
+
+#define FLIGHTREC_MAX_KFRAMES	24
+#define FLIGHTREC_MAX_UFRAMES	32
+#define FLIGHTREC_NR_REGS	24	/* perf_regs.h PERF_REG_X86_64_MAX order */
+#define FLIGHTREC_PATH_MAX	432
+
+enum flightrec_event {
+	FLIGHTREC_EVENT_CPU_CLOCK = 0,
+	FLIGHTREC_EVENT_CYCLES = 1,
+};
+
+enum flightrec_ring {
+	FLIGHTREC_RING_DATA = 0,
+	FLIGHTREC_RING_AUX = 1,
+	FLIGHTREC_RING_SIDEBAND = 2,
+};
+
+enum flightrec_mode {
+	FLIGHTREC_MODE_KERNEL = 0,
+	FLIGHTREC_MODE_USER = 1,
+};
+
+/* struct flightrec_sample::flags */
+#define FLIGHTREC_SAMPLE_KSTACK_TRUNC	(1U << 0)
+#define FLIGHTREC_SAMPLE_USTACK_TRUNC	(1U << 1)
+#define FLIGHTREC_SAMPLE_HAS_AUX	(1U << 2)
+
+/**
+ * struct flightrec_sample - one fixed-size record of the DATA ring (512 bytes)
+ * @time_ns:	CLOCK_MONOTONIC nanoseconds (ktime_get_mono_fast_ns())
+ * @ip:		interrupted instruction pointer
+ * @aux_pos:	AUX ring byte position of this sample's struct flightrec_aux
+ * @seq:	this record's DATA ring position
+ * @aux_len:	bytes at @aux_pos (0: no AUX blob)
+ * @cpu:	CPU that took the sample
+ * @pid:	thread group id (0 for kernel threads/idle)
+ * @tid:	thread id
+ * @mode:	enum flightrec_mode of @ip
+ * @nr_kframes:	valid entries of @kframes (return addresses, innermost first)
+ * @nr_uframes:	valid entries of @uframes (user ip, then frame-pointer chain)
+ * @flags:	FLIGHTREC_SAMPLE_*
+ * @reserved:	zero
+ */
+struct flightrec_sample {
+	__u64 time_ns;
+	__u64 ip;
+	__u64 aux_pos;
+	__u64 seq;
+	__u32 aux_len;
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u16 mode;
+	__u16 nr_kframes;
+	__u16 nr_uframes;
+	__u16 flags;
+	__u64 reserved;
+	__u64 kframes[FLIGHTREC_MAX_KFRAMES];
+	__u64 uframes[FLIGHTREC_MAX_UFRAMES];
+};
+
+/**
+ * struct flightrec_aux - header of one AUX ring blob, followed by stack bytes
+ * @seq:	DATA ring position of the sample this blob belongs to
+ * @len:	total blob length including this header, multiple of 8
+ * @stack_len:	bytes of user stack copied from @regs[PERF_REG_X86_SP] upward
+ * @abi:	1 = x86_64 registers in perf_regs order (arch/x86/include/uapi/asm/perf_regs.h)
+ * @pad:	zero
+ * @regs:	user registers at the sample
+ */
+struct flightrec_aux {
+	__u64 seq;
+	__u32 len;
+	__u32 stack_len;
+	__u32 abi;
+	__u32 pad;
+	__u64 regs[FLIGHTREC_NR_REGS];
+};
+
+enum flightrec_sb_type {
+	FLIGHTREC_SB_MMAP = 1,	/* executable file mapping created */
+	FLIGHTREC_SB_EXEC = 2,	/* pid exec'd @path */
+	FLIGHTREC_SB_FORK = 3,	/* @pid/@tid created by @ppid */
+	FLIGHTREC_SB_EXIT = 4,	/* thread @tid of @pid exited */
+};
+
+/* struct flightrec_sideband::flags */
+#define FLIGHTREC_SB_PATH_TRUNC	(1U << 0)
+
+/**
+ * struct flightrec_sideband - one record of the non-overwriting SIDEBAND ring (512 bytes)
+ * @time_ns:	CLOCK_MONOTONIC nanoseconds, same clock as samples
+ * @start:	MMAP: first mapped address
+ * @len:	MMAP: mapping length
+ * @pgoff:	MMAP: file offset of @start, in bytes
+ * @ino:	MMAP/EXEC: inode number of the file
+ * @seq:	SIDEBAND ring position of this record
+ * @dev:	MMAP/EXEC: st_dev of the file (new_encode_dev())
+ * @type:	enum flightrec_sb_type
+ * @pid:	thread group id
+ * @tid:	thread id
+ * @ppid:	FORK: parent thread group id
+ * @flags:	FLIGHTREC_SB_*
+ * @reserved:	zero
+ * @path:	MMAP/EXEC: NUL-terminated path (d_path()), EXIT/FORK: comm
+ */
+struct flightrec_sideband {
+	__u64 time_ns;
+	__u64 start;
+	__u64 len;
+	__u64 pgoff;
+	__u64 ino;
+	__u64 seq;
+	__u32 dev;
+	__u32 type;
+	__u32 pid;
+	__u32 tid;
+	__u32 ppid;
+	__u32 flags;
+	__u64 reserved[2];
+	char path[FLIGHTREC_PATH_MAX];
+};
+
+/**
+ * struct flightrec_info - FLIGHTREC_IOC_INFO output
+ */
+struct flightrec_info {
+	__u32 version;		/* FLIGHTREC_VERSION */
+	__u32 nr_cpus;		/* nr_cpu_ids: valid cpu arguments are < nr_cpus */
+	__u64 data_ring_bytes;	/* per CPU */
+	__u64 aux_ring_bytes;	/* per CPU */
+	__u64 sideband_ring_bytes;
+	__u64 period;		/* ns (cpu-clock) or events (cycles); 0 if @freq */
+	__u32 freq;		/* samples per second, 0 if @period is used */
+	__u32 event;		/* enum flightrec_event */
+	__u32 sample_size;	/* sizeof(struct flightrec_sample) */
+	__u32 sideband_size;	/* sizeof(struct flightrec_sideband) */
+	__u32 stack_bytes;	/* user stack bytes per sample */
+	__u32 max_markers;
+	__u32 frozen;		/* 1 while frozen */
+	__u32 reserved[5];
+};
+
+/**
+ * struct flightrec_cpu_stats - per-CPU counters, exact.
+ *
+ * produced == written + dropped_frozen + dropped_size, always (a seqcount
+ * makes one CPU's snapshot consistent).  overwritten == written minus the
+ * DATA ring capacity in records, if positive.  written is the DATA head.
+ */
+struct flightrec_cpu_stats {
+	__u32 cpu;
+	__u32 online;		/* 1 if a counter is installed on the CPU */
+	__u64 produced;
+	__u64 written;
+	__u64 overwritten;
+	__u64 dropped_frozen;
+	__u64 dropped_size;
+	__u64 torn_on_read;	/* records discarded by READ_RING: overwritten while copied */
+	__u64 aux_written;	/* bytes == AUX head */
+	__u64 aux_overwritten;
+	__u64 data_head;	/* DATA position (records) */
+	__u64 aux_head;		/* AUX position (bytes) */
+	__u64 reserved[2];
+};
+
+/**
+ * struct flightrec_stats - FLIGHTREC_IOC_STATS argument
+ * @buf:	user pointer to @count struct flightrec_cpu_stats
+ * @count:	in: entries at @buf; out: entries written (min(count, nr_cpus))
+ * @flags:	zero
+ * @sideband_written:	records written to the SIDEBAND ring (its head)
+ * @sideband_dropped:	records dropped because the SIDEBAND ring was full
+ * @markers_taken:	crash markers recorded
+ * @markers_dropped:	crashes not recorded because every marker slot was in use
+ * @reserved:	zero
+ */
+struct flightrec_stats {
+	__u64 buf;
+	__u32 count;
+	__u32 flags;
+	__u64 sideband_written;
+	__u64 sideband_dropped;
+	__u64 markers_taken;
+	__u64 markers_dropped;
+	__u64 reserved[2];
+};
+
+/**
+ * struct flightrec_read - FLIGHTREC_IOC_READ_RING argument
+ * @cpu:	in: CPU (ignored, must be 0, for SIDEBAND)
+ * @ring:	in: enum flightrec_ring
+ * @from:	in: first position wanted (DATA/AUX); must be 0 for SIDEBAND,
+ *		which always reads from its consumer tail and consumes
+ * @to:		in: end position wanted (exclusive); clamped to the head.
+ *		Must be 0 for SIDEBAND.
+ * @buf:	in: user buffer
+ * @buf_len:	in: its size; DATA/SIDEBAND copy whole records only
+ * @first:	out: position of the first valid byte/record returned
+ * @next:	out: position after the last returned (pass as next @from)
+ * @head:	out: ring head when the copy finished
+ * @data_offset:	out: valid data starts at @buf + @data_offset
+ * @bytes:	out: valid bytes at @buf + @data_offset
+ * @lost:	out: positions in [from, first) that were already overwritten
+ *		before the copy began or while it ran (the latter also counted
+ *		as torn_on_read)
+ * @flags:	zero
+ * @reserved:	zero
+ */
+struct flightrec_read {
+	__u32 cpu;
+	__u32 ring;
+	__u64 from;
+	__u64 to;
+	__u64 buf;
+	__u64 buf_len;
+	__u64 first;
+	__u64 next;
+	__u64 head;
+	__u64 data_offset;
+	__u64 bytes;
+	__u64 lost;
+	__u32 flags;
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/**
+ * struct flightrec_marker - one crash marker (LIST_MARKERS entry)
+ * @time_ns:	CLOCK_MONOTONIC time the core dump started
+ * @id:		sequence number of the marker, from 1
+ * @slot:	slot to pass to READ_MARKER / RELEASE_MARKER
+ * @pid:	thread group id of the crashing process
+ * @tid:	crashing thread
+ * @signal:	signal that caused the dump
+ * @nr_cpus:	CPUs whose rings were preserved (== INFO nr_cpus)
+ * @reserved:	zero
+ */
+struct flightrec_marker {
+	__u64 time_ns;
+	__u64 id;
+	__u32 slot;
+	__u32 pid;
+	__u32 tid;
+	__u32 signal;
+	__u32 nr_cpus;
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/**
+ * struct flightrec_markers - FLIGHTREC_IOC_LIST_MARKERS argument
+ * @buf:	user pointer to @count struct flightrec_marker
+ * @count:	in: entries at @buf; out: markers stored (may exceed input count;
+ *		only min(in, out) entries are written)
+ * @flags:	zero
+ * @reserved:	zero
+ */
+struct flightrec_markers {
+	__u64 buf;
+	__u32 count;
+	__u32 flags;
+	__u64 reserved[2];
+};
+
+/**
+ * struct flightrec_marker_read - FLIGHTREC_IOC_READ_MARKER argument
+ * @slot:	in: marker slot
+ * @cpu:	in: CPU
+ * @ring:	in: FLIGHTREC_RING_DATA or FLIGHTREC_RING_AUX
+ * @flags:	in: zero
+ * @offset:	in: byte offset into the preserved range
+ * @buf:	in: user buffer, may be 0 with @buf_len 0 to query positions
+ * @buf_len:	in: its size
+ * @first:	out: ring position of the first preserved record/byte
+ * @end:	out: ring position at the crash (exclusive): history ends here
+ * @total_bytes:	out: preserved bytes for this CPU/ring
+ * @bytes:	out: bytes copied
+ * @reserved:	zero
+ */
+struct flightrec_marker_read {
+	__u32 slot;
+	__u32 cpu;
+	__u32 ring;
+	__u32 flags;
+	__u64 offset;
+	__u64 buf;
+	__u64 buf_len;
+	__u64 first;
+	__u64 end;
+	__u64 total_bytes;
+	__u64 bytes;
+	__u64 reserved[2];
+};
+
+#define FLIGHTREC_IOC_MAGIC	0xF7
+
+/**
+ * FLIGHTREC_IOC_INFO - describe the recorder.
+ * Errors: -EFAULT bad pointer.
+ */
+#define FLIGHTREC_IOC_INFO	_IOR(FLIGHTREC_IOC_MAGIC, 1, struct flightrec_info)
+/**
+ * FLIGHTREC_IOC_STATS - per-CPU counters into @buf, global counters inline.
+ * Errors: -EFAULT bad pointer (struct or @buf), -EINVAL nonzero flags/reserved
+ * or @count == 0.
+ */
+#define FLIGHTREC_IOC_STATS	_IOWR(FLIGHTREC_IOC_MAGIC, 2, struct flightrec_stats)
+/**
+ * FLIGHTREC_IOC_FREEZE - stop writing on every CPU; samples taken while frozen
+ * are counted as dropped_frozen.  Idempotent.  No argument (must be 0).
+ * Errors: -EINVAL nonzero argument.
+ */
+#define FLIGHTREC_IOC_FREEZE	_IO(FLIGHTREC_IOC_MAGIC, 3)
+/**
+ * FLIGHTREC_IOC_THAW - resume writing.  Idempotent.  No argument (must be 0).
+ * Errors: -EINVAL nonzero argument.
+ */
+#define FLIGHTREC_IOC_THAW	_IO(FLIGHTREC_IOC_MAGIC, 4)
+/**
+ * FLIGHTREC_IOC_READ_RING - copy a range of a ring; see struct flightrec_read.
+ * Errors: -EFAULT bad pointer, -EINVAL nonzero flags/reserved/pad, unknown
+ * ring, @cpu >= nr_cpus, @from > @to (when @to != 0 it is a bound),
+ * @buf_len too small for one record, nonzero @from/@to/@cpu for SIDEBAND;
+ * -ENODEV @cpu is possible but has no ring (never online).
+ */
+#define FLIGHTREC_IOC_READ_RING	_IOWR(FLIGHTREC_IOC_MAGIC, 5, struct flightrec_read)
+/**
+ * FLIGHTREC_IOC_LIST_MARKERS - list stored crash markers, oldest first.
+ * Errors: -EFAULT bad pointer, -EINVAL nonzero flags/reserved.
+ */
+#define FLIGHTREC_IOC_LIST_MARKERS _IOWR(FLIGHTREC_IOC_MAGIC, 6, struct flightrec_markers)
+/**
+ * FLIGHTREC_IOC_READ_MARKER - copy a marker's preserved history.
+ * Errors: -EFAULT bad pointer, -EINVAL nonzero flags/reserved, ring not
+ * DATA/AUX, @cpu >= nr_cpus, @offset > total_bytes; -ENOENT @slot holds
+ * no marker (or @slot >= max_markers).
+ */
+#define FLIGHTREC_IOC_READ_MARKER _IOWR(FLIGHTREC_IOC_MAGIC, 7, struct flightrec_marker_read)
+/**
+ * FLIGHTREC_IOC_RELEASE_MARKER - free a marker slot (argument: slot number by
+ * value).  Errors: -ENOENT slot holds no marker or is out of range.
+ */
+#define FLIGHTREC_IOC_RELEASE_MARKER _IO(FLIGHTREC_IOC_MAGIC, 8)
+
+#endif /* _UAPI_LINUX_FLIGHTREC_H */
