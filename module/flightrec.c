@@ -504,10 +504,9 @@ static int fr_register_tps(void)
 
 /* ---- crash marker ---- */
 
-static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 *end, u64 *off)
+static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u64 *off)
 {
 	struct fr_cursor cur = { .dst = dst };
-	u64 head = smp_load_acquire(&rb->head);
 	u64 from = head > rb->size ? head - rb->size : 0;
 	u64 valid;
 
@@ -517,7 +516,6 @@ static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 *end, u6
 	valid = valid > rb->size ? valid - rb->size : 0;
 	valid = clamp(valid, from, head);
 	*first = valid;
-	*end = head;
 	*off = valid - from;
 }
 
@@ -535,7 +533,6 @@ static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 *end, u6
 static int fr_coredump_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	const kernel_siginfo_t *si = (void *)regs_get_kernel_argument(regs, 0);
-	u64 now = ktime_get_mono_fast_ns();
 	struct fr_marker *mk = NULL;
 	int i, cpu;
 
@@ -549,8 +546,16 @@ static int fr_coredump_pre(struct kprobe *p, struct pt_regs *regs)
 		atomic64_inc(&fr_markers_dropped);
 		return 0;
 	}
+	/*
+	 * Heads first, then the time: every record below a head was published
+	 * before the marker's timestamp, so the history ends at the marker.
+	 */
+	for_each_possible_cpu(cpu) {
+		mk->snaps[cpu].d_end = smp_load_acquire(&fr_cpus[cpu]->data.head);
+		mk->snaps[cpu].a_end = smp_load_acquire(&fr_cpus[cpu]->aux.head);
+	}
 	memset(&mk->m, 0, sizeof(mk->m));
-	mk->m.time_ns = now;
+	mk->m.time_ns = ktime_get_mono_fast_ns();
 	mk->m.slot = i;
 	mk->m.pid = task_tgid_nr(current);
 	mk->m.tid = task_pid_nr(current);
@@ -559,8 +564,8 @@ static int fr_coredump_pre(struct kprobe *p, struct pt_regs *regs)
 	for_each_possible_cpu(cpu) {
 		struct fr_snap *sn = &mk->snaps[cpu];
 
-		fr_snap_ring(&fr_cpus[cpu]->data, sn->data, &sn->d_first, &sn->d_end, &sn->d_off);
-		fr_snap_ring(&fr_cpus[cpu]->aux, sn->aux, &sn->a_first, &sn->a_end, &sn->a_off);
+		fr_snap_ring(&fr_cpus[cpu]->data, sn->data, &sn->d_first, sn->d_end, &sn->d_off);
+		fr_snap_ring(&fr_cpus[cpu]->aux, sn->aux, &sn->a_first, sn->a_end, &sn->a_off);
 	}
 	mk->m.id = atomic64_inc_return(&fr_marker_ids);
 	atomic_set_release(&mk->state, FR_SLOT_READY);
@@ -1068,6 +1073,8 @@ static int __init fr_init(void)
 {
 	int ret;
 
+	/* Ring sizes are powers of two: records must divide them. */
+	BUILD_BUG_ON(!is_power_of_2(FR_REC) || !is_power_of_2(FR_SB_REC));
 	if (!fr_valid_kb(data_ring_kb) || !fr_valid_kb(aux_ring_kb) ||
 	    !fr_valid_kb(sideband_kb) || stack_bytes > FR_MAX_STACK || markers > 64 ||
 	    (!freq && !period))

@@ -23,7 +23,7 @@
 #define FLIGHTREC_MAX_KFRAMES	24
 #define FLIGHTREC_MAX_UFRAMES	32
 #define FLIGHTREC_NR_REGS	24	/* perf_regs.h PERF_REG_X86_64_MAX order */
-#define FLIGHTREC_PATH_MAX	432
+#define FLIGHTREC_PATH_MAX	424
 
 enum flightrec_event {
 	FLIGHTREC_EVENT_CPU_CLOCK = 0,

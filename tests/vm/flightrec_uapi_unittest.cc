@@ -1,0 +1,42 @@
+// The uapi header is an ABI: these asserts fail the build when a field
+// moves, and the test also proves the header compiles as C++20.
+#include <cstddef>
+
+#include "module/uapi/flightrec.h"
+
+#define CHECK_OFF(type, field, off) static_assert(offsetof(type, field) == (off), #type "." #field)
+
+static_assert(sizeof(flightrec_sample) == 512);
+CHECK_OFF(flightrec_sample, time_ns, 0);
+CHECK_OFF(flightrec_sample, aux_len, 32);
+CHECK_OFF(flightrec_sample, mode, 48);
+CHECK_OFF(flightrec_sample, kframes, 64);
+CHECK_OFF(flightrec_sample, uframes, 256);
+static_assert(sizeof(flightrec_aux) == 216);
+CHECK_OFF(flightrec_aux, regs, 24);
+static_assert(sizeof(flightrec_sideband) == 512);
+CHECK_OFF(flightrec_sideband, dev, 48);
+CHECK_OFF(flightrec_sideband, path, 88);
+static_assert(sizeof(flightrec_info) == 88);
+CHECK_OFF(flightrec_info, period, 32);
+CHECK_OFF(flightrec_info, reserved, 68);
+static_assert(sizeof(flightrec_cpu_stats) == 104);
+CHECK_OFF(flightrec_cpu_stats, produced, 8);
+CHECK_OFF(flightrec_cpu_stats, data_head, 72);
+static_assert(sizeof(flightrec_stats) == 64);
+CHECK_OFF(flightrec_stats, sideband_written, 16);
+static_assert(sizeof(flightrec_read) == 112);
+CHECK_OFF(flightrec_read, from, 8);
+CHECK_OFF(flightrec_read, first, 40);
+CHECK_OFF(flightrec_read, flags, 88);
+CHECK_OFF(flightrec_read, reserved, 96);
+static_assert(sizeof(flightrec_marker) == 56);
+CHECK_OFF(flightrec_marker, slot, 16);
+static_assert(sizeof(flightrec_markers) == 32);
+static_assert(sizeof(flightrec_marker_read) == 88);
+CHECK_OFF(flightrec_marker_read, offset, 16);
+CHECK_OFF(flightrec_marker_read, first, 40);
+static_assert(FLIGHTREC_IOC_READ_RING == 0xc070f705);
+static_assert(FLIGHTREC_IOC_INFO == 0x8058f701);
+
+int main() { return 0; }

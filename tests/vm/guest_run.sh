@@ -1,0 +1,111 @@
+#!/bin/bash
+# Runs inside the QEMU guest, chrooted into the host root (9p, read-only).
+# usage: guest_run.sh MODULE_KO BUILD_DIR scenario...
+# Prints FLIGHTREC-VM-RESULT <scenario> PASS|FAIL <detail> per scenario; after
+# each one the kernel log is checked for splats, which fail the scenario.
+KO=$1 BUILD=$2; shift 2
+T="$BUILD/tests/vm/fr_vm_test"
+LIB="$BUILD/tests/vm/libfr_vm_burn.so"
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+SPLAT='BUG|Oops|WARNING|KASAN|lockdep|possible circular locking|general protection|RCU stall|soft lockup|Call Trace'
+
+result() { # name status detail
+  local splat
+  splat=$(dmesg | grep -E "$SPLAT" | head -5 | tr '\n' ' ')
+  if [ -n "$splat" ]; then
+    dmesg | sed 's/^/SPLAT /' | tail -60
+    echo "FLIGHTREC-VM-RESULT $1 FAIL kernel splat: $splat"
+  else
+    echo "FLIGHTREC-VM-RESULT $1 $2 $3"
+  fi
+  dmesg -C
+  rmmod flightrec 2>/dev/null
+}
+
+run() { # name cmd...: PASS iff cmd exits 0; its last stdout line is the detail
+  local name=$1 out rc; shift
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then result "$name" PASS "$(echo "$out" | tail -1)"
+  else result "$name" FAIL "$(echo "$out" | tail -3 | tr '\n' ' ')"; fi
+}
+
+meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
+
+scen_load() {
+  insmod "$KO" || { result load FAIL "insmod failed"; return; }
+  local out; out=$("$T" record 2>&1) || { rmmod flightrec; result load FAIL "record: $out"; return; }
+  rmmod flightrec || { result load FAIL "rmmod failed"; return; }
+  "$T" spin 600000 & local spin=$!
+  # Small rings keep 50 cycles short under TCG; one warm-up cycle first so
+  # caches the first load populates (kprobe insn slots, sysfs) are in the baseline.
+  local SMALL="data_ring_kb=16 aux_ring_kb=16 sideband_kb=16 markers=1"
+  insmod "$KO" $SMALL && rmmod flightrec
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  local ma0 sl0 ma1 sl1 i
+  ma0=$(meminfo MemAvailable); sl0=$(meminfo Slab)
+  for i in $(seq 50); do
+    insmod "$KO" $SMALL || { kill $spin; result load FAIL "insmod $i failed"; return; }
+    rmmod flightrec || { kill $spin; result load FAIL "rmmod $i failed"; return; }
+  done
+  sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1; echo 3 > /proc/sys/vm/drop_caches
+  ma1=$(meminfo MemAvailable); sl1=$(meminfo Slab)
+  kill $spin; wait $spin 2>/dev/null
+  local ok
+  ok=$(awk -v a="$ma0" -v b="$ma1" -v c="$sl0" -v d="$sl1" 'BEGIN {
+    da = (a - b) / a; ds = (d - c) / c; print (da <= 0.01 && ds <= 0.01) ? 1 : 0 }')
+  local detail="$out; 50 cycles: MemAvailable ${ma0}->${ma1} kB Slab ${sl0}->${sl1} kB"
+  if [ "$ok" = 1 ]; then result load PASS "$detail"; else result load FAIL "$detail"; fi
+}
+
+scen_abi() { insmod "$KO" && run abi "$T" abi 100000; }
+
+scen_crash() { insmod "$KO" && run crash "$T" crash; }
+
+scen_hotplug() {
+  insmod "$KO" || { result hotplug FAIL "insmod failed"; return; }
+  "$T" spin 600000 & local s1=$!
+  "$T" spin 600000 & local s2=$!
+  local i bad=""
+  for i in $(seq 10); do
+    echo 0 > /sys/devices/system/cpu/cpu1/online || bad="offline $i failed"
+    "$T" spin 100
+    echo 1 > /sys/devices/system/cpu/cpu1/online || bad="online $i failed"
+    "$T" spin 100
+  done
+  kill $s1 $s2; wait $s1 $s2 2>/dev/null
+  if [ -n "$bad" ]; then result hotplug FAIL "$bad"; return; fi
+  run hotplug "$T" check
+}
+
+scen_loss() {
+  # Tiny rings (8 records, 4 KiB AUX) and a stack copy bigger than the AUX
+  # ring: every user-mode sample is dropped for size, kernel ones overwrite.
+  insmod "$KO" data_ring_kb=4 aux_ring_kb=4 stack_bytes=8192 && run loss "$T" loss
+}
+
+scen_sideband() { insmod "$KO" && run sideband "$T" sideband "$LIB"; }
+
+scen_bench() {
+  # Per-sample cost: slowdown of a fixed loop at 10 kHz per CPU, module vs perf.
+  local n=${FR_BENCH_BLOCKS:-3000} base mod perfr
+  base=$("$T" bench "$n")
+  insmod "$KO" period=100000 stack_bytes=0 || return
+  mod=$("$T" bench "$n")
+  rmmod flightrec
+  insmod "$KO" period=100000 stack_bytes=1024 || return
+  local modaux; modaux=$("$T" bench "$n")
+  rmmod flightrec
+  perfr=$(perf record -q -a -g -e cpu-clock -c 100000 -o /tmp/perf.data -- "$T" bench "$n" 2>/dev/null | tail -1)
+  echo "FLIGHTREC-VM-BENCH base_ns=$base module_ns=$mod module_stack1k_ns=$modaux perf_g_ns=$perfr" \
+       "module_slowdown=$(awk -v a="$base" -v b="$mod" 'BEGIN{printf "%.3f", b/a}')" \
+       "module_stack1k_slowdown=$(awk -v a="$base" -v b="$modaux" 'BEGIN{printf "%.3f", b/a}')" \
+       "perf_slowdown=$(awk -v a="$base" -v b="$perfr" 'BEGIN{printf "%.3f", b/a}')"
+  result bench PASS "see FLIGHTREC-VM-BENCH"
+}
+
+dmesg -C
+for s in "$@"; do
+  t=$(cut -d' ' -f1 /proc/uptime)
+  "scen_$s"
+  echo "FLIGHTREC-VM-INFO $s took $(awk -v a="$t" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{print b-a}') s"
+done

@@ -1,0 +1,119 @@
+#!/bin/bash
+# Boots Debian's 6.1 kernel in QEMU (TCG), loads flightrec.ko and runs the
+# guest scenarios, one boot for all of them.  Each scenario prints
+#   FLIGHTREC-VM-RESULT <name> PASS|FAIL <detail>
+# on the serial console; this script parses them and fails if any scenario
+# failed, is missing, or the guest hung (qemu killed after $FR_VM_TIMEOUT s).
+#
+# usage: run_vm_tests.sh --build-dir DIR [--guest-script PATH] [scenario...]
+#   scenarios: load abi crash hotplug loss sideband (default: all)
+set -euo pipefail
+
+KVER=${FR_KVER:-6.1.0-56-amd64}
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=""
+GUEST_SCRIPT="$SRC/tests/vm/guest_run.sh"
+TIMEOUT=${FR_VM_TIMEOUT:-420}
+SCEN=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) BUILD=$(cd "$2" && pwd); shift 2 ;;
+    --guest-script) GUEST_SCRIPT=$2; shift 2 ;;
+    *) SCEN+=("$1"); shift ;;
+  esac
+done
+[ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss sideband)
+
+# The work dir lives in the build tree: the guest sees the host root
+# read-only over 9p, and /tmp is replaced by a guest tmpfs.
+WORK=$(mktemp -d "$BUILD/vm-work.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+t0=$(date +%s.%N)
+# Out-of-tree module build from a copy: the source tree stays clean.
+mkdir -p "$WORK/mod"
+cp "$SRC"/module/Kbuild "$SRC"/module/flightrec.c "$WORK/mod/"
+cp -r "$SRC"/module/uapi "$WORK/mod/"
+make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" modules > "$WORK/build.log" 2>&1 || {
+  cat "$WORK/build.log"; echo "module build failed"; exit 1; }
+if grep -i "warning" "$WORK/build.log" | grep -v "Skipping BTF"; then
+  echo "module build has warnings"; exit 1
+fi
+t1=$(date +%s.%N)
+
+# initramfs: busybox + the 9p/virtio modules + /init.
+IR="$WORK/initramfs"
+mkdir -p "$IR"/{bin,proc,sys,dev,host,mods}
+cp /bin/busybox "$IR/bin/busybox"
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci \
+         9pnet 9pnet_virtio netfs fscache 9p; do
+  f=$(modinfo -k "$KVER" -n "$m")
+  case "$f" in
+    *.xz) xz -dc "$f" > "$IR/mods/$m.ko" ;;
+    *.zst) zstd -qdc "$f" > "$IR/mods/$m.ko" ;;
+    *) cp "$f" "$IR/mods/$m.ko" ;;
+  esac
+done
+cat > "$IR/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci \
+         9pnet 9pnet_virtio netfs fscache 9p; do
+  insmod /mods/$m.ko || echo "insmod $m failed"
+done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /host || echo "FLIGHTREC-VM-RESULT boot FAIL 9p mount"
+mount -t proc proc /host/proc
+mount -t sysfs sys /host/sys
+mount -t devtmpfs dev /host/dev
+mount -t tmpfs tmp /host/tmp
+for w in $(cat /proc/cmdline); do
+  case "$w" in fr.script=*) S=${w#fr.script=} ;; fr.args=*) A=${w#fr.args=} ;; esac
+done
+echo "FLIGHTREC-VM-BOOTED $(cut -d' ' -f1 /proc/uptime)"
+chroot /host /bin/bash "$S" $(echo "$A" | tr ',' ' ')
+echo "FLIGHTREC-VM-DONE"
+poweroff -f
+INIT
+chmod +x "$IR/init"
+(cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
+
+ARGS="$WORK/mod/flightrec.ko,$BUILD,$(IFS=,; echo "${SCEN[*]}")"
+LOG="$WORK/console.log"
+t2=$(date +%s.%N)
+set +e
+timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp 2 -m 1024 -nographic -no-reboot \
+  -kernel "/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 fr.script=$GUEST_SCRIPT fr.args=$ARGS" \
+  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+  -nic none > "$LOG" 2>&1 < /dev/null
+rc=$?
+set -e
+t3=$(date +%s.%N)
+tr -d '\r' < "$LOG" > "$LOG.txt"
+[ -n "${FR_VM_LOG:-}" ] && cp "$LOG.txt" "$FR_VM_LOG"
+fail=0
+if [ $rc -ne 0 ] || ! grep -q FLIGHTREC-VM-DONE "$LOG.txt"; then
+  echo "=== guest did not finish (qemu rc $rc); console log:"
+  cat "$LOG.txt"
+  fail=1
+fi
+for s in "${SCEN[@]}"; do
+  line=$(grep "^FLIGHTREC-VM-RESULT $s " "$LOG.txt" | tail -1 || true)
+  if [ -z "$line" ]; then
+    echo "FLIGHTREC-VM-RESULT $s FAIL no result"; fail=1
+  else
+    echo "$line"
+    case "$line" in *" PASS"*) ;; *) fail=1 ;; esac
+  fi
+done
+grep -E "^(FLIGHTREC-VM-(BOOTED|BENCH|INFO)|SPLAT)" "$LOG.txt" || true
+if [ $fail -ne 0 ]; then
+  echo "=== console log tail:"; tail -80 "$LOG.txt"
+fi
+printf 'timing: module build %.1fs, initramfs %.1fs, qemu %.1fs\n' \
+  "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$(echo "$t3 - $t2" | bc)"
+exit $fail
