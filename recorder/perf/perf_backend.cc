@@ -143,11 +143,20 @@ PerfBackend::~PerfBackend() = default;
 Status PerfBackend::OpenCpu(int cpu, const perf_event_attr& sample_attr, Cpu* c) {
   const int pid = config_.target_pid >= 0 ? config_.target_pid : -1;
   perf_event_attr a = sample_attr;
+  // Opened disabled and enabled only once the ring is mapped: an event that
+  // overflows before mmap() has no ring buffer, and __perf_output_begin
+  // (kernel/events/ring_buffer.c) then drops the sample without counting it
+  // in lost_samples (`if (unlikely(!rb)) goto out;`), which would leave
+  // count/period greater than every loss cause can explain.
+  a.disabled = 1;
   ASSIGN_OR_RETURN(
       c->sample_fd,
       OpenPerfEvent(a, pid, cpu, -1, fmt::format("{} sampling on cpu {}", event_name_, cpu)));
   ASSIGN_OR_RETURN(auto ring, PerfRingBuffer::Allocate(c->sample_fd.get(), data_pages_, true));
   c->sample_ring.emplace(std::move(ring));
+  if (ioctl(c->sample_fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0) {
+    return ErrnoStatus(fmt::format("enabling {} sampling on cpu {}", event_name_, cpu));
+  }
 
   perf_event_attr s{};
   s.type = PERF_TYPE_SOFTWARE;
@@ -240,7 +249,23 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   };
   std::vector<PerCpu> copies;
   for (auto& c : cpus_) {
-    PerCpu p{c.cpu, ReadCounts(c.sample_fd.get(), has_lost_format_), c.sample_ring->CopyBackward()};
+    // A sample already past the paused check in __perf_output_begin when we
+    // paused may still be landing, and read() may interrupt a software event
+    // between its count update and its output (perf_swevent_event adds to
+    // event->count before perf_swevent_overflow writes or counts it lost).
+    // While paused every new event raises count and lost_samples together, so
+    // (count - lost) and data_head are stable once nothing is in flight: wait
+    // (bounded) for two consecutive reads that agree.
+    Counts counts = ReadCounts(c.sample_fd.get(), has_lost_format_);
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      uint64_t head = c.sample_ring->BytesWritten();
+      Counts again = ReadCounts(c.sample_fd.get(), has_lost_format_);
+      bool stable = again.value - again.lost == counts.value - counts.lost &&
+                    head == c.sample_ring->BytesWritten();
+      counts = again;
+      if (stable) break;
+    }
+    PerCpu p{c.cpu, counts, c.sample_ring->CopyBackward()};
     copies.push_back(std::move(p));
   }
   for (auto& c : cpus_) ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
@@ -250,7 +275,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
            tot_over = 0, tot_ring_lost = 0, tot_malformed = 0;
   int64_t tot_unaccounted = 0;
   for (auto& p : copies) {
-    uint64_t in_ring = 0, outside = 0, ring_lost = 0, malformed = 0, sample_bytes = 0;
+    uint64_t in_ring = 0, outside = 0, ring_lost = 0, malformed = 0, sample_bytes = 0, throttles = 0;
     for (const auto& rec : p.copy.records) {
       ParseResult r = ParsePerfRecord(std::string_view(rec.data(), rec.size()), sample_type_,
                                       static_cast<uint32_t>(p.cpu));
@@ -258,6 +283,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
         ++malformed;
         continue;
       }
+      if (r.type == PERF_RECORD_THROTTLE) ++throttles;
       if (!r.event) continue;
       if (auto* s = std::get_if<Sample>(&*r.event)) {
         ++in_ring;
@@ -298,6 +324,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
                             {"overwritten", overwritten},
                             {"unaccounted", unaccounted},
                             {"ring_lost_records", ring_lost},
+                            {"throttle_records", throttles},
                             {"malformed", malformed},
                             {"bytes_written", p.copy.total_written},
                             {"bytes_present", p.copy.bytes_present},
