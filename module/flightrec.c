@@ -922,7 +922,7 @@ static int fr_ioc_read(void __user *uarg)
 	valid = clamp(valid, from, from + len);
 	if (r.ring == FLIGHTREC_RING_DATA)
 		valid = roundup(valid, FR_REC);
-	if (valid > from)
+	if (valid > from && r.ring == FLIGHTREC_RING_DATA)
 		atomic64_add(div_u64(valid - from, unit), &c->torn);
 	r.data_offset = valid - from;
 	r.bytes = from + len - valid;
@@ -1054,7 +1054,9 @@ static const struct file_operations fr_fops = {
 	.open = fr_open,
 	.unlocked_ioctl = fr_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
-	.llseek = no_llseek,
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 12, 0)
+	.llseek = no_llseek,	/* removed in 6.12: nonseekable_open() suffices */
+#endif
 };
 
 static struct miscdevice fr_misc = {

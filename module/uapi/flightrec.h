@@ -223,8 +223,8 @@ struct flightrec_stats {
  * @data_offset:	out: valid data starts at @buf + @data_offset
  * @bytes:	out: valid bytes at @buf + @data_offset
  * @lost:	out: positions in [from, first) that were already overwritten
- *		before the copy began or while it ran (the latter also counted
- *		as torn_on_read)
+ *		before the copy began or while it ran (for DATA the latter are
+ *		also counted in torn_on_read)
  * @flags:	zero
  * @reserved:	zero
  */
@@ -355,7 +355,7 @@ struct flightrec_marker_read {
  * FLIGHTREC_IOC_READ_MARKER - copy a marker's preserved history.
  * Errors: -EFAULT bad pointer, -EINVAL nonzero flags/reserved, ring not
  * DATA/AUX, @cpu >= nr_cpus, @offset > total_bytes; -ENOENT @slot holds
- * no marker (or @slot >= max_markers).
+ * no marker (or @slot >= max_markers); -ENODEV @cpu is not a possible CPU.
  */
 #define FLIGHTREC_IOC_READ_MARKER _IOWR(FLIGHTREC_IOC_MAGIC, 7, struct flightrec_marker_read)
 /**
