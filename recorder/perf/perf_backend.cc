@@ -268,14 +268,17 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     PerCpu p{c.cpu, counts, c.sample_ring->CopyBackward()};
     copies.push_back(std::move(p));
   }
-  for (auto& c : cpus_) ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
+  if (!paused_) {
+    for (auto& c : cpus_) ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
+  }
   snap.copy_ns = MonotonicNs() - t0;
 
   uint64_t tot_produced = 0, tot_in_ring = 0, tot_window = 0, tot_outside = 0, tot_paused = 0,
            tot_over = 0, tot_ring_lost = 0, tot_malformed = 0;
   int64_t tot_unaccounted = 0;
   for (auto& p : copies) {
-    uint64_t in_ring = 0, outside = 0, ring_lost = 0, malformed = 0, sample_bytes = 0, throttles = 0;
+    uint64_t in_ring = 0, outside = 0, ring_lost = 0, malformed = 0, sample_bytes = 0,
+             throttles = 0;
     for (const auto& rec : p.copy.records) {
       ParseResult r = ParsePerfRecord(std::string_view(rec.data(), rec.size()), sample_type_,
                                       static_cast<uint32_t>(p.cpu));
@@ -357,6 +360,19 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
                    {"malformed", tot_malformed},
                    {"sideband_lost", side_lost}};
   return snap;
+}
+
+Status PerfBackend::PauseOutput(bool paused) {
+  for (auto& c : cpus_) {
+    // kernel/events/core.c _perf_ioctl: PERF_EVENT_IOC_PAUSE_OUTPUT sets
+    // rb->paused, which __perf_output_begin checks for every record.
+    if (ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, paused ? 1 : 0) != 0) {
+      return ErrnoStatus(
+          fmt::format("{} ring output on cpu {}", paused ? "pausing" : "resuming", c.cpu));
+    }
+  }
+  paused_ = paused;
+  return OkStatus();
 }
 
 nlohmann::json PerfBackend::Stats() {

@@ -54,6 +54,13 @@ class PerfBackend : public CaptureBackend {
   StatusOr<Snapshot> TakeSnapshot(int64_t last_ns) override;
   nlohmann::json Stats() override;
 
+  // PERF_EVENT_IOC_PAUSE_OUTPUT on every CPU's sampling event: while paused
+  // the counter keeps counting and every sample it cannot write is counted in
+  // lost_samples (PERF_FORMAT_LOST) — the "paused" loss cause. TakeSnapshot
+  // pauses by itself and leaves the rings paused if they were paused before.
+  Status PauseOutput(bool paused);
+  bool paused() const { return paused_; }
+
   const std::string& event_name() const { return event_name_; }
   uint64_t period() const { return period_; }
 
@@ -80,6 +87,7 @@ class PerfBackend : public CaptureBackend {
   std::vector<Cpu> cpus_;
   int64_t start_ns_ = 0;
   uint64_t sample_type_ = 0;
+  bool paused_ = false;
 };
 
 }  // namespace flightrec::recorder::perf
