@@ -253,15 +253,17 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     // paused may still be landing, and read() may interrupt a software event
     // between its count update and its output (perf_swevent_event adds to
     // event->count before perf_swevent_overflow writes or counts it lost).
-    // While paused every new event raises count and lost_samples together, so
-    // (count - lost) and data_head are stable once nothing is in flight: wait
-    // (bounded) for two consecutive reads that agree.
+    // While paused every new period raises count/period and lost_samples
+    // together, so (count/period - lost) and data_head are stable once nothing
+    // is in flight: wait (bounded) for two consecutive reads that agree. In
+    // frequency mode (period 0) there is no exact count to protect.
     Counts counts = ReadCounts(c.sample_fd.get(), has_lost_format_);
-    for (int attempt = 0; attempt < 1000; ++attempt) {
+    auto unexplained = [this](const Counts& k) { return period_ ? k.value / period_ - k.lost : 0; };
+    for (int attempt = 0; attempt < 1000 && period_ != 0 && has_lost_format_; ++attempt) {
       uint64_t head = c.sample_ring->BytesWritten();
       Counts again = ReadCounts(c.sample_fd.get(), has_lost_format_);
-      bool stable = again.value - again.lost == counts.value - counts.lost &&
-                    head == c.sample_ring->BytesWritten();
+      bool stable =
+          unexplained(again) == unexplained(counts) && head == c.sample_ring->BytesWritten();
       counts = again;
       if (stable) break;
     }
