@@ -192,21 +192,32 @@ StatusOr<std::unique_ptr<PendingRecord>> Store::BeginRecord(const std::string& k
   p->dirfd_ = dirfd_.get();
   mode_t mode = options_.group_readable ? 0640 : 0600;
   ScopedFd fd;
-  for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
+  for (int attempt = 0; attempt < 16 && !fd; ++attempt) {
     p->id_ = NewRecordId(now);
     p->tmp_name_ = kTmpPrefix + p->id_;
     fd.reset(openat(dirfd_.get(), p->tmp_name_.c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
-    if (!fd && errno != EEXIST) {
+    if (!fd) {
+      if (errno == EEXIST) continue;
       return ErrnoStatus(fmt::format("creating a record in {}", dir_));
     }
+    if (flock(fd.get(), LOCK_EX) != 0) {
+      Status st = ErrnoStatus("locking the temporary record");
+      unlinkat(dirfd_.get(), p->tmp_name_.c_str(), 0);
+      return st;
+    }
+    // Between O_EXCL and flock another process's recovery may have taken the
+    // lock on our fresh file, judged it abandoned and unlinked it. Holding the
+    // lock now, check that the name is still ours; if not, start over.
+    struct stat mine {
+    }, named{};
+    if (fstat(fd.get(), &mine) != 0 ||
+        fstatat(dirfd_.get(), p->tmp_name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+        mine.st_ino != named.st_ino || mine.st_dev != named.st_dev) {
+      fd.reset();
+    }
   }
-  if (!fd) return Internal("could not pick a unique record id");
-  if (flock(fd.get(), LOCK_EX) != 0) {
-    Status st = ErrnoStatus("locking the temporary record");
-    unlinkat(dirfd_.get(), p->tmp_name_.c_str(), 0);
-    return st;
-  }
+  if (!fd) return Internal("could not create a temporary record file (16 attempts)");
   RecordHeader h;
   h.id = p->id_;
   h.kind = kind;

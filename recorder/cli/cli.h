@@ -29,6 +29,8 @@ struct CliContext {
 void AddStoreCommands(CLI::App& app, CliContext& ctx);
 // Registered by the daemon-facing parts (dump, status, trigger, record).
 void AddDaemonCommands(CLI::App& app, CliContext& ctx);
+// recorder record -- CMD (foreground, unprivileged).
+void AddRecordCommand(CLI::App& app, CliContext& ctx);
 
 // Prints rows as an aligned text table.
 std::string FormatTable(const std::vector<std::string>& header,

@@ -61,6 +61,7 @@ int RecorderMain(int argc, char** argv) {
       ->capture_default_str();
   AddStoreCommands(app, ctx);
   AddDaemonCommands(app, ctx);
+  AddRecordCommand(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,10 @@
 #include "common/units.h"
 #include "recorder/perf/perf_backend.h"
 
+#include <linux/perf_event.h>
+
+#include <map>
+
 namespace flightrec::recorder {
 
 namespace asio = boost::asio;
@@ -42,6 +46,23 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   pc.history_ns = options.history_ns;
   pc.data_pages = options.data_pages;
   pc.callchain = options.callchain;
+  if (!options.event.empty() && options.event != "auto") {
+    static const std::map<std::string, uint64_t> kSoftware = {
+        {"cpu-clock", PERF_COUNT_SW_CPU_CLOCK},
+        {"page-faults", PERF_COUNT_SW_PAGE_FAULTS},
+        {"context-switches", PERF_COUNT_SW_CONTEXT_SWITCHES},
+        {"task-clock", PERF_COUNT_SW_TASK_CLOCK}};
+    auto it = kSoftware.find(options.event);
+    if (it == kSoftware.end()) {
+      return InvalidArgument(fmt::format(
+          "unknown event '{}' (auto, cpu-clock, task-clock, page-faults, context-switches)",
+          options.event));
+    }
+    pc.event_type = PERF_TYPE_SOFTWARE;
+    pc.event_config = it->second;
+    bool clock = options.event == "cpu-clock" || options.event == "task-clock";
+    pc.event_period = clock ? 1'000'000'000ull / options.frequency_hz : options.event_period;
+  }
   ASSIGN_OR_RETURN(auto pb, perf::PerfBackend::Create(pc));
   d->backend_ = std::move(pb);
 
@@ -331,6 +352,12 @@ int RecorderdMain(int argc, char** argv) {
   app.add_option("--default-last", last, "Window of SIGUSR2 dumps")->capture_default_str();
   app.add_option("--ring-pages", o.data_pages,
                  "Data ring pages per CPU (power of two; 0 = from --history)");
+  app.add_option("--event,-e", o.event,
+                 "Sampling event: auto (cycles, else cpu-clock), cpu-clock, task-clock, "
+                 "page-faults, context-switches");
+  app.add_option("--period", o.event_period,
+                 "Sample every N events (page-faults, context-switches)")
+      ->capture_default_str();
   app.add_option("--call-graph", callgraph, "fp (frame pointers) or none")->capture_default_str();
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour, "Rate limit for manual and signal dumps")
       ->capture_default_str();

@@ -33,6 +33,10 @@ struct DaemonOptions {
   int64_t default_last_ns = 5'000'000'000;
   size_t data_pages = 0;  // 0 = sized from history
   bool callchain = true;
+  // "" = cycles, else cpu-clock; or a discrete software event sampled every
+  // `event_period` occurrences: page-faults, context-switches.
+  std::string event;
+  uint64_t event_period = 1;
   uint32_t dumps_per_hour = 60;  // SIGUSR2 and manual dumps
 };
 

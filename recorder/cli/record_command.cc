@@ -1,0 +1,170 @@
+// recorder record [--history D] [--last D] -- CMD ARGS: the foreground mode
+// for unprivileged use. Samples one command and the children it forks
+// (per-CPU events on its pid with inherit, user space only at
+// perf_event_paranoid 2), keeps the history in overwrite rings, and writes a
+// record into the user's store when asked (SIGUSR2 to `recorder`) and when the
+// command dies from a signal. Exits with the command's status.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+#include "recorder/attribution/attribution.h"
+#include "recorder/cli/cli.h"
+#include "recorder/daemon/dump_record.h"
+#include "recorder/perf/perf_backend.h"
+
+namespace flightrec::recorder::cli {
+namespace {
+
+struct RecordArgs {
+  std::string history = "30s";
+  std::string last = "5s";
+  uint32_t frequency = 99;
+  std::vector<std::string> command;
+};
+
+Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
+  if (a.command.empty()) return InvalidArgument("recorder record: give a command after --");
+  ASSIGN_OR_RETURN(int64_t history, ParseDurationNs(a.history));
+  ASSIGN_OR_RETURN(int64_t last, ParseDurationNs(a.last));
+  store::StoreOptions so;
+  ASSIGN_OR_RETURN(auto st, store::Store::Open(ctx.store_dir, so));
+
+  // The child waits on a pipe until its events exist, so not one instruction
+  // of the command runs unrecorded.
+  int go[2];
+  if (pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGUSR2);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &mask, &old);
+  pid_t child = fork();
+  if (child < 0) return ErrnoStatus("fork");
+  if (child == 0) {
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    close(go[1]);
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(127);
+    std::vector<char*> argv;
+    for (const auto& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "recorder record: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(go[0]);
+  perf::PerfConfig pc;
+  pc.target_pid = child;
+  pc.frequency_hz = a.frequency;
+  pc.history_ns = history;
+  auto backend = perf::PerfBackend::Create(pc);
+  if (!backend.ok()) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    return backend.status();
+  }
+  attribution::CookieTable cookies;
+  attribution::ProcessTable table(&cookies);
+  for (const Event& e : attribution::ScanProc(static_cast<uint64_t>(MonotonicNs()))) {
+    if (auto* m = std::get_if<MmapEvent>(&e); m && m->pid != static_cast<uint32_t>(child)) continue;
+    table.Apply(e);
+  }
+  attribution::KernelSymbols ksyms;  // unprivileged: hidden addresses, no kernel frames
+  if (auto ks = attribution::KernelSymbols::Load(); ks.ok()) ksyms = std::move(*ks);
+  auto drain = [&] { (void)(*backend)->DrainSideband([&](const Event& e) { table.Apply(e); }); };
+  auto dump = [&](const std::string& reason) {
+    drain();
+    int64_t t0 = MonotonicNs();
+    auto snap = (*backend)->TakeSnapshot(last);
+    if (!snap.ok()) {
+      std::fprintf(stderr, "recorder record: dump failed: %s\n", snap.status().message().c_str());
+      return;
+    }
+    drain();
+    DumpRequest req;
+    req.last_ns = last;
+    req.reason = reason;
+    auto r = WriteDump(*st, req, std::move(*snap), table, ksyms, (*backend)->Describe(), t0);
+    if (r.ok())
+      std::fprintf(stderr, "recorder record: %s\n", r->Summary().c_str());
+    else
+      std::fprintf(stderr, "recorder record: dump failed: %s\n", r.status().message().c_str());
+  };
+  std::fprintf(stderr,
+               "recorder record: recording pid %d (%s, %s); SIGUSR2 to pid %d dumps the last %s\n",
+               child, (*backend)->event_name().c_str(),
+               (*backend)->Describe()["kernel_samples"].get<bool>() ? "user+kernel" : "user only",
+               getpid(), a.last.c_str());
+  (void)!write(go[1], "g", 1);
+  close(go[1]);
+
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+  std::vector<pollfd> pfds = {{sfd, POLLIN, 0}};
+  for (int fd : (*backend)->SidebandFds()) pfds.push_back({fd, POLLIN, 0});
+  int status = 0;
+  for (;;) {
+    poll(pfds.data(), pfds.size(), 200);
+    drain();
+    if (!(pfds[0].revents & POLLIN)) continue;
+    signalfd_siginfo si;
+    if (read(sfd, &si, sizeof(si)) != sizeof(si)) continue;
+    if (si.ssi_signo == SIGUSR2) {
+      dump("SIGUSR2");
+    } else if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) {
+      kill(child, static_cast<int>(si.ssi_signo));  // pass it on; we stop when it does
+    } else if (si.ssi_signo == SIGCHLD) {
+      // The child is a zombie until we reap it: its samples are final.
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == child) {
+        if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
+          dump(fmt::format("{} killed by SIG{}", a.command[0], sigabbrev_np(info.si_status)));
+        }
+        waitpid(child, &status, 0);
+        break;
+      }
+    }
+  }
+  close(sfd);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    return Status(StatusCode::kInternal,
+                  fmt::format("{} exited with status {}", a.command[0], WEXITSTATUS(status)));
+  }
+  if (WIFSIGNALED(status)) {
+    return Status(StatusCode::kInternal, fmt::format("{} was killed by SIG{}", a.command[0],
+                                                     sigabbrev_np(WTERMSIG(status))));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddRecordCommand(CLI::App& app, CliContext& ctx) {
+  auto ra = std::make_shared<RecordArgs>();
+  auto* rec = app.add_subcommand(
+      "record",
+      "Record one command and its children in the foreground (no daemon, no root needed): "
+      "dumps on SIGUSR2 and when the command dies from a signal");
+  rec->add_option("--history", ra->history, "History the rings should hold")->capture_default_str();
+  rec->add_option("--last", ra->last, "Window of each dump")->capture_default_str();
+  rec->add_option("-F,--frequency", ra->frequency, "Samples per second")->capture_default_str();
+  rec->add_option("command", ra->command, "-- CMD ARGS")->required();
+  rec->prefix_command();
+  rec->callback([&ctx, ra] { ctx.action = [&ctx, ra] { return RunRecord(ctx, *ra); }; });
+}
+
+}  // namespace flightrec::recorder::cli
