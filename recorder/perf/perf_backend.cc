@@ -109,6 +109,10 @@ StatusOr<std::unique_ptr<PerfBackend>> PerfBackend::Create(const PerfConfig& con
       b->event_name_ = "cpu-clock";
     }
   }
+  // A fixed period of a counted (not timed) event: count/period is exact.
+  b->discrete_ = b->period_ != 0 &&
+                 !(attr.type == PERF_TYPE_SOFTWARE && (attr.config == PERF_COUNT_SW_CPU_CLOCK ||
+                                                       attr.config == PERF_COUNT_SW_TASK_CLOCK));
   // PERF_FORMAT_LOST is refused with EINVAL by kernels before 6.0.
   {
     perf_event_attr probe = attr;
@@ -256,16 +260,27 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     // While paused every new period raises count/period and lost_samples
     // together, so (count/period - lost) and data_head are stable once nothing
     // is in flight: wait (bounded) for two consecutive reads that agree. In
-    // frequency mode (period 0) there is no exact count to protect.
+    // frequency mode and for the clocks (count grows by the ns between
+    // samples) there is no exact count to protect, and no wait.
     Counts counts = ReadCounts(c.sample_fd.get(), has_lost_format_);
     auto unexplained = [this](const Counts& k) { return period_ ? k.value / period_ - k.lost : 0; };
-    for (int attempt = 0; attempt < 1000 && period_ != 0 && has_lost_format_; ++attempt) {
+    if (discrete_ && has_lost_format_) {
+      // The writer runs with preemption off, but a virtual CPU can be
+      // descheduled by the host in the middle of it: require the state to
+      // hold still for 2 ms (bounded to 100 ms in all).
       uint64_t head = c.sample_ring->BytesWritten();
-      Counts again = ReadCounts(c.sample_fd.get(), has_lost_format_);
-      bool stable =
-          unexplained(again) == unexplained(counts) && head == c.sample_ring->BytesWritten();
-      counts = again;
-      if (stable) break;
+      int64_t stable_since = MonotonicNs();
+      const int64_t give_up = stable_since + 100'000'000;
+      while (MonotonicNs() - stable_since < 2'000'000 && MonotonicNs() < give_up) {
+        usleep(100);
+        Counts again = ReadCounts(c.sample_fd.get(), has_lost_format_);
+        uint64_t head_again = c.sample_ring->BytesWritten();
+        if (unexplained(again) != unexplained(counts) || head_again != head) {
+          stable_since = MonotonicNs();
+        }
+        counts = again;
+        head = head_again;
+      }
     }
     PerCpu p{c.cpu, counts, c.sample_ring->CopyBackward()};
     copies.push_back(std::move(p));

@@ -88,6 +88,7 @@ class PerfBackend : public CaptureBackend {
   int64_t start_ns_ = 0;
   uint64_t sample_type_ = 0;
   bool paused_ = false;
+  bool discrete_ = false;  // fixed period of a counted event: exact accounting
 };
 
 }  // namespace flightrec::recorder::perf
