@@ -227,7 +227,9 @@ StatusOr<std::unique_ptr<Server>> Server::Create(asio::io_context& io,
   if (ec) return ErrnoStatus(ec.value(), fmt::format("listening on {}", options.path));
   // 0660 root:group: only root and the group may connect; SO_PEERCRED is
   // checked for every request anyway.
-  chmod(options.path.c_str(), 0660);
+  if (chmod(options.path.c_str(), 0660) != 0) {
+    return ErrnoStatus(fmt::format("chmod 0660 {}", options.path));
+  }
   if (s->group_gid_ != static_cast<gid_t>(-1)) {
     if (chown(options.path.c_str(), geteuid(), s->group_gid_) != 0) {
       return ErrnoStatus(fmt::format("chown {} to group {}", options.path, options.group));
@@ -287,15 +289,26 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& path,
                                                   std::chrono::milliseconds timeout) {
   std::unique_ptr<Client> c(new Client());
   c->path_ = path;
-  c->fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (c->fd_ < 0) return ErrnoStatus("socket");
+  c->fd_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!c->fd_) return ErrnoStatus("socket");
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) return InvalidArgument("socket path too long");
   std::memcpy(addr.sun_path, path.c_str(), path.size());
-  if (connect(c->fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
-      errno != EINPROGRESS) {
+  int64_t deadline = MonotonicNs() + timeout.count() * 1000000;
+  for (;;) {
+    if (connect(c->fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return c;
     int err = errno;
+    if (err == EAGAIN || err == EINPROGRESS || err == EINTR) {
+      // A Unix socket whose listen backlog is full: retry until the deadline.
+      if (MonotonicNs() >= deadline) {
+        return Unavailable(fmt::format("recorderd did not accept a connection within {} ms ({})",
+                                       timeout.count(), path));
+      }
+      pollfd p{c->fd_.get(), POLLOUT, 0};
+      poll(&p, 1, 10);
+      continue;
+    }
     if (err == ENOENT) {
       return Unavailable(
           fmt::format("recorderd is not running (no socket at {}); start it with "
@@ -304,26 +317,22 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& path,
     }
     if (err == ECONNREFUSED) {
       return Unavailable(
-          fmt::format("recorderd is not running (stale socket {}); start it with "
-                      "`systemctl start recorderd`",
+          fmt::format("recorderd is not running: {} is a stale socket left by a "
+                      "daemon that died; start it with `systemctl start recorderd`",
                       path));
     }
     if (err == EACCES || err == EPERM) {
       return Status(StatusCode::kPermissionDenied,
                     fmt::format("permission denied connecting to {}: recorderd accepts root and "
-                                "its configured group",
+                                "the group given by its --group option",
                                 path),
                     err);
     }
     return ErrnoStatus(err, fmt::format("connecting to recorderd at {}", path));
   }
-  (void)timeout;
-  return c;
 }
 
-Client::~Client() {
-  if (fd_ >= 0) close(fd_);
-}
+Client::~Client() = default;
 
 namespace {
 
@@ -349,8 +358,8 @@ StatusOr<nlohmann::json> Client::Call(const std::string& method, const nlohmann:
   std::string out = Frame(req.dump());
   size_t sent = 0;
   while (sent < out.size()) {
-    RETURN_IF_ERROR(IoWait(fd_, POLLOUT, deadline, path_));
-    ssize_t n = send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    RETURN_IF_ERROR(IoWait(fd_.get(), POLLOUT, deadline, path_));
+    ssize_t n = send(fd_.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       return ErrnoStatus(fmt::format("sending to recorderd at {}", path_));
@@ -361,9 +370,9 @@ StatusOr<nlohmann::json> Client::Call(const std::string& method, const nlohmann:
   size_t want = 4;
   bool have_len = false;
   while (in.size() < want) {
-    RETURN_IF_ERROR(IoWait(fd_, POLLIN, deadline, path_));
+    RETURN_IF_ERROR(IoWait(fd_.get(), POLLIN, deadline, path_));
     char buf[65536];
-    ssize_t n = recv(fd_, buf, std::min(sizeof(buf), want - in.size()), 0);
+    ssize_t n = recv(fd_.get(), buf, std::min(sizeof(buf), want - in.size()), 0);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       return ErrnoStatus(fmt::format("reading from recorderd at {}", path_));

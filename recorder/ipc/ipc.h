@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/scoped_fd.h"
 #include "common/status.h"
 
 namespace flightrec::recorder::ipc {
@@ -45,6 +46,9 @@ struct ServerOptions {
   size_t max_connections = 256;
 };
 
+// Handlers run on the io thread, one at a time: a dump (tens of ms) delays
+// other requests by that much, which keeps dumps, the process table and the
+// rings consistent without locks.
 class Server {
  public:
   static StatusOr<std::unique_ptr<Server>> Create(boost::asio::io_context& io,
@@ -90,7 +94,7 @@ class Client {
 
  private:
   Client() = default;
-  int fd_ = -1;
+  ScopedFd fd_;
   std::string path_;
   uint64_t next_id_ = 1;
 };
