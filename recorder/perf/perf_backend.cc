@@ -223,14 +223,22 @@ std::vector<int> PerfBackend::SidebandFds() const {
 }
 
 Status PerfBackend::DrainSideband(const std::function<void(const Event&)>& sink) {
+  // Each CPU's ring is in time order, but a process migrates: its exec may
+  // sit in CPU 1's ring and its next mmap in CPU 0's. Applying ring by ring
+  // would let that exec wipe the newer mmap, so merge all CPUs by timestamp
+  // (stable: equal times keep ring order) before handing events on.
+  std::vector<Event> events;
   for (auto& c : cpus_) {
     c.side_ring->ReadForward([&](std::string_view rec) {
       ParseResult r = ParsePerfRecord(rec, kSideSampleType, static_cast<uint32_t>(c.cpu));
       if (!r.event) return;
       if (auto* l = std::get_if<LostEvent>(&*r.event)) c.sideband_lost += l->count;
-      sink(*r.event);
+      events.push_back(std::move(*r.event));
     });
   }
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return EventTime(a) < EventTime(b); });
+  for (const auto& e : events) sink(e);
   return OkStatus();
 }
 

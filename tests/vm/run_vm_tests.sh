@@ -69,9 +69,19 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /host || echo "FLIGHTRE
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
-mount -t tmpfs tmp /host/tmp
 for w in $(cat /proc/cmdline); do
-  case "$w" in fr.script=*) S=${w#fr.script=} ;; fr.args=*) A=${w#fr.args=} ;; esac
+  case "$w" in
+    fr.script=*) S=${w#fr.script=} ;; fr.args=*) A=${w#fr.args=} ;; fr.keep=*) K=${w#fr.keep=} ;;
+  esac
+done
+# The guest gets a writable /tmp of its own; a project checked out under the
+# host's /tmp (CI clones can be) is bound back into it so its files stay visible.
+mkdir -p /orig
+mount -o bind /host/tmp /orig
+mount -t tmpfs tmp /host/tmp
+for k in $(echo "$K" | tr ',' ' '); do
+  mkdir -p "/host/tmp/$k"
+  mount -o bind "/orig/$k" "/host/tmp/$k"
 done
 echo "FLIGHTREC-VM-BOOTED $(cut -d' ' -f1 /proc/uptime)"
 chroot /host /bin/bash "$S" $(echo "$A" | tr ',' ' ')
@@ -82,12 +92,16 @@ chmod +x "$IR/init"
 (cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
 
 ARGS="$WORK/mod/flightrec.ko,$BUILD,$(IFS=,; echo "${SCEN[*]}")"
+# Top-level /tmp entries the guest must still see (see /init above).
+KEEP=$(for p in "$SRC" "$BUILD" "$GUEST_SCRIPT"; do
+  case "$p" in /tmp/*) p=${p#/tmp/}; echo "${p%%/*}" ;; esac
+done | sort -u | paste -sd, -)
 LOG="$WORK/console.log"
 t2=$(date +%s.%N)
 set +e
 timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp 2 -m 1024 -nographic -no-reboot \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 fr.script=$GUEST_SCRIPT fr.args=$ARGS" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 fr.script=$GUEST_SCRIPT fr.args=$ARGS fr.keep=$KEEP" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -nic none > "$LOG" 2>&1 < /dev/null
 rc=$?
