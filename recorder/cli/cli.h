@@ -31,6 +31,8 @@ void AddStoreCommands(CLI::App& app, CliContext& ctx);
 void AddDaemonCommands(CLI::App& app, CliContext& ctx);
 // recorder record -- CMD (foreground, unprivileged).
 void AddRecordCommand(CLI::App& app, CliContext& ctx);
+// recorder script / export (replay through the attribution pipeline).
+void AddScriptCommands(CLI::App& app, CliContext& ctx);
 
 // Prints rows as an aligned text table.
 std::string FormatTable(const std::vector<std::string>& header,

@@ -62,6 +62,7 @@ int RecorderMain(int argc, char** argv) {
   AddStoreCommands(app, ctx);
   AddDaemonCommands(app, ctx);
   AddRecordCommand(app, ctx);
+  AddScriptCommands(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

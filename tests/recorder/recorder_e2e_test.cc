@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "common/units.h"
@@ -183,6 +184,43 @@ TEST(RecorderE2ETest, SpinWorkloadDumpHasTheWindowTheSplitAndTheRate) {
   EXPECT_NEAR(rj["rows"][1]["self_pct"].get<double>(), 30.0, 10.0);
   auto text = d.Cli({"report", id});
   EXPECT_NE(text.out.find("spin_a"), std::string::npos);
+
+  // script: one JSON line per stored sample, each with its stack.
+  auto script = d.Cli({"script", id, "--json"});
+  ASSERT_EQ(script.exit_code, 0) << script.err;
+  size_t lines = 0, leaf_spin = 0;
+  std::istringstream in(script.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    ++lines;
+    EXPECT_EQ(j["pid"], spin);
+    ASSERT_FALSE(j["frames"].empty());
+    std::string leaf = j["frames"][0]["function"];
+    leaf_spin += leaf == "spin_a" || leaf == "spin_b";
+  }
+  EXPECT_EQ(lines, samples);
+  EXPECT_GT(leaf_spin, lines * 8 / 10);
+
+  // folded stacks: "comm;outer;...;leaf count", counts summing to the samples.
+  std::string folded_path = dir.path() + "/out.folded";
+  auto ex = d.Cli({"export", id, "--format", "folded", "-o", folded_path});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  std::ifstream fin(folded_path);
+  uint64_t total = 0, spin_a = 0;
+  while (std::getline(fin, line)) {
+    size_t sp = line.rfind(' ');
+    ASSERT_NE(sp, std::string::npos) << line;
+    uint64_t n = std::stoull(line.substr(sp + 1));
+    total += n;
+    EXPECT_EQ(line.rfind("fr_spin;", 0), 0u) << line;
+    if (line.substr(0, sp).size() >= 7 && line.substr(sp - 7, 7) == ";spin_a") spin_a += n;
+  }
+  EXPECT_EQ(total, samples);
+  EXPECT_NEAR(100.0 * spin_a / total, 70.0, 10.0);
+  auto bad = d.Cli({"export", id, "--format", "svg-someday"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("not available"), std::string::npos);
 }
 
 // Exact loss accounting through a stored record: a tiny ring, a discrete event
