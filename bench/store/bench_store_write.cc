@@ -37,7 +37,8 @@ void BuildInput(const std::string& path, uint64_t size) {
   std::vector<std::string> files;
   for (const char* root : {"/usr/lib/x86_64-linux-gnu", "/usr/bin", "/usr/share/doc"}) {
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+    for (auto it = fs::recursive_directory_iterator(
+             root, fs::directory_options::skip_permission_denied, ec);
          it != fs::recursive_directory_iterator() && files.size() < 4000; it.increment(ec)) {
       if (ec) break;
       if (it->is_regular_file(ec) && !it->is_symlink(ec) && it->file_size(ec) > 4096) {
@@ -92,7 +93,8 @@ Result TimeStore(const std::string& input, const std::string& dir, int level, in
   auto st = (*rec)->writer().BeginSection("core");
   if (st.ok()) st = (*rec)->writer().WriteFromFd(fd, ~0ull, &copied, &truncated);
   if (st.ok()) st = (*rec)->writer().EndSection();
-  auto row = st.ok() ? (*s)->Commit(std::move(*rec), {}) : flightrec::StatusOr<flightrec::store::RecordRow>(st);
+  auto row = st.ok() ? (*s)->Commit(std::move(*rec), {})
+                     : flightrec::StatusOr<flightrec::store::RecordRow>(st);
   double t1 = Now();
   close(fd);
   if (!row.ok()) {
@@ -103,8 +105,9 @@ Result TimeStore(const std::string& input, const std::string& dir, int level, in
 }
 
 Result TimeZstd(const std::string& input, const std::string& output, int level, int threads) {
-  std::string cmd = "zstd -q -" + std::to_string(level) + (threads ? " -T" + std::to_string(threads) : "") +
-                    " -c '" + input + "' > '" + output + "'";
+  std::string cmd = "zstd -q -" + std::to_string(level) +
+                    (threads ? " -T" + std::to_string(threads) : "") + " -c '" + input + "' > '" +
+                    output + "'";
   double t0 = Now();
   // zstd's output file is fsynced too, so both sides pay for durability.
   int rc = std::system((cmd + " && sync -f '" + output + "'").c_str());
@@ -124,12 +127,18 @@ int main(int argc, char** argv) {
   std::string input, dir = (fs::temp_directory_path() / "flightrec-bench-store").string();
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--size") size = std::stoull(argv[i + 1]);
-    else if (a == "--level") level = std::stoi(argv[i + 1]);
-    else if (a == "--input") input = argv[i + 1];
-    else if (a == "--dir") dir = argv[i + 1];
+    if (a == "--size")
+      size = std::stoull(argv[i + 1]);
+    else if (a == "--level")
+      level = std::stoi(argv[i + 1]);
+    else if (a == "--input")
+      input = argv[i + 1];
+    else if (a == "--dir")
+      dir = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: bench_store_write [--size BYTES] [--level N] [--input FILE] [--dir DIR]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_store_write [--size BYTES] [--level N] [--input FILE] [--dir DIR]\n");
       return 2;
     }
   }
@@ -159,14 +168,19 @@ int main(int argc, char** argv) {
   }
   auto mbps = [&](const Result& r) { return size / r.seconds / 1e6; };
   auto ratio = [&](const Result& r) { return static_cast<double>(size) / r.out_bytes; };
-  std::printf("input: %s, %.1f MiB\n", own_input ? "core-like mix (ELF, text, zero pages)" : input.c_str(),
+  std::printf("input: %s, %.1f MiB\n",
+              own_input ? "core-like mix (ELF, text, zero pages)" : input.c_str(),
               size / 1048576.0);
-  std::printf("%-34s %10s %8s\n", ("contender (level " + std::to_string(level) + ")").c_str(), "MB/s", "ratio");
+  std::printf("%-34s %10s %8s\n", ("contender (level " + std::to_string(level) + ")").c_str(),
+              "MB/s", "ratio");
   std::printf("%-34s %10.1f %8.3f\n", "zstd CLI -c (default threads)", mbps(zstd1), ratio(zstd1));
   std::printf("%-34s %10.1f %8.3f\n", "zstd CLI -T2", mbps(zstdT2), ratio(zstdT2));
-  std::printf("%-34s %10.1f %8.3f\n", "flightrec store (2 workers)", mbps(store_mt), ratio(store_mt));
-  std::printf("%-34s %10.1f %8.3f\n", "flightrec store (single thread)", mbps(store_st), ratio(store_st));
-  std::printf("store(2 workers) / zstd CLI throughput: %.2fx (goal >= 0.90x)\n", mbps(store_mt) / mbps(zstd1));
+  std::printf("%-34s %10.1f %8.3f\n", "flightrec store (2 workers)", mbps(store_mt),
+              ratio(store_mt));
+  std::printf("%-34s %10.1f %8.3f\n", "flightrec store (single thread)", mbps(store_st),
+              ratio(store_st));
+  std::printf("store(2 workers) / zstd CLI throughput: %.2fx (goal >= 0.90x)\n",
+              mbps(store_mt) / mbps(zstd1));
   std::printf("store(2 workers) / zstd -T2 throughput: %.2fx\n", mbps(store_mt) / mbps(zstdT2));
   std::printf("store(1 thread) / zstd CLI throughput: %.2fx\n", mbps(store_st) / mbps(zstd1));
   fs::remove_all(dir + "/store");
