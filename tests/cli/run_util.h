@@ -2,6 +2,7 @@
 // for tests that check what a user of the command line sees.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,6 +61,24 @@ inline RunResult RunCommand(const std::vector<std::string>& argv,
   waitpid(pid, &st, 0);
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
+}
+
+// Starts argv[0] with the given arguments in a child process and returns its
+// pid (the caller waits). quiet sends the child's stdout to /dev/null.
+inline pid_t Spawn(const std::vector<std::string>& args, bool quiet = true) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (quiet) {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
 }
 
 }  // namespace flightrec::testing

@@ -23,20 +23,6 @@ namespace {
 
 using flightrec::testing::BuildPath;
 
-pid_t SpawnProgram(std::vector<std::string> args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 int WaitExit(pid_t pid) {
   int st = 0;
   waitpid(pid, &st, 0);
@@ -66,7 +52,7 @@ TEST(PerfBackendTest, SpinningChildIsSampledWithItsPidInsideTheWindow) {
   auto b = PerfBackend::Create(cfg);
   ASSERT_TRUE(b.ok()) << b.status().message();
   uint64_t start = static_cast<uint64_t>(MonotonicNs());
-  pid_t child = SpawnProgram({BuildPath("tests/programs/fr_spin"), "1"});
+  pid_t child = flightrec::testing::Spawn({BuildPath("tests/programs/fr_spin"), "1"});
   // The child's own CPU time sets the expected count: on a loaded machine it
   // gets less than the 1 s of wall time it runs for.
   int wst = 0;
@@ -107,7 +93,7 @@ TEST(PerfBackendTest, WrappedBackwardRingHoldsOnlyTheNewestIntactRecords) {
   cfg.data_pages = 8;  // ~32 KiB: wraps within a fraction of a second
   auto b = PerfBackend::Create(cfg);
   ASSERT_TRUE(b.ok()) << b.status().message();
-  pid_t child = SpawnProgram({BuildPath("tests/programs/fr_spin"), "1"});
+  pid_t child = flightrec::testing::Spawn({BuildPath("tests/programs/fr_spin"), "1"});
   ASSERT_EQ(WaitExit(child), 0);
   auto snap = (*b)->TakeSnapshot(60'000'000'000);
   ASSERT_TRUE(snap.ok());
@@ -136,7 +122,7 @@ TEST(PerfBackendTest, SidebandSeesForkExecAndTheDlopenedLibraryWithBuildId) {
   auto b = PerfBackend::Create(cfg);
   ASSERT_TRUE(b.ok()) << b.status().message();
   std::string lib = BuildPath("tests/programs/libfr_plugin.so");
-  pid_t child = SpawnProgram({BuildPath("tests/programs/fr_dlopen"), lib, "0.05"});
+  pid_t child = flightrec::testing::Spawn({BuildPath("tests/programs/fr_dlopen"), lib, "0.05"});
   ASSERT_EQ(WaitExit(child), 0);
   bool fork_seen = false, exec_seen = false, lib_seen = false, exit_seen = false;
   std::string build_id;
@@ -189,7 +175,7 @@ TEST(PerfBackendTest, LossCountersAddUpExactlyWithATinyRing) {
   cfg.data_pages = 2;
   auto b = PerfBackend::Create(cfg);
   ASSERT_TRUE(b.ok()) << b.status().message();
-  pid_t child = SpawnProgram({BuildPath("tests/programs/fr_faults"), "2000", "5"});
+  pid_t child = flightrec::testing::Spawn({BuildPath("tests/programs/fr_faults"), "2000", "5"});
   ASSERT_EQ(WaitExit(child), 0);
   auto snap = (*b)->TakeSnapshot(60'000'000'000);
   ASSERT_TRUE(snap.ok());

@@ -29,6 +29,7 @@ namespace {
 
 using testing::BuildPath;
 using testing::RunCommand;
+using testing::Spawn;
 using namespace std::chrono_literals;
 
 constexpr int kHz = 999;
@@ -97,20 +98,6 @@ class Daemon {
   pid_t pid_ = -1;
   bool ready_ = false;
 };
-
-pid_t Spawn(std::vector<std::string> args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
 
 uint64_t CpuNs(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");

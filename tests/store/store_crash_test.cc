@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/cli/run_util.h"
 #include "tests/store/test_util.h"
 
 namespace flightrec::store {
@@ -24,18 +25,6 @@ using testing::TestOptions;
 std::string Helper() {
   const char* b = std::getenv("FLIGHTREC_BUILD_DIR");
   return std::string(b ? b : ".") + "/tests/store/store_stress_helper";
-}
-
-pid_t Spawn(std::vector<std::string> args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
 }
 
 int Wait(pid_t pid) {
@@ -75,7 +64,7 @@ TEST(StoreCrashTest, KillNineAtRandomInstantsLosesNothingCommitted) {
   int64_t window_us = 40000;
   size_t last_committed = 0;
   for (int i = 0; i < kKills; ++i) {
-    pid_t pid = Spawn({Helper(), "write", store, journal, "1000000", "30000"});
+    pid_t pid = flightrec::testing::Spawn({Helper(), "write", store, journal, "1000000", "30000"});
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % window_us));
     kill(pid, SIGKILL);
@@ -115,9 +104,11 @@ TEST(StoreCrashTest, EightWritersAndFourReadersAtOnce) {
   std::string store = d.path() + "/store";
   std::vector<pid_t> writers, readers;
   for (int i = 0; i < 8; ++i) {
-    writers.push_back(Spawn({Helper(), "write", store, d.path() + "/j" + std::to_string(i), "25"}));
+    writers.push_back(flightrec::testing::Spawn(
+        {Helper(), "write", store, d.path() + "/j" + std::to_string(i), "25"}));
   }
-  for (int i = 0; i < 4; ++i) readers.push_back(Spawn({Helper(), "read", store, "3"}));
+  for (int i = 0; i < 4; ++i)
+    readers.push_back(flightrec::testing::Spawn({Helper(), "read", store, "3"}));
   for (pid_t p : writers) {
     int st = Wait(p);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "writer status " << st;
