@@ -404,7 +404,13 @@ std::optional<AttributedSample> Attributor::Add(const Event& e) {
   if (s->kernel_chain.empty() && s->mode == CpuMode::kKernel) {
     a.frames.push_back(Frame{true, 0, s->ip, ""});
   }
-  std::vector<uint64_t> user = s->user_chain;
+  std::vector<uint64_t> user;
+  if (unwinder_ != nullptr && !s->user_stack.regs.empty()) {
+    // DWARF: entry 0 is the interrupted ip, the rest are return addresses,
+    // exactly like a frame-pointer chain, so the lookup below applies as is.
+    user = unwinder_->Unwind(*s, table_, cookies_, &a.unwind);
+  }
+  if (user.empty()) user = s->user_chain;
   if (user.empty() && s->mode == CpuMode::kUser) user.push_back(s->ip);
   for (size_t i = 0; i < user.size(); ++i) {
     // Return addresses point after the call: look up ip-1 for callers so a

@@ -130,6 +130,12 @@ struct Frame {
   std::string special;  // "[vdso]", "[anon]", "[unknown]"
 };
 
+// Why a sample's user stack is incomplete (empty = complete or not unwound).
+struct UnwindNote {
+  std::string status;  // "" | ok | truncated | missing_file | no_unwind_info | error
+  std::string where;   // the frame/file where unwinding stopped
+};
+
 struct AttributedSample {
   uint64_t time_ns = 0;
   uint32_t cpu = 0;
@@ -138,6 +144,18 @@ struct AttributedSample {
   uint64_t period = 0;
   std::string comm;
   std::vector<Frame> frames;  // innermost first: kernel frames, then user frames
+  UnwindNote unwind;          // set when the user part came from DWARF unwinding
+};
+
+// Unwinds a sample's copied user stack (Sample::user_stack) into user-space
+// instruction pointers, innermost first, using the mappings known at the
+// sample's time. Implemented by recorder/unwind (libunwind remote API); the
+// Attributor calls it when one is set and the sample carries a stack.
+class UserUnwinder {
+ public:
+  virtual ~UserUnwinder() = default;
+  virtual std::vector<uint64_t> Unwind(const Sample& s, const ProcessTable& table,
+                                       const CookieTable& cookies, UnwindNote* note) = 0;
 };
 
 class Attributor {
@@ -149,8 +167,11 @@ class Attributor {
   CookieTable& mutable_cookies() { return cookies_; }
   ProcessTable& table() { return table_; }
   uint64_t no_mapping() const { return no_mapping_; }
+  // Not owned; nullptr = use the sample's frame-pointer user chain as is.
+  void set_unwinder(UserUnwinder* u) { unwinder_ = u; }
 
  private:
+  UserUnwinder* unwinder_ = nullptr;
   CookieTable cookies_;
   ProcessTable table_;
   uint64_t no_mapping_ = 0;
@@ -162,6 +183,9 @@ struct Symbol {
   std::string dso;       // path or [kernel.kallsyms]
   uint64_t offset = 0;   // file offset (user) or address (kernel)
   std::string status;    // ok | no_symbol | file_changed | file_missing | unmapped
+  std::string file;      // source file where DWARF line info exists, else ""
+  uint32_t line = 0;     // source line (0 = unknown)
+  bool inlined = false;  // an inlined function; the next symbol is its caller
   std::string Display() const;
 };
 

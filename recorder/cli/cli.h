@@ -33,6 +33,10 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx);
 void AddRecordCommand(CLI::App& app, CliContext& ctx);
 // recorder script / export (replay through the attribution pipeline).
 void AddScriptCommands(CLI::App& app, CliContext& ctx);
+// recorder export --format pprof|perfetto|chrome|folded, recorder flamegraph.
+void AddExportCommands(CLI::App& app, CliContext& ctx);
+// recorder crash list|info|core|debug, recorder coredump install|uninstall.
+void AddCrashCommands(CLI::App& app, CliContext& ctx);
 
 // Prints rows as an aligned text table.
 std::string FormatTable(const std::vector<std::string>& header,

@@ -63,6 +63,8 @@ int RecorderMain(int argc, char** argv) {
   AddDaemonCommands(app, ctx);
   AddRecordCommand(app, ctx);
   AddScriptCommands(app, ctx);
+  AddExportCommands(app, ctx);
+  AddCrashCommands(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,73 @@
+// Replay of a stored record through the one attribution pipeline: decode the
+// record's events, feed them in time order to an Attributor (the same code the
+// daemon runs live), optionally unwind DWARF user stacks, symbolize each frame
+// once per (cookie, offset) and hand every sample to the caller.
+//
+// Every query command (report, script, timeline, export, flamegraph, crash
+// info) is a consumer of Replay(); none of them re-implements attribution.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "recorder/attribution/attribution.h"
+#include "store/record_file.h"
+
+namespace flightrec::recorder::analysis {
+
+// What the record says about itself, handed to consumers before any sample.
+struct RecordInfo {
+  std::string id;
+  std::string kind;              // dump | record | crash
+  nlohmann::json config;         // the record's `config` section
+  nlohmann::json loss;           // the record's `loss` section
+  int64_t mono_to_wall_ns = 0;   // add to a sample's time_ns for wall-clock ns
+  uint64_t window_start_ns = 0;  // CLOCK_MONOTONIC, 0 if unknown
+  uint64_t window_end_ns = 0;    // freeze time, 0 if unknown
+};
+
+// One attributed, symbolized sample. `stack` is innermost first and may be
+// longer than sample.frames: a frame whose address lies in inlined code
+// expands to the inlined functions first (Symbol::inlined = true), then the
+// function they were inlined into. Pointers stay valid for the whole replay
+// (symbols are cached), so consumers may keep them.
+struct ResolvedSample {
+  const attribution::AttributedSample* sample = nullptr;
+  std::span<const attribution::Symbol* const> stack;
+};
+
+struct ReplayOptions {
+  std::optional<uint32_t> pid;
+  std::optional<uint32_t> tid;
+  // Offsets from the window start (ns); samples outside are skipped.
+  std::optional<int64_t> since_ns;
+  std::optional<int64_t> until_ns;
+  bool unwind = true;    // use DWARF user stacks when the record has them
+  bool progress = true;  // show progress on a terminal for work over a second
+};
+
+struct ReplayStats {
+  uint64_t events = 0;
+  uint64_t samples = 0;       // samples handed to the consumer
+  uint64_t filtered = 0;      // samples skipped by pid/tid/time filters
+  uint64_t no_mapping = 0;    // user IPs with no known mapping
+  uint64_t files_opened = 0;  // distinct files the symbolizer read
+};
+
+using InfoFn = std::function<void(const RecordInfo&)>;
+using SampleFn = std::function<void(const ResolvedSample&)>;
+
+// Replays `reader`'s record. Errors name the record and what is wrong with it
+// (corrupt section, foreign file, unsupported version).
+StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOptions& opts,
+                             const InfoFn& on_info, const SampleFn& on_sample);
+
+}  // namespace flightrec::recorder::analysis

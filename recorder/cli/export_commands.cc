@@ -1,0 +1,6 @@
+// recorder export / flamegraph: placeholder until recorder/export lands.
+#include "recorder/cli/cli.h"
+
+namespace flightrec::recorder::cli {
+void AddExportCommands(CLI::App&, CliContext&) {}
+}  // namespace flightrec::recorder::cli
