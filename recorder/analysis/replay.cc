@@ -92,8 +92,10 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
       auto it = cache.find(key);
       if (it == cache.end() || !f.special.empty()) {
         std::vector<const attribution::Symbol*> resolved;
-        symbols.push_back(symbolizer.Resolve(f));
-        resolved.push_back(&symbols.back());
+        for (auto& sym : symbolizer.ResolveInline(f)) {
+          symbols.push_back(std::move(sym));
+          resolved.push_back(&symbols.back());
+        }
         if (!f.special.empty()) {  // special frames differ by name, do not cache
           stack.insert(stack.end(), resolved.begin(), resolved.end());
           continue;
@@ -106,6 +108,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     on_sample(ResolvedSample{&*as, stack});
   }
   stats.no_mapping = attributor.no_mapping();
+  stats.files_opened = symbolizer.files_loaded();
   return stats;
 }
 

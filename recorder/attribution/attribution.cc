@@ -2,6 +2,8 @@
 
 #include <cxxabi.h>
 #include <dirent.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -437,20 +440,27 @@ std::optional<AttributedSample> Attributor::Add(const Event& e) {
 
 // ------------------------------------------------------------ Symbolizer
 
-Symbolizer::~Symbolizer() = default;
-
 namespace {
+
+// What the symbolizer needs to know about one ELF file.
+struct ElfFacts {
+  std::string build_id;  // raw bytes
+  bool has_symtab = false;
+  bool has_debug_info = false;  // a non-empty .debug_info (not NOBITS)
+  std::string debuglink;        // .gnu_debuglink file name, "" if none
+};
 
 bool ReadElfSymbols(const std::string& path,
                     std::vector<std::tuple<uint64_t, uint64_t, std::string>>* out,
-                    std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>* segs,
-                    std::string* build_id, bool* has_symtab) {
+                    std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>* segs, ElfFacts* facts) {
   ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return false;
   elf_version(EV_CURRENT);
   ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return false;
-  if (build_id) *build_id = BuildIdOf(elf.get());
+  facts->build_id = BuildIdOf(elf.get());
+  GElf_Word crc = 0;
+  if (const char* link = dwelf_elf_gnu_debuglink(elf.get(), &crc)) facts->debuglink = link;
   if (segs) {
     size_t n = 0;
     elf_getphdrnum(elf.get(), &n);
@@ -461,13 +471,22 @@ bool ReadElfSymbols(const std::string& path,
       }
     }
   }
-  *has_symtab = false;
+  size_t shstrndx = 0;
+  elf_getshdrstrndx(elf.get(), &shstrndx);
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf.get(), scn)) != nullptr) {
     GElf_Shdr sh;
     if (gelf_getshdr(scn, &sh) == nullptr) continue;
+    if (sh.sh_type == SHT_PROGBITS && sh.sh_size > 0) {
+      const char* name = elf_strptr(elf.get(), shstrndx, sh.sh_name);
+      if (name &&
+          (std::strcmp(name, ".debug_info") == 0 || std::strcmp(name, ".zdebug_info") == 0)) {
+        facts->has_debug_info = true;
+      }
+    }
     if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) continue;
-    if (sh.sh_type == SHT_SYMTAB) *has_symtab = true;
+    if (sh.sh_type == SHT_SYMTAB) facts->has_symtab = true;
+    if (out == nullptr) continue;
     Elf_Data* data = elf_getdata(scn, nullptr);
     if (data == nullptr || sh.sh_entsize == 0) continue;
     size_t count = sh.sh_size / sh.sh_entsize;
@@ -485,7 +504,153 @@ bool ReadElfSymbols(const std::string& path,
   return true;
 }
 
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// A DIE's name as a demangled, qualified function name where the producer
+// recorded a linkage name; DW_AT_abstract_origin/specification are followed.
+std::string DieFunctionName(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  const char* name = nullptr;
+  if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+      dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr)) {
+    name = dwarf_formstring(&attr);
+  }
+  if (name == nullptr && dwarf_attr_integrate(die, DW_AT_name, &attr)) {
+    name = dwarf_formstring(&attr);
+  }
+  return name ? Demangle(name) : "";
+}
+
 }  // namespace
+
+// libdw on one file's DWARF (the file itself or its separate debug file). The
+// Dwarf handle keeps the Elf and fd it was opened from.
+class DwarfFile {
+ public:
+  static std::unique_ptr<DwarfFile> Open(const std::string& path) {
+    auto d = std::unique_ptr<DwarfFile>(new DwarfFile);
+    d->fd_ = ScopedFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!d->fd_) return nullptr;
+    elf_version(EV_CURRENT);
+    d->elf_.reset(elf_begin(d->fd_.get(), ELF_C_READ_MMAP, nullptr));
+    if (!d->elf_) return nullptr;
+    d->dwarf_ = dwarf_begin_elf(d->elf_.get(), DWARF_C_READ, nullptr);
+    if (d->dwarf_ == nullptr) return nullptr;
+    return d;
+  }
+  ~DwarfFile() {
+    if (dwarf_) dwarf_end(dwarf_);
+  }
+
+  // Appends the inline chain at link-time address vaddr, innermost first;
+  // the last entry is the containing (non-inlined) function. Returns false if
+  // the address has no DWARF.
+  bool Frames(uint64_t vaddr, std::vector<Symbol>* out) {
+    Dwarf_Die cudie;
+    if (dwarf_addrdie(dwarf_, vaddr, &cudie) == nullptr) return false;
+    std::string file;
+    int line = 0;
+    if (Dwarf_Line* l = dwarf_getsrc_die(&cudie, vaddr)) {
+      if (const char* f = dwarf_linesrc(l, nullptr, nullptr)) file = f;
+      dwarf_lineno(l, &line);
+    }
+    Dwarf_Files* files = nullptr;
+    size_t nfiles = 0;
+    if (dwarf_getsrcfiles(&cudie, &files, &nfiles) != 0) files = nullptr;
+    Dwarf_Die* scopes = nullptr;
+    int n = dwarf_getscopes(&cudie, vaddr, &scopes);
+    bool found = false;
+    for (int i = 0; i < n; ++i) {
+      int tag = dwarf_tag(&scopes[i]);
+      if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+      Symbol s;
+      s.function = DieFunctionName(&scopes[i]);
+      s.file = file;
+      s.line = line > 0 ? static_cast<uint32_t>(line) : 0;
+      s.status = "ok";
+      s.inlined = tag == DW_TAG_inlined_subroutine;
+      out->push_back(std::move(s));
+      found = true;
+      if (tag == DW_TAG_subprogram) break;
+      // The caller's position is where this body was inlined.
+      Dwarf_Attribute attr;
+      Dwarf_Word v = 0;
+      if (files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &v) == 0) {
+        const char* f = dwarf_filesrc(files, v, nullptr, nullptr);
+        file = f ? f : "";
+      }
+      if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &v) == 0) {
+        line = static_cast<int>(v);
+      }
+    }
+    free(scopes);
+    if (!found && !file.empty()) {  // line info but no subprogram DIE
+      Symbol s;
+      s.file = file;
+      s.line = line > 0 ? static_cast<uint32_t>(line) : 0;
+      out->push_back(std::move(s));
+      found = true;
+    }
+    return found;
+  }
+
+ private:
+  DwarfFile() = default;
+  ScopedFd fd_;
+  ElfPtr elf_;
+  Dwarf* dwarf_ = nullptr;
+};
+
+FileSyms::FileSyms() = default;
+FileSyms::~FileSyms() = default;
+
+Symbolizer::Symbolizer(const CookieTable* cookies, const KernelSymbols* kernel)
+    : cookies_(cookies), kernel_(kernel) {
+  const char* env = std::getenv("FLIGHTREC_DEBUGINFO_PATH");
+  std::string path = env && *env ? env : "/usr/lib/debug";
+  std::stringstream ss(path);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (!dir.empty()) debug_dirs_.push_back(dir);
+  }
+}
+
+Symbolizer::~Symbolizer() = default;
+
+std::string Symbolizer::FindDebugFile(const std::string& path, const std::string& build_id,
+                                      const std::string& debuglink) const {
+  auto matches = [&](const std::string& candidate) {
+    if (candidate == path || !Exists(candidate)) return false;
+    ElfFacts f;
+    if (!ReadElfSymbols(candidate, nullptr, nullptr, &f)) return false;
+    // Never trust a debug file that belongs to another build.
+    return build_id.empty() || HexBuildId(f.build_id) == build_id;
+  };
+  if (build_id.size() > 2) {
+    for (const auto& d : debug_dirs_) {
+      std::string c =
+          fmt::format("{}/.build-id/{}/{}.debug", d, build_id.substr(0, 2), build_id.substr(2));
+      if (matches(c)) return c;
+    }
+  }
+  if (!debuglink.empty() && debuglink.find('/') == std::string::npos) {
+    std::string dir = DirName(path);
+    std::vector<std::string> cands = {dir + "/" + debuglink, dir + "/.debug/" + debuglink};
+    for (const auto& d : debug_dirs_) cands.push_back(d + dir + "/" + debuglink);
+    for (const auto& c : cands) {
+      if (matches(c)) return c;
+    }
+  }
+  return "";
+}
 
 const FileSyms& Symbolizer::Load(uint32_t cookie_id) {
   auto it = files_.find(cookie_id);
@@ -494,21 +659,29 @@ const FileSyms& Symbolizer::Load(uint32_t cookie_id) {
   const Cookie* c = cookies_->Get(cookie_id);
   std::vector<std::tuple<uint64_t, uint64_t, std::string>> syms;
   std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> segs;
-  std::string bid;
-  bool has_symtab = false;
-  if (c == nullptr || !ReadElfSymbols(c->path, &syms, &segs, &bid, &has_symtab)) {
+  ElfFacts facts;
+  if (c == nullptr || !ReadElfSymbols(c->path, &syms, &segs, &facts)) {
     fs->status = "file_missing";
-  } else if (!c->build_id.empty() && HexBuildId(bid) != c->build_id) {
+  } else if (!c->build_id.empty() && HexBuildId(facts.build_id) != c->build_id) {
     // Never attribute to a different binary's symbols.
     fs->status = "file_changed";
     syms.clear();
-  } else if (!has_symtab && !c->build_id.empty()) {
-    // Stripped: a separate debug file found by build-id has the full symtab.
-    std::string dbg = fmt::format("/usr/lib/debug/.build-id/{}/{}.debug", c->build_id.substr(0, 2),
-                                  c->build_id.substr(2));
-    std::vector<std::tuple<uint64_t, uint64_t, std::string>> dsyms;
-    bool dsymtab = false;
-    if (ReadElfSymbols(dbg, &dsyms, nullptr, nullptr, &dsymtab) && dsymtab) syms = std::move(dsyms);
+  } else {
+    std::string dwarf_path = facts.has_debug_info ? c->path : "";
+    if (!facts.has_symtab || !facts.has_debug_info) {
+      // Stripped: a separate debug file has the full symtab and the DWARF.
+      std::string dbg = FindDebugFile(c->path, HexBuildId(facts.build_id), facts.debuglink);
+      if (!dbg.empty()) {
+        std::vector<std::tuple<uint64_t, uint64_t, std::string>> dsyms;
+        ElfFacts df;
+        if (ReadElfSymbols(dbg, &dsyms, nullptr, &df)) {
+          fs->debug_file = dbg;
+          if (df.has_symtab && !facts.has_symtab) syms = std::move(dsyms);
+          if (df.has_debug_info && dwarf_path.empty()) dwarf_path = dbg;
+        }
+      }
+    }
+    if (!dwarf_path.empty()) fs->dwarf = DwarfFile::Open(dwarf_path);
   }
   for (auto& [off, vaddr, sz] : segs) fs->segs.push_back({off, vaddr, sz});
   for (auto& [addr, size, name] : syms) fs->syms.push_back({addr, size, Demangle(name)});
@@ -526,6 +699,40 @@ std::string Symbol::Display() const {
 }
 
 Symbol Symbolizer::Resolve(const Frame& f) {
+  const FileSyms* fs = nullptr;
+  uint64_t vaddr = 0;
+  return ResolveIn(f, &fs, &vaddr);
+}
+
+std::vector<Symbol> Symbolizer::ResolveInline(const Frame& f) {
+  const FileSyms* fs = nullptr;
+  uint64_t vaddr = 0;
+  Symbol outer = ResolveIn(f, &fs, &vaddr);
+  std::vector<Symbol> chain;
+  if (fs == nullptr || fs->dwarf == nullptr || !fs->dwarf->Frames(vaddr, &chain)) {
+    return {std::move(outer)};
+  }
+  for (auto& s : chain) {
+    s.dso = outer.dso;
+    s.offset = outer.offset;
+  }
+  // The outermost entry is the containing function: keep the symbol table's
+  // name (what every other tool shows) and add DWARF's file:line to it.
+  Symbol& last = chain.back();
+  if (!last.inlined) {
+    if (!outer.function.empty() || last.function.empty()) {
+      last.function = outer.function;
+      last.status = outer.status;
+    }
+  } else {
+    outer.file = last.file;
+    outer.line = last.line;
+    chain.push_back(std::move(outer));
+  }
+  return chain;
+}
+
+Symbol Symbolizer::ResolveIn(const Frame& f, const FileSyms** fs_out, uint64_t* vaddr_out) {
   Symbol s;
   s.offset = f.offset;
   if (f.kernel) {
@@ -559,6 +766,8 @@ Symbol Symbolizer::Resolve(const Frame& f) {
     s.status = "no_symbol";
     return s;
   }
+  *fs_out = &fs;
+  *vaddr_out = vaddr;
   auto it = std::upper_bound(fs.syms.begin(), fs.syms.end(), vaddr,
                              [](uint64_t a, const FileSyms::Sym& x) { return a < x.addr; });
   if (it == fs.syms.begin()) {

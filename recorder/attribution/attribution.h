@@ -189,9 +189,14 @@ struct Symbol {
   std::string Display() const;
 };
 
+class DwarfFile;  // libdw handle on a file's DWARF (attribution.cc)
+
 // One file's symbols and load segments, as the Symbolizer caches them.
 struct FileSyms {
+  FileSyms();
+  ~FileSyms();
   std::string status = "ok";  // ok | file_changed | file_missing | no_symbol
+  std::string debug_file;     // where symbols/DWARF came from if not the file itself
   struct Seg {
     uint64_t offset, vaddr, filesz;
   };
@@ -200,22 +205,40 @@ struct FileSyms {
     uint64_t addr, size;
     std::string name;
   };
-  std::vector<Sym> syms;  // sorted by addr
+  std::vector<Sym> syms;             // sorted by addr
+  std::unique_ptr<DwarfFile> dwarf;  // null without DWARF
 };
 
 // Looks up (cookie, offset) in the files on disk, verifying build-ids; each
 // file is read once and its symbols cached.
+//
+// Separate debug files are looked for like gdb and elfutils do: by build-id
+// under <dir>/.build-id/xx/yyyy.debug for each debug directory, then by the
+// file's .gnu_debuglink next to it, in its .debug/ subfolder and under
+// <dir>/<its folder>/. A debug file is used only if its build-id matches.
 class Symbolizer {
  public:
-  explicit Symbolizer(const CookieTable* cookies, const KernelSymbols* kernel)
-      : cookies_(cookies), kernel_(kernel) {}
+  // Debug directories: $FLIGHTREC_DEBUGINFO_PATH (colon-separated) or
+  // /usr/lib/debug.
+  explicit Symbolizer(const CookieTable* cookies, const KernelSymbols* kernel);
   ~Symbolizer();
+  // The function containing the frame (never an inlined one).
   Symbol Resolve(const Frame& f);
+  // Innermost first: the inlined functions at this address (inlined = true),
+  // then the function they were inlined into; with source file:line where the
+  // file has DWARF line info.
+  std::vector<Symbol> ResolveInline(const Frame& f);
+  void set_debug_dirs(std::vector<std::string> dirs) { debug_dirs_ = std::move(dirs); }
+  size_t files_loaded() const { return files_.size(); }
 
  private:
   const FileSyms& Load(uint32_t cookie);
+  Symbol ResolveIn(const Frame& f, const FileSyms** fs, uint64_t* vaddr);
+  std::string FindDebugFile(const std::string& path, const std::string& build_id,
+                            const std::string& debuglink) const;
   const CookieTable* cookies_;
   const KernelSymbols* kernel_;
+  std::vector<std::string> debug_dirs_;
   std::unordered_map<uint32_t, std::unique_ptr<FileSyms>> files_;
 };
 

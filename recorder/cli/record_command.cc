@@ -29,6 +29,7 @@ struct RecordArgs {
   std::string history = "30s";
   std::string last = "5s";
   uint32_t frequency = 99;
+  bool always = false;  // also dump when the command exits normally
   std::vector<std::string> command;
 };
 
@@ -132,6 +133,8 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
           info.si_pid == child) {
         if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
           dump(fmt::format("{} killed by SIG{}", a.command[0], sigabbrev_np(info.si_status)));
+        } else if (a.always) {
+          dump(fmt::format("{} exited with status {}", a.command[0], info.si_status));
         }
         waitpid(child, &status, 0);
         break;
@@ -162,6 +165,8 @@ void AddRecordCommand(CLI::App& app, CliContext& ctx) {
   rec->add_option("--history", ra->history, "History the rings should hold")->capture_default_str();
   rec->add_option("--last", ra->last, "Window of each dump")->capture_default_str();
   rec->add_option("-F,--frequency", ra->frequency, "Samples per second")->capture_default_str();
+  rec->add_flag("--always", ra->always,
+                "Also write a record when the command exits normally (like perf record)");
   rec->add_option("command", ra->command, "-- CMD ARGS")->required();
   rec->prefix_command();
   rec->callback([&ctx, ra] { ctx.action = [&ctx, ra] { return RunRecord(ctx, *ra); }; });
