@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <dirent.h>
+#include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
@@ -592,6 +593,14 @@ class DwarfFile {
       }
     }
     free(scopes);
+    if (found && out->back().inlined) {
+      // No subprogram scope (e.g. some GCC clones): the containing function's
+      // name comes from the symbol table, its position is the call site.
+      Symbol s;
+      s.file = file;
+      s.line = line > 0 ? static_cast<uint32_t>(line) : 0;
+      out->push_back(std::move(s));
+    }
     if (!found && !file.empty()) {  // line info but no subprogram DIE
       Symbol s;
       s.file = file;

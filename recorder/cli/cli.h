@@ -33,6 +33,8 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx);
 void AddRecordCommand(CLI::App& app, CliContext& ctx);
 // recorder script / export (replay through the attribution pipeline).
 void AddScriptCommands(CLI::App& app, CliContext& ctx);
+// recorder report / timeline (replay through analysis::Replay).
+void AddReportCommands(CLI::App& app, CliContext& ctx);
 // recorder export --format pprof|perfetto|chrome|folded, recorder flamegraph.
 void AddExportCommands(CLI::App& app, CliContext& ctx);
 // recorder crash list|info|core|debug, recorder coredump install|uninstall.

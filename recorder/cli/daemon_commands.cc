@@ -1,6 +1,5 @@
 // recorder dump / status / trigger: requests to recorderd over its control
-// socket; recorder report: replays a stored record through the attribution
-// pipeline.
+// socket.
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,125 +110,6 @@ Status RunTriggerAdd(const CliContext& ctx, const TriggerArgs& a) {
   return OkStatus();
 }
 
-// --------------------------------------------------------------- report
-
-struct ReportArgs {
-  std::string id;
-  std::string sort = "symbol";
-  int64_t pid = -1;
-  int64_t tid = -1;
-  bool json = false;
-  bool children = false;
-  size_t limit = 30;
-};
-
-Status RunReport(const CliContext& ctx, const ReportArgs& a) {
-  if (a.sort != "symbol" && a.sort != "dso" && a.sort != "pid" && a.sort != "tid" &&
-      a.sort != "comm") {
-    return InvalidArgument("--sort must be one of symbol, dso, pid, tid, comm");
-  }
-  ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto reader, s->OpenRecord(a.id));
-  ASSIGN_OR_RETURN(LoadedDump dump, LoadDump(*reader));
-  ASSIGN_OR_RETURN(auto ksyms, attribution::KernelSymbols::FromText(dump.kallsyms));
-  attribution::Attributor attributor;
-  attribution::Symbolizer symbolizer(&attributor.cookies(), &ksyms);
-  std::map<std::string, std::pair<uint64_t, uint64_t>> rows;  // key → (self, children)
-  std::map<std::string, std::string> dso_of;
-  std::set<std::string> changed_files;
-  uint64_t total = 0;
-  for (const Event& e : dump.events) {
-    auto as = attributor.Add(e);
-    if (!as) continue;
-    if (a.pid >= 0 && as->pid != static_cast<uint32_t>(a.pid)) continue;
-    if (a.tid >= 0 && as->tid != static_cast<uint32_t>(a.tid)) continue;
-    ++total;
-    std::vector<std::string> keys;
-    for (const auto& f : as->frames) {
-      attribution::Symbol sym = symbolizer.Resolve(f);
-      if (sym.status == "file_changed") changed_files.insert(sym.dso);
-      std::string key;
-      if (a.sort == "symbol")
-        key = sym.Display();
-      else if (a.sort == "dso")
-        key = sym.dso;
-      else if (a.sort == "pid")
-        key = std::to_string(as->pid);
-      else if (a.sort == "tid")
-        key = std::to_string(as->tid);
-      else
-        key = as->comm;
-      if (a.sort == "symbol") dso_of[key] = sym.dso;
-      keys.push_back(key);
-    }
-    if (keys.empty()) keys.push_back("[no frames]");
-    rows[keys.front()].first++;
-    std::set<std::string> seen;
-    for (const auto& k : keys) {
-      if (seen.insert(k).second) rows[k].second++;
-    }
-  }
-  std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> sorted(rows.begin(),
-                                                                            rows.end());
-  std::sort(sorted.begin(), sorted.end(), [&](const auto& x, const auto& y) {
-    uint64_t kx = a.children ? x.second.second : x.second.first;
-    uint64_t ky = a.children ? y.second.second : y.second.first;
-    return kx != ky ? kx > ky : x.first < y.first;
-  });
-  auto pct = [&](uint64_t n) { return total ? 100.0 * n / total : 0.0; };
-  if (a.json) {
-    nlohmann::json out = {{"id", reader->header().id},
-                          {"samples", total},
-                          {"sort", a.sort},
-                          {"files_changed", changed_files},
-                          {"rows", nlohmann::json::array()}};
-    for (const auto& [k, v] : sorted) {
-      if (!a.children && v.first == 0) continue;
-      nlohmann::json r = {{"key", k},
-                          {"self", v.first},
-                          {"children", v.second},
-                          {"self_pct", pct(v.first)},
-                          {"children_pct", pct(v.second)}};
-      if (a.sort == "symbol") r["dso"] = dso_of[k];
-      out["rows"].push_back(r);
-    }
-    out["loss"] = dump.loss;
-    std::printf("%s\n", out.dump(2).c_str());
-    return OkStatus();
-  }
-  std::printf("# record %s: %llu samples", reader->header().id.c_str(),
-              static_cast<unsigned long long>(total));
-  if (dump.loss.is_object()) {
-    std::printf(", lost: %llu paused, %llu overwritten, %llu outside window",
-                static_cast<unsigned long long>(dump.loss.value("paused", uint64_t{0})),
-                static_cast<unsigned long long>(dump.loss.value("overwritten", uint64_t{0})),
-                static_cast<unsigned long long>(dump.loss.value("outside_window", uint64_t{0})));
-  }
-  std::printf("\n");
-  for (const auto& f : changed_files) {
-    std::printf(
-        "# warning: %s changed since the record was made (build-id differs); its samples "
-        "are shown as offsets, not attributed to the new file's symbols\n",
-        f.c_str());
-  }
-  std::vector<std::vector<std::string>> table;
-  size_t n = 0;
-  for (const auto& [k, v] : sorted) {
-    if (!a.children && v.first == 0) continue;
-    if (n++ == a.limit) break;
-    std::vector<std::string> row = {fmt::format("{:6.2f}%", pct(v.first)),
-                                    fmt::format("{:6.2f}%", pct(v.second)), std::to_string(v.first),
-                                    k};
-    if (a.sort == "symbol") row.push_back(dso_of[k]);
-    table.push_back(row);
-  }
-  std::vector<std::string> header = {"SELF", "CHILDREN", "SAMPLES",
-                                     a.sort == "symbol" ? "SYMBOL" : a.sort};
-  if (a.sort == "symbol") header.push_back("DSO");
-  std::fputs(FormatTable(header, table).c_str(), stdout);
-  return OkStatus();
-}
-
 }  // namespace
 
 void AddDaemonCommands(CLI::App& app, CliContext& ctx) {
@@ -277,17 +157,6 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx) {
       return OkStatus();
     };
   });
-
-  auto ra = std::make_shared<ReportArgs>();
-  auto* report = app.add_subcommand("report", "Top functions of a record, like `perf report`");
-  report->add_option("ID", ra->id, "Record id, unique prefix, or -1 for the newest")->required();
-  report->add_option("--sort", ra->sort, "symbol, dso, pid, tid or comm")->capture_default_str();
-  report->add_option("--pid", ra->pid, "Only this process");
-  report->add_option("--tid", ra->tid, "Only this thread");
-  report->add_option("--limit", ra->limit, "Rows to print")->capture_default_str();
-  report->add_flag("--children", ra->children, "Sort by inclusive (children) share");
-  report->add_flag("--json", ra->json, "Machine-readable output");
-  report->callback([&ctx, ra] { ctx.action = [&ctx, ra] { return RunReport(ctx, *ra); }; });
 }
 
 }  // namespace flightrec::recorder::cli

@@ -63,6 +63,7 @@ int RecorderMain(int argc, char** argv) {
   AddDaemonCommands(app, ctx);
   AddRecordCommand(app, ctx);
   AddScriptCommands(app, ctx);
+  AddReportCommands(app, ctx);
   AddExportCommands(app, ctx);
   AddCrashCommands(app, ctx);
   try {

@@ -1,0 +1,443 @@
+// recorder report: top functions (self and children), like `perf report`.
+// recorder timeline: what each CPU and each thread ran over the window, as
+// text bins. Both are consumers of analysis::Replay, the one pipeline.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/units.h"
+#include "recorder/analysis/replay.h"
+#include "recorder/cli/cli.h"
+
+namespace flightrec::recorder::cli {
+namespace {
+
+// Options every query command shares.
+struct QueryArgs {
+  std::string id;
+  int64_t pid = -1;
+  int64_t tid = -1;
+  std::string since;  // offset from the window start, e.g. 1.5s
+  std::string until;
+  bool json = false;
+
+  void Register(CLI::App* cmd) {
+    cmd->add_option("ID", id, "Record id, unique prefix, or -1 for the newest")->required();
+    cmd->add_option("--pid", pid, "Only this process");
+    cmd->add_option("--tid", tid, "Only this thread");
+    cmd->add_option("--since", since,
+                    "Only samples at least this far into the window (e.g. 1.5s, 200ms)");
+    cmd->add_option("--until", until, "Only samples at most this far into the window");
+    cmd->add_flag("--json", json, "Machine-readable output");
+  }
+
+  StatusOr<analysis::ReplayOptions> Options() const {
+    analysis::ReplayOptions o;
+    if (pid >= 0) o.pid = static_cast<uint32_t>(pid);
+    if (tid >= 0) o.tid = static_cast<uint32_t>(tid);
+    if (!since.empty()) {
+      auto v = ParseDurationNs(since);
+      if (!v.ok()) return InvalidArgument("--since: " + v.status().message());
+      o.since_ns = *v;
+    }
+    if (!until.empty()) {
+      auto v = ParseDurationNs(until);
+      if (!v.ok()) return InvalidArgument("--until: " + v.status().message());
+      o.until_ns = *v;
+    }
+    if (o.since_ns && o.until_ns && *o.since_ns > *o.until_ns) {
+      return InvalidArgument("--since is after --until");
+    }
+    return o;
+  }
+};
+
+std::string LossLine(const nlohmann::json& loss) {
+  if (!loss.is_object()) return "";
+  return fmt::format(", lost: {} paused, {} overwritten, {} outside window",
+                     loss.value("paused", uint64_t{0}), loss.value("overwritten", uint64_t{0}),
+                     loss.value("outside_window", uint64_t{0}));
+}
+
+// --------------------------------------------------------------- report
+
+struct ReportArgs : QueryArgs {
+  std::string sort = "symbol";
+  bool children = false;
+  size_t limit = 30;
+};
+
+struct Row {
+  std::string key;
+  std::string dso;
+  bool inlined = false;
+  uint64_t self = 0;
+  uint64_t children = 0;
+  uint64_t seen = 0;  // last sample number that counted this row's children
+};
+
+// A report on programs whose executables are all gone names little but
+// offsets: it is printed (offsets still locate code for someone who has the
+// binaries), and the command fails so that scripts do not take it for a
+// result.
+Status AllGone(const nlohmann::json& meta, const std::set<uint32_t>& pids) {
+  std::set<std::string> exes, missing;
+  for (const auto& p : meta.value("processes", nlohmann::json::array())) {
+    std::string exe = p.value("exe", "");
+    if (exe.empty() || pids.count(p.value("pid", 0u)) == 0) continue;
+    exes.insert(exe);
+    if (access(exe.c_str(), F_OK) != 0) missing.insert(exe);
+  }
+  if (exes.empty() || missing.size() != exes.size()) return OkStatus();
+  std::string list;
+  for (const auto& f : exes) list += (list.empty() ? "" : ", ") + f;
+  return Status(StatusCode::kNotFound,
+                fmt::format("none of the recorded programs' executables exist any more ({}); "
+                            "their samples are shown as file offsets",
+                            list));
+}
+
+Status RunReport(const CliContext& ctx, const ReportArgs& a) {
+  if (a.sort != "symbol" && a.sort != "dso" && a.sort != "pid" && a.sort != "tid" &&
+      a.sort != "comm") {
+    return InvalidArgument("--sort must be one of symbol, dso, pid, tid, comm");
+  }
+  ASSIGN_OR_RETURN(auto opts, a.Options());
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  std::vector<Row> rows;
+  std::unordered_map<std::string, size_t> by_key;
+  // Symbols are cached by the replay, so a pointer identifies a frame's row
+  // without hashing its name again for every sample.
+  std::unordered_map<const attribution::Symbol*, size_t> by_symbol;
+  std::set<std::string> changed_files, missing_files;
+  std::set<uint32_t> sampled_pids;
+  uint64_t total = 0;
+  analysis::RecordInfo info;
+  auto row_of = [&](const std::string& key, const std::string& dso, bool inlined) {
+    auto [it, fresh] = by_key.emplace(key + '\0' + dso, rows.size());
+    if (fresh) rows.push_back(Row{key, dso, inlined});
+    return it->second;
+  };
+  std::vector<size_t> keys;
+  ASSIGN_OR_RETURN(auto stats,
+                   analysis::Replay(
+                       *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
+                       [&](const analysis::ResolvedSample& rs) {
+                         const auto& s = *rs.sample;
+                         ++total;
+                         keys.clear();
+                         if (a.sort == "symbol" || a.sort == "dso") {
+                           for (const auto* sym : rs.stack) {
+                             auto it = by_symbol.find(sym);
+                             if (it == by_symbol.end()) {
+                               if (sym->status == "file_changed") changed_files.insert(sym->dso);
+                               if (sym->status == "file_missing") missing_files.insert(sym->dso);
+                               size_t r = a.sort == "symbol"
+                                              ? row_of(sym->Display(), sym->dso, sym->inlined)
+                                              : row_of(sym->dso, "", false);
+                               it = by_symbol.emplace(sym, r).first;
+                             }
+                             keys.push_back(it->second);
+                           }
+                         } else {
+                           std::string k = a.sort == "pid"   ? std::to_string(s.pid)
+                                           : a.sort == "tid" ? std::to_string(s.tid)
+                                                             : s.comm;
+                           keys.push_back(row_of(k, "", false));
+                         }
+                         sampled_pids.insert(s.pid);
+                         if (keys.empty()) keys.push_back(row_of("[no frames]", "", false));
+                         rows[keys.front()].self++;
+                         for (size_t k : keys) {
+                           if (rows[k].seen != total) {  // a recursive function counts once
+                             rows[k].seen = total;
+                             rows[k].children++;
+                           }
+                         }
+                       }));
+  std::vector<const Row*> sorted;
+  for (const auto& r : rows) {
+    if (a.children ? r.children > 0 : r.self > 0) sorted.push_back(&r);
+  }
+  std::sort(sorted.begin(), sorted.end(), [&](const Row* x, const Row* y) {
+    uint64_t kx = a.children ? x->children : x->self;
+    uint64_t ky = a.children ? y->children : y->self;
+    if (kx != ky) return kx > ky;
+    return x->key != y->key ? x->key < y->key : x->dso < y->dso;
+  });
+  auto pct = [&](uint64_t n) { return total ? 100.0 * static_cast<double>(n) / total : 0.0; };
+  if (a.json) {
+    nlohmann::json out = {{"id", info.id},
+                          {"samples", total},
+                          {"filtered", stats.filtered},
+                          {"sort", a.sort},
+                          {"files_changed", changed_files},
+                          {"files_missing", missing_files},
+                          {"rows", nlohmann::json::array()}};
+    size_t n = 0;
+    for (const Row* r : sorted) {
+      if (n++ == a.limit) break;
+      nlohmann::json j = {{"key", r->key},
+                          {"self", r->self},
+                          {"children", r->children},
+                          {"self_pct", pct(r->self)},
+                          {"children_pct", pct(r->children)}};
+      if (a.sort == "symbol") {
+        j["dso"] = r->dso;
+        j["inlined"] = r->inlined;
+      }
+      out["rows"].push_back(std::move(j));
+    }
+    out["loss"] = info.loss;
+    std::printf("%s\n", out.dump(2).c_str());
+    return AllGone(reader->meta(), sampled_pids);
+  }
+  std::printf("# record %s: %llu samples%s\n", info.id.c_str(),
+              static_cast<unsigned long long>(total), LossLine(info.loss).c_str());
+  if (stats.filtered) {
+    std::printf("# %llu samples left out by --pid/--tid/--since/--until\n",
+                static_cast<unsigned long long>(stats.filtered));
+  }
+  for (const auto& f : changed_files) {
+    std::printf(
+        "# warning: %s changed since the record was made (build-id differs); its samples "
+        "are shown as offsets, not attributed to the new file's symbols\n",
+        f.c_str());
+  }
+  for (const auto& f : missing_files) {
+    std::printf("# warning: %s is gone; its samples are shown as file offsets\n", f.c_str());
+  }
+  std::vector<std::vector<std::string>> table;
+  size_t n = 0;
+  for (const Row* r : sorted) {
+    if (n++ == a.limit) break;
+    std::vector<std::string> row = {
+        fmt::format("{:6.2f}%", pct(r->self)), fmt::format("{:6.2f}%", pct(r->children)),
+        std::to_string(r->self), r->inlined ? r->key + " (inlined)" : r->key};
+    if (a.sort == "symbol") row.push_back(r->dso);
+    table.push_back(std::move(row));
+  }
+  std::vector<std::string> header = {"SELF", "CHILDREN", "SAMPLES",
+                                     a.sort == "symbol" ? "SYMBOL" : a.sort};
+  if (a.sort == "symbol") header.push_back("DSO");
+  std::fputs(FormatTable(header, table).c_str(), stdout);
+  return AllGone(reader->meta(), sampled_pids);
+}
+
+// ------------------------------------------------------------- timeline
+
+struct TimelineArgs : QueryArgs {
+  int bins = 0;  // 0 = fit the terminal (or 40 when not a terminal)
+  std::string by = "function";
+};
+
+// Per row (a CPU or a thread): for each bin, how often each label ran.
+struct Lane {
+  std::string title;
+  std::vector<std::map<std::string, uint64_t>> bins;
+  uint64_t samples = 0;
+};
+
+Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
+  if (a.by != "function" && a.by != "comm") {
+    return InvalidArgument("--by must be function or comm");
+  }
+  ASSIGN_OR_RETURN(auto opts, a.Options());
+  int bins = a.bins;
+  if (bins == 0) {
+    winsize ws{};
+    bins = 40;
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 60) {
+      bins = std::min(100, ws.ws_col - 40);
+    }
+  }
+  if (bins < 1 || bins > 10000) return InvalidArgument("--bins must be between 1 and 10000");
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  analysis::RecordInfo info;
+  // Samples are buffered as (time, cpu, thread, label) so the window can be
+  // taken from the samples when the record does not state it.
+  struct Point {
+    uint64_t t;
+    uint32_t cpu;
+    uint32_t pid, tid;
+    const std::string* label;
+  };
+  std::vector<Point> points;
+  std::set<std::string> labels;
+  std::map<std::pair<uint32_t, uint32_t>, std::string> comm_of;
+  ASSIGN_OR_RETURN(auto stats, analysis::Replay(
+                                   *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
+                                   [&](const analysis::ResolvedSample& rs) {
+                                     const auto& s = *rs.sample;
+                                     std::string label;
+                                     if (a.by == "comm") {
+                                       label = s.comm.empty() ? std::to_string(s.pid) : s.comm;
+                                     } else {
+                                       label = rs.stack.empty() ? "[no frames]"
+                                                                : rs.stack[0]->Display();
+                                     }
+                                     auto it = labels.insert(std::move(label)).first;
+                                     comm_of[{s.pid, s.tid}] = s.comm;
+                                     points.push_back({s.time_ns, s.cpu, s.pid, s.tid, &*it});
+                                   }));
+  (void)stats;
+  uint64_t start = info.window_start_ns, end = info.window_end_ns;
+  if (start == 0 || end <= start) {
+    start = UINT64_MAX;
+    end = 0;
+    for (const auto& p : points) {
+      start = std::min(start, p.t);
+      end = std::max(end, p.t + 1);
+    }
+  }
+  if (opts.since_ns) start = info.window_start_ns + static_cast<uint64_t>(*opts.since_ns);
+  if (opts.until_ns)
+    end = std::min(end, info.window_start_ns + static_cast<uint64_t>(*opts.until_ns));
+  if (points.empty() || end <= start) {
+    if (a.json) {
+      std::printf("%s\n", nlohmann::json{{"id", info.id},
+                                         {"samples", 0},
+                                         {"cpus", nlohmann::json::array()},
+                                         {"threads", nlohmann::json::array()}}
+                              .dump(2)
+                              .c_str());
+    } else {
+      std::printf("# record %s: no samples in the selected window\n", info.id.c_str());
+    }
+    return OkStatus();
+  }
+  const double width = static_cast<double>(end - start) / bins;
+  std::map<uint32_t, Lane> cpus;
+  std::map<std::pair<uint32_t, uint32_t>, Lane> threads;
+  for (const auto& p : points) {
+    if (p.t < start || p.t >= end) continue;
+    size_t b = std::min<size_t>(static_cast<size_t>((p.t - start) / width), bins - 1);
+    for (Lane* lane : {&cpus[p.cpu], &threads[{p.pid, p.tid}]}) {
+      if (lane->bins.empty()) lane->bins.resize(bins);
+      lane->bins[b][*p.label]++;
+      lane->samples++;
+    }
+  }
+  auto top = [](const std::map<std::string, uint64_t>& m) -> std::pair<std::string, uint64_t> {
+    std::pair<std::string, uint64_t> best{"", 0};
+    uint64_t total = 0;
+    for (const auto& [k, v] : m) {
+      total += v;
+      if (v > best.second) best = {k, v};
+    }
+    return best;
+  };
+  if (a.json) {
+    auto lane_json = [&](const Lane& lane) {
+      nlohmann::json bj = nlohmann::json::array();
+      for (int b = 0; b < bins; ++b) {
+        nlohmann::json counts = nlohmann::json::object();
+        for (const auto& [k, v] : lane.bins[b]) counts[k] = v;
+        bj.push_back({{"start_ns", start + static_cast<uint64_t>(b * width)},
+                      {"end_ns", start + static_cast<uint64_t>((b + 1) * width)},
+                      {"top", top(lane.bins[b]).first},
+                      {"counts", counts}});
+      }
+      return bj;
+    };
+    nlohmann::json out = {{"id", info.id},
+                          {"start_mono_ns", start},
+                          {"end_mono_ns", end},
+                          {"mono_to_wall_ns", info.mono_to_wall_ns},
+                          {"bins", bins},
+                          {"by", a.by},
+                          {"cpus", nlohmann::json::array()},
+                          {"threads", nlohmann::json::array()}};
+    for (const auto& [cpu, lane] : cpus) {
+      out["cpus"].push_back({{"cpu", cpu}, {"samples", lane.samples}, {"bins", lane_json(lane)}});
+    }
+    for (const auto& [key, lane] : threads) {
+      out["threads"].push_back({{"pid", key.first},
+                                {"tid", key.second},
+                                {"comm", comm_of[key]},
+                                {"samples", lane.samples},
+                                {"bins", lane_json(lane)}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return OkStatus();
+  }
+  // Text: one character per bin, a letter per label (most samples first), '.'
+  // for a bin without samples; the legend maps letters to labels.
+  std::map<std::string, uint64_t> label_total;
+  for (const auto& [cpu, lane] : cpus) {
+    for (const auto& b : lane.bins) {
+      for (const auto& [k, v] : b) label_total[k] += v;
+    }
+  }
+  std::vector<std::pair<std::string, uint64_t>> order(label_total.begin(), label_total.end());
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+    return x.second != y.second ? x.second > y.second : x.first < y.first;
+  });
+  static const std::string kLetters =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::map<std::string, char> letter;
+  for (size_t i = 0; i < order.size(); ++i)
+    letter[order[i].first] = i < kLetters.size() ? kLetters[i] : '*';
+  auto lane_text = [&](const Lane& lane) {
+    std::string s;
+    for (const auto& b : lane.bins) s += b.empty() ? '.' : letter[top(b).first];
+    return s;
+  };
+  std::printf("# record %s: %.3f s from %s, %d bins of %s, by %s\n", info.id.c_str(),
+              (end - start) / 1e9,
+              FormatTimeNs(static_cast<int64_t>(start) + info.mono_to_wall_ns).c_str(), bins,
+              FormatDurationNs(static_cast<int64_t>(width)).c_str(), a.by.c_str());
+  std::printf("\nCPU\n");
+  for (const auto& [cpu, lane] : cpus) {
+    std::printf("  %-24s |%s| %llu\n", fmt::format("cpu {}", cpu).c_str(), lane_text(lane).c_str(),
+                static_cast<unsigned long long>(lane.samples));
+  }
+  std::printf("\nTHREAD\n");
+  for (const auto& [key, lane] : threads) {
+    std::string title = fmt::format("{} {}/{}", comm_of[key], key.first, key.second);
+    if (title.size() > 24) title = title.substr(0, 24);
+    std::printf("  %-24s |%s| %llu\n", title.c_str(), lane_text(lane).c_str(),
+                static_cast<unsigned long long>(lane.samples));
+  }
+  std::printf("\nLEGEND (letter = what ran most in the bin)\n");
+  for (const auto& [label, n] : order) {
+    std::printf("  %c  %s  (%llu samples)\n", letter[label], label.c_str(),
+                static_cast<unsigned long long>(n));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddReportCommands(CLI::App& app, CliContext& ctx) {
+  auto ra = std::make_shared<ReportArgs>();
+  auto* report = app.add_subcommand(
+      "report", "Top functions of a record with self and children percentages, like `perf report`");
+  ra->Register(report);
+  report->add_option("--sort", ra->sort, "symbol, dso, pid, tid or comm")->capture_default_str();
+  report->add_option("--limit", ra->limit, "Rows to print")->capture_default_str();
+  report->add_flag("--children", ra->children,
+                   "Sort by inclusive share (samples with the function anywhere on the stack)");
+  report->callback([&ctx, ra] { ctx.action = [&ctx, ra] { return RunReport(ctx, *ra); }; });
+
+  auto ta = std::make_shared<TimelineArgs>();
+  auto* timeline = app.add_subcommand(
+      "timeline", "What each CPU and each thread ran over the record's window, as text bins");
+  ta->Register(timeline);
+  timeline->add_option("--bins", ta->bins, "Number of time bins (default: fit the terminal)");
+  timeline->add_option("--by", ta->by, "Label bins by function or comm")->capture_default_str();
+  timeline->callback([&ctx, ta] { ctx.action = [&ctx, ta] { return RunTimeline(ctx, *ta); }; });
+}
+
+}  // namespace flightrec::recorder::cli
