@@ -6,6 +6,8 @@
 #include <deque>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include <fmt/format.h>
 
 #include "common/units.h"
@@ -51,6 +53,106 @@ struct FrameKeyHash {
   }
 };
 
+// Symbolizes frames once per (cookie, offset) and hands out stacks of stable
+// Symbol pointers, whichever way the frames were attributed.
+class Resolver {
+ public:
+  Resolver(const attribution::CookieTable* cookies, const attribution::KernelSymbols* ksyms)
+      : symbolizer_(cookies, ksyms) {}
+
+  std::span<const attribution::Symbol* const> Stack(const attribution::AttributedSample& as) {
+    stack_.clear();
+    for (const auto& f : as.frames) {
+      if (!f.special.empty()) {  // special frames differ by name: not cached
+        for (auto& sym : symbolizer_.ResolveInline(f)) stack_.push_back(Keep(std::move(sym)));
+        continue;
+      }
+      FrameKey key{f.kernel ? UINT32_MAX : f.cookie, f.offset};
+      auto it = cache_.find(key);
+      if (it == cache_.end()) {
+        std::vector<const attribution::Symbol*> resolved;
+        for (auto& sym : symbolizer_.ResolveInline(f)) resolved.push_back(Keep(std::move(sym)));
+        it = cache_.emplace(key, std::move(resolved)).first;
+      }
+      stack_.insert(stack_.end(), it->second.begin(), it->second.end());
+    }
+    return stack_;
+  }
+  size_t files_loaded() const { return symbolizer_.files_loaded(); }
+
+ private:
+  const attribution::Symbol* Keep(attribution::Symbol s) {
+    // Identical specials ([vdso]+off, [unknown]) share one entry.
+    if (s.status == "unmapped") {
+      auto [it, fresh] = specials_.emplace(s.dso + '\0' + std::to_string(s.offset), nullptr);
+      if (fresh) {
+        symbols_.push_back(std::move(s));
+        it->second = &symbols_.back();
+      }
+      return it->second;
+    }
+    symbols_.push_back(std::move(s));
+    return &symbols_.back();
+  }
+  attribution::Symbolizer symbolizer_;
+  std::deque<attribution::Symbol> symbols_;  // stable storage behind the pointers
+  std::unordered_map<FrameKey, std::vector<const attribution::Symbol*>, FrameKeyHash> cache_;
+  std::unordered_map<std::string, const attribution::Symbol*> specials_;
+  std::vector<const attribution::Symbol*> stack_;
+};
+
+bool Keep(const ReplayOptions& opts, const attribution::AttributedSample& as, uint64_t base) {
+  return !((opts.pid && as.pid != *opts.pid) || (opts.tid && as.tid != *opts.tid) ||
+           (opts.since_ns && static_cast<int64_t>(as.time_ns - base) < *opts.since_ns) ||
+           (opts.until_ns && static_cast<int64_t>(as.time_ns - base) > *opts.until_ns));
+}
+
+// Samples as the daemon attributed them at capture time.
+Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions& opts,
+                         const RecordInfo& info, const attribution::KernelSymbols& ksyms,
+                         const SampleFn& on_sample, ReplayStats* stats) {
+  if (reader.FindSection("live_attribution") == nullptr) {
+    return NotFound(fmt::format(
+        "record {} has no live attribution (write one with `recorder dump --live-attribution`)",
+        info.id));
+  }
+  ASSIGN_OR_RETURN(std::string text, reader.ReadSection("live_attribution"));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Corrupt(fmt::format("record {}: section live_attribution is not JSON", info.id));
+  }
+  ASSIGN_OR_RETURN(auto cookies,
+                   attribution::CookieTable::FromJson(j.value("cookies", nlohmann::json::array())));
+  Resolver resolver(&cookies, &ksyms);
+  try {
+    for (const auto& s : j.at("samples")) {
+      attribution::AttributedSample as;
+      as.time_ns = s.at(0).get<uint64_t>();
+      as.cpu = s.at(1).get<uint32_t>();
+      as.pid = s.at(2).get<uint32_t>();
+      as.tid = s.at(3).get<uint32_t>();
+      as.period = s.at(4).get<uint64_t>();
+      as.comm = s.at(5).get<std::string>();
+      for (const auto& f : s.at(6)) {
+        as.frames.push_back(attribution::Frame{f.at(0).get<int>() != 0, f.at(1).get<uint32_t>(),
+                                               f.at(2).get<uint64_t>(),
+                                               f.at(3).get<std::string>()});
+      }
+      ++stats->events;
+      if (!Keep(opts, as, info.window_start_ns)) {
+        ++stats->filtered;
+        continue;
+      }
+      ++stats->samples;
+      on_sample(ResolvedSample{&as, resolver.Stack(as)});
+    }
+  } catch (const std::exception& e) {
+    return Corrupt(fmt::format("record {}: section live_attribution: {}", info.id, e.what()));
+  }
+  stats->files_opened = resolver.files_loaded();
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOptions& opts,
@@ -67,48 +169,28 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   info.window_end_ns = dump.config.value("freeze_time_mono_ns", uint64_t{0});
   if (on_info) on_info(info);
 
-  attribution::Attributor attributor;
-  attribution::Symbolizer symbolizer(&attributor.cookies(), &ksyms);
-  std::deque<attribution::Symbol> symbols;  // stable storage behind the pointers
-  std::unordered_map<FrameKey, std::vector<const attribution::Symbol*>, FrameKeyHash> cache;
-  std::vector<const attribution::Symbol*> stack;
   ReplayStats stats;
+  if (opts.live) {
+    RETURN_IF_ERROR(ReplayLiveSection(reader, opts, info, ksyms, on_sample, &stats));
+    return stats;
+  }
+  attribution::Attributor attributor;
+  Resolver resolver(&attributor.cookies(), &ksyms);
   Progress progress(opts.progress);
-  const uint64_t base = info.window_start_ns;
   for (const Event& e : dump.events) {
     ++stats.events;
     progress.Update(stats.events, dump.events.size());
     auto as = attributor.Add(e);
     if (!as) continue;
-    if ((opts.pid && as->pid != *opts.pid) || (opts.tid && as->tid != *opts.tid) ||
-        (opts.since_ns && static_cast<int64_t>(as->time_ns - base) < *opts.since_ns) ||
-        (opts.until_ns && static_cast<int64_t>(as->time_ns - base) > *opts.until_ns)) {
+    if (!Keep(opts, *as, info.window_start_ns)) {
       ++stats.filtered;
       continue;
     }
-    stack.clear();
-    for (const auto& f : as->frames) {
-      FrameKey key{f.kernel ? UINT32_MAX : f.cookie, f.offset};
-      auto it = cache.find(key);
-      if (it == cache.end() || !f.special.empty()) {
-        std::vector<const attribution::Symbol*> resolved;
-        for (auto& sym : symbolizer.ResolveInline(f)) {
-          symbols.push_back(std::move(sym));
-          resolved.push_back(&symbols.back());
-        }
-        if (!f.special.empty()) {  // special frames differ by name, do not cache
-          stack.insert(stack.end(), resolved.begin(), resolved.end());
-          continue;
-        }
-        it = cache.emplace(key, std::move(resolved)).first;
-      }
-      stack.insert(stack.end(), it->second.begin(), it->second.end());
-    }
     ++stats.samples;
-    on_sample(ResolvedSample{&*as, stack});
+    on_sample(ResolvedSample{&*as, resolver.Stack(*as)});
   }
   stats.no_mapping = attributor.no_mapping();
-  stats.files_opened = symbolizer.files_loaded();
+  stats.files_opened = resolver.files_loaded();
   return stats;
 }
 

@@ -50,7 +50,11 @@ struct ReplayOptions {
   // Offsets from the window start (ns); samples outside are skipped.
   std::optional<int64_t> since_ns;
   std::optional<int64_t> until_ns;
-  bool unwind = true;    // use DWARF user stacks when the record has them
+  bool unwind = true;  // use DWARF user stacks when the record has them
+  // Use the frames the daemon attributed at capture time (section
+  // `live_attribution`, written by `recorder dump --live-attribution`)
+  // instead of re-attributing the events. Same symbolization either way.
+  bool live = false;
   bool progress = true;  // show progress on a terminal for work over a second
 };
 

@@ -392,13 +392,20 @@ std::optional<AttributedSample> Attributor::Add(const Event& e) {
     table_.Apply(e);
     return std::nullopt;
   }
+  return Attribute(*s, table_, cookies_, unwinder_, &no_mapping_);
+}
+
+AttributedSample Attribute(const Sample& sample, const ProcessTable& table,
+                           const CookieTable& cookies, UserUnwinder* unwinder,
+                           uint64_t* no_mapping) {
+  const Sample* s = &sample;
   AttributedSample a;
   a.time_ns = s->time_ns;
   a.cpu = s->cpu;
   a.pid = s->pid;
   a.tid = s->tid;
   a.period = s->period;
-  if (const Process* p = table_.Find(s->pid)) a.comm = p->comm;
+  if (const Process* p = table.Find(s->pid)) a.comm = p->comm;
   for (uint64_t ip : s->kernel_chain) {
     Frame f;
     f.kernel = true;
@@ -409,10 +416,10 @@ std::optional<AttributedSample> Attributor::Add(const Event& e) {
     a.frames.push_back(Frame{true, 0, s->ip, ""});
   }
   std::vector<uint64_t> user;
-  if (unwinder_ != nullptr && !s->user_stack.regs.empty()) {
+  if (unwinder != nullptr && !s->user_stack.regs.empty()) {
     // DWARF: entry 0 is the interrupted ip, the rest are return addresses,
     // exactly like a frame-pointer chain, so the lookup below applies as is.
-    user = unwinder_->Unwind(*s, table_, cookies_, &a.unwind);
+    user = unwinder->Unwind(*s, table, cookies, &a.unwind);
   }
   if (user.empty()) user = s->user_chain;
   if (user.empty() && s->mode == CpuMode::kUser) user.push_back(s->ip);
@@ -422,9 +429,9 @@ std::optional<AttributedSample> Attributor::Add(const Event& e) {
     uint64_t ip = user[i];
     uint64_t look = i == 0 ? ip : ip - 1;
     Frame f;
-    const Mapping* m = table_.Lookup(s->pid, look);
+    const Mapping* m = table.Lookup(s->pid, look);
     if (m == nullptr) {
-      ++no_mapping_;
+      if (no_mapping) ++*no_mapping;
       f.special = "[unknown]";
       f.offset = ip;
     } else if (m->cookie == 0) {

@@ -81,6 +81,7 @@ struct Process {
 class ProcessTable {
  public:
   explicit ProcessTable(CookieTable* cookies) : cookies_(cookies) {}
+  const CookieTable& cookies() const { return *cookies_; }
   void Apply(const Event& e);
   const Process* Find(uint32_t pid) const;
   // Mapping containing ip in pid's address space, or nullptr.
@@ -157,6 +158,13 @@ class UserUnwinder {
   virtual std::vector<uint64_t> Unwind(const Sample& s, const ProcessTable& table,
                                        const CookieTable& cookies, UnwindNote* note) = 0;
 };
+
+// The one translation of a sample: kernel frames as addresses, user frames
+// as (cookie, file offset) through the mappings `table` holds now. The daemon
+// calls it on its live table at capture time; Attributor::Add calls it on the
+// table rebuilt from a record. no_mapping counts user IPs without a mapping.
+AttributedSample Attribute(const Sample& s, const ProcessTable& table, const CookieTable& cookies,
+                           UserUnwinder* unwinder, uint64_t* no_mapping);
 
 class Attributor {
  public:

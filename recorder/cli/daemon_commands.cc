@@ -32,6 +32,7 @@ struct DumpArgs {
   std::vector<uint32_t> pids;
   std::string reason = "manual";
   bool json = false;
+  bool live_attribution = false;
 };
 
 Status RunDump(const CliContext& ctx, const DumpArgs& a) {
@@ -39,6 +40,7 @@ Status RunDump(const CliContext& ctx, const DumpArgs& a) {
   if (last <= 0) return InvalidArgument("--last must be positive");
   nlohmann::json params = {{"last_ns", last}, {"reason", a.reason}};
   if (!a.pids.empty()) params["pids"] = a.pids;
+  if (a.live_attribution) params["live_attribution"] = true;
   ASSIGN_OR_RETURN(auto r, Call(ctx, "dump", params));
   if (a.json)
     std::printf("%s\n", r.dump(2).c_str());
@@ -121,6 +123,9 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx) {
   dump->add_option("--pid", da->pids, "Only these processes' samples (repeatable)");
   dump->add_option("--reason", da->reason, "Why, stored with the record")->capture_default_str();
   dump->add_flag("--json", da->json, "Machine-readable output");
+  dump->add_flag("--live-attribution", da->live_attribution,
+                 "Also store each sample as recorderd attributes it now from its live process "
+                 "table (see `recorder script --live`)");
   dump->callback([&ctx, da] { ctx.action = [&ctx, da] { return RunDump(ctx, *da); }; });
 
   auto sj = std::make_shared<bool>(false);

@@ -14,11 +14,12 @@
 namespace flightrec::recorder::cli {
 namespace {
 
-Status RunScript(const CliContext& ctx, const std::string& id, bool json) {
+Status RunScript(const CliContext& ctx, const std::string& id, bool json, bool live) {
   ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
   ASSIGN_OR_RETURN(auto reader, store->OpenRecord(id));
   int64_t to_wall = 0;
   analysis::ReplayOptions opts;
+  opts.live = live;
   ASSIGN_OR_RETURN(
       auto stats,
       analysis::Replay(
@@ -77,9 +78,14 @@ void AddScriptCommands(CLI::App& app, CliContext& ctx) {
   auto* script = app.add_subcommand(
       "script", "One line per sample with its attributed stack, like `perf script`");
   script->add_option("ID", *id, "Record id, unique prefix, or -1")->required();
+  auto live = std::make_shared<bool>(false);
   script->add_flag("--json", *json, "One JSON object per line");
-  script->callback(
-      [&ctx, id, json] { ctx.action = [&ctx, id, json] { return RunScript(ctx, *id, *json); }; });
+  script->add_flag("--live", *live,
+                   "Show the frames recorderd attributed at capture time (records written with "
+                   "`recorder dump --live-attribution`) instead of re-attributing the events");
+  script->callback([&ctx, id, json, live] {
+    ctx.action = [&ctx, id, json, live] { return RunScript(ctx, *id, *json, *live); };
+  });
 }
 
 }  // namespace flightrec::recorder::cli

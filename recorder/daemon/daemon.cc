@@ -100,6 +100,7 @@ void Daemon::RegisterHandlers() {
                     if (req.last_ns <= 0) return InvalidArgument("last_ns must be positive");
                     req.reason = p.value("reason", std::string("manual"));
                     if (p.contains("pids")) req.pids = p["pids"].get<std::vector<uint32_t>>();
+                    req.live_attribution = p.value("live_attribution", false);
                     ASSIGN_OR_RETURN(DumpResult r, Dump(req));
                     nlohmann::json j = r.ToJson();
                     j["summary"] = r.Summary();

@@ -87,7 +87,29 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                            {"mono_to_wall_ns", to_wall},
                            {"freeze_copy_ns", snap.copy_ns}};
 
+  std::string live;
+  if (req.live_attribution) {
+    // One JSON document: the live cookie table, then one array per sample
+    // [time, cpu, pid, tid, period, comm, [[kernel, cookie, offset, special]...]].
+    nlohmann::json samples = nlohmann::json::array();
+    std::set<uint32_t> used;
+    for (const auto& s : snap.samples) {
+      attribution::AttributedSample a =
+          attribution::Attribute(s, table, table.cookies(), nullptr, nullptr);
+      nlohmann::json frames = nlohmann::json::array();
+      for (const auto& f : a.frames) {
+        if (f.cookie) used.insert(f.cookie);
+        frames.push_back({f.kernel ? 1 : 0, f.cookie, f.offset, f.special});
+      }
+      samples.push_back({a.time_ns, a.cpu, a.pid, a.tid, a.period, a.comm, std::move(frames)});
+    }
+    nlohmann::json cookies_json = nlohmann::json::array();
+    for (const auto& c : table.cookies().all()) cookies_json.push_back(c.ToJson());
+    live = nlohmann::json{{"cookies", cookies_json}, {"samples", samples}}.dump();
+  }
+
   ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
+  if (!live.empty()) RETURN_IF_ERROR(rec->writer().AddSection("live_attribution", live));
   RETURN_IF_ERROR(rec->writer().AddSection("events", enc.buffer()));
   RETURN_IF_ERROR(rec->writer().AddSection("kallsyms", ksyms.Subset(kaddrs)));
   RETURN_IF_ERROR(rec->writer().AddSection("config", config.dump()));

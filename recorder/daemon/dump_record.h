@@ -22,6 +22,10 @@ struct DumpRequest {
   std::vector<uint32_t> pids;  // empty = every process
   std::string reason = "manual";
   std::string kind = "dump";
+  // Also store each sample as the daemon attributes it now, from its live
+  // process table (section `live_attribution`): `recorder script --live`
+  // shows it, and a test checks it equals the replay of the record.
+  bool live_attribution = false;
 };
 
 struct DumpResult {

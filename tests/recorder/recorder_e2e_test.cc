@@ -22,82 +22,19 @@
 #include "recorder/ipc/ipc.h"
 #include "store/store.h"
 #include "tests/cli/run_util.h"
+#include "tests/recorder/daemon_util.h"
 #include "tests/store/test_util.h"
 
 namespace flightrec {
 namespace {
 
 using testing::BuildPath;
+using testing::Daemon;
 using testing::RunCommand;
 using testing::Spawn;
 using namespace std::chrono_literals;
 
 constexpr int kHz = 999;
-
-class Daemon {
- public:
-  Daemon(const std::string& dir, std::vector<std::string> extra = {}) : dir_(dir) {
-    store_ = dir + "/store";
-    sock_ = dir + "/control.sock";
-    std::vector<std::string> args = {BuildPath("recorder/daemon/recorderd"),
-                                     "--store",
-                                     store_,
-                                     "--socket",
-                                     sock_,
-                                     "-F",
-                                     std::to_string(kHz),
-                                     "--foreground"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      int log = open((dir + "/recorderd.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(log, 1);
-      dup2(log, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    // Ready when it answers status (bounded wait, no fixed sleep).
-    auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto r = Cli({"status", "--json"});
-      if (r.exit_code == 0) {
-        ready_ = true;
-        break;
-      }
-      int st;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) break;  // died
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-  ~Daemon() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int st;
-      waitpid(pid_, &st, 0);
-    }
-  }
-  testing::RunResult Cli(std::vector<std::string> args) const {
-    args.insert(args.begin(),
-                {BuildPath("recorder/cli/recorder"), "--store", store_, "--socket", sock_});
-    return RunCommand(args);
-  }
-  std::string Log() const {
-    std::ifstream in(dir_ + "/recorderd.log");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-  bool ready() const { return ready_; }
-  pid_t pid() const { return pid_; }
-  const std::string& store() const { return store_; }
-  const std::string& sock() const { return sock_; }
-
- private:
-  std::string dir_, store_, sock_;
-  pid_t pid_ = -1;
-  bool ready_ = false;
-};
 
 uint64_t CpuNs(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
