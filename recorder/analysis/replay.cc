@@ -6,12 +6,14 @@
 #include <deque>
 #include <unordered_map>
 
+#include <xxhash.h>
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
 #include "common/units.h"
 #include "recorder/daemon/dump_record.h"
+#include "recorder/model/event_codec.h"
 
 namespace flightrec::recorder::analysis {
 namespace {
@@ -27,18 +29,18 @@ class Progress {
     if (shown_) std::fprintf(stderr, "\r\033[K");
   }
   void Update(uint64_t done, uint64_t total) {
-    if (!enabled_ || (done & 0xffff) != 0) return;
+    if (!enabled_ || (++calls_ & 0xffff) != 0) return;
     uint64_t now = MonotonicNs();
     if (now - start_ < 1'000'000'000) return;
     shown_ = true;
-    std::fprintf(stderr, "\rreplaying: %llu/%llu events (%.0f%%)",
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-                 total ? 100.0 * done / total : 100.0);
+    std::fprintf(stderr, "\rreplaying: %s of %s (%.0f%%)", FormatBytes(done).c_str(),
+                 FormatBytes(total).c_str(), total ? 100.0 * done / total : 100.0);
   }
 
  private:
   bool enabled_;
   bool shown_ = false;
+  uint64_t calls_ = 0;
   uint64_t start_ = 0;
 };
 
@@ -153,11 +155,59 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
   return OkStatus();
 }
 
+// Samples with the same process and the same raw call chain attribute to the
+// same frames as long as no sideband event changes the process table, so the
+// translation and symbolization of a chain are done once and reused; any
+// sideband event empties the cache. (Samples carrying a DWARF user stack are
+// unwound one by one.)
+class StackCache {
+ public:
+  struct Entry {
+    std::vector<uint64_t> key;
+    attribution::AttributedSample sample;  // per-sample fields are overwritten
+    std::vector<const attribution::Symbol*> stack;
+    uint64_t no_mapping = 0;
+  };
+
+  Entry* Find(const Sample& s) {
+    MakeKey(s);
+    uint64_t h = XXH3_64bits(key_.data(), key_.size() * sizeof(uint64_t));
+    auto it = map_.find(h);
+    if (it == map_.end() || it->second.key != key_) return nullptr;
+    return &it->second;
+  }
+  Entry* Insert(const Sample& s, attribution::AttributedSample as,
+                std::span<const attribution::Symbol* const> stack, uint64_t no_mapping) {
+    MakeKey(s);
+    uint64_t h = XXH3_64bits(key_.data(), key_.size() * sizeof(uint64_t));
+    // A hash collision replaces the older entry: correct, only slower.
+    Entry& e = map_[h];
+    e.key = key_;
+    e.sample = std::move(as);
+    e.stack.assign(stack.begin(), stack.end());
+    e.no_mapping = no_mapping;
+    return &e;
+  }
+  void Clear() { map_.clear(); }
+
+ private:
+  void MakeKey(const Sample& s) {
+    key_.clear();
+    key_.push_back(s.pid);
+    key_.push_back((static_cast<uint64_t>(s.mode) << 32) | s.kernel_chain.size());
+    key_.push_back(s.ip);
+    key_.insert(key_.end(), s.kernel_chain.begin(), s.kernel_chain.end());
+    key_.insert(key_.end(), s.user_chain.begin(), s.user_chain.end());
+  }
+  std::vector<uint64_t> key_;
+  std::unordered_map<uint64_t, Entry> map_;
+};
+
 }  // namespace
 
 StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOptions& opts,
                              const InfoFn& on_info, const SampleFn& on_sample) {
-  ASSIGN_OR_RETURN(LoadedDump dump, LoadDump(reader));
+  ASSIGN_OR_RETURN(LoadedDump dump, LoadDump(reader, /*decode_events=*/false));
   ASSIGN_OR_RETURN(auto ksyms, attribution::KernelSymbols::FromText(dump.kallsyms));
   RecordInfo info;
   info.id = reader.header().id;
@@ -176,20 +226,52 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   }
   attribution::Attributor attributor;
   Resolver resolver(&attributor.cookies(), &ksyms);
+  StackCache cache;
   Progress progress(opts.progress);
-  for (const Event& e : dump.events) {
+  EventDecoder dec(dump.events_raw);
+  Event e;
+  for (;;) {
+    auto more = dec.Next(&e);
+    if (!more.ok()) return more.status().Annotate(fmt::format("record {}", reader.display_name()));
+    if (!*more) break;
     ++stats.events;
-    progress.Update(stats.events, dump.events.size());
-    auto as = attributor.Add(e);
-    if (!as) continue;
-    if (!Keep(opts, *as, info.window_start_ns)) {
+    progress.Update(dec.position(), dump.events_raw.size());
+    const Sample* s = std::get_if<Sample>(&e);
+    if (s == nullptr) {
+      cache.Clear();
+      attributor.Add(e);
+      continue;
+    }
+    if ((opts.pid && s->pid != *opts.pid) || (opts.tid && s->tid != *opts.tid) ||
+        (opts.since_ns &&
+         static_cast<int64_t>(s->time_ns - info.window_start_ns) < *opts.since_ns) ||
+        (opts.until_ns &&
+         static_cast<int64_t>(s->time_ns - info.window_start_ns) > *opts.until_ns)) {
       ++stats.filtered;
       continue;
     }
     ++stats.samples;
-    on_sample(ResolvedSample{&*as, resolver.Stack(*as)});
+    StackCache::Entry* hit = s->user_stack.regs.empty() ? cache.Find(*s) : nullptr;
+    if (hit == nullptr) {
+      uint64_t before = attributor.no_mapping();
+      auto as = attributor.Add(e);
+      auto stack = resolver.Stack(*as);
+      if (!s->user_stack.regs.empty()) {
+        on_sample(ResolvedSample{&*as, stack});
+        continue;
+      }
+      hit = cache.Insert(*s, std::move(*as), stack, attributor.no_mapping() - before);
+    } else {
+      stats.no_mapping += hit->no_mapping;
+    }
+    attribution::AttributedSample& as = hit->sample;
+    as.time_ns = s->time_ns;
+    as.cpu = s->cpu;
+    as.tid = s->tid;
+    as.period = s->period;
+    on_sample(ResolvedSample{&as, hit->stack});
   }
-  stats.no_mapping = attributor.no_mapping();
+  stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();
   return stats;
 }

@@ -29,7 +29,8 @@ struct RecordArgs {
   std::string history = "30s";
   std::string last = "5s";
   uint32_t frequency = 99;
-  bool always = false;  // also dump when the command exits normally
+  bool always = false;    // also dump when the command exits normally
+  size_t ring_pages = 0;  // per CPU; 0 = sized from --history and -F
   std::vector<std::string> command;
 };
 
@@ -71,6 +72,7 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
   pc.target_pid = child;
   pc.frequency_hz = a.frequency;
   pc.history_ns = history;
+  pc.data_pages = a.ring_pages;
   auto backend = perf::PerfBackend::Create(pc);
   if (!backend.ok()) {
     kill(child, SIGKILL);
@@ -165,6 +167,10 @@ void AddRecordCommand(CLI::App& app, CliContext& ctx) {
   rec->add_option("--history", ra->history, "History the rings should hold")->capture_default_str();
   rec->add_option("--last", ra->last, "Window of each dump")->capture_default_str();
   rec->add_option("-F,--frequency", ra->frequency, "Samples per second")->capture_default_str();
+  rec->add_option("--ring-pages", ra->ring_pages,
+                  "Data ring pages per CPU (power of two; default: sized from --history and -F, "
+                  "at most 4096)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   rec->add_flag("--always", ra->always,
                 "Also write a record when the command exits normally (like perf record)");
   rec->add_option("command", ra->command, "-- CMD ARGS")->required();

@@ -137,7 +137,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   return r;
 }
 
-StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader) {
+StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_events) {
   LoadedDump d;
   if (reader.FindSection("events") == nullptr) {
     return InvalidArgument(fmt::format("record {} ({}) has no event history to report on",
@@ -145,7 +145,7 @@ StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader) {
   }
   ASSIGN_OR_RETURN(std::string events, reader.ReadSection("events"));
   EventDecoder dec(events);
-  for (;;) {
+  for (; decode_events;) {
     Event e;
     auto more = dec.Next(&e);
     if (!more.ok()) {
@@ -154,6 +154,7 @@ StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader) {
     if (!*more) break;
     d.events.push_back(std::move(e));
   }
+  if (!decode_events) d.events_raw = std::move(events);
   if (reader.FindSection("kallsyms")) {
     ASSIGN_OR_RETURN(d.kallsyms, reader.ReadSection("kallsyms"));
   }

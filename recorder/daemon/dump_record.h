@@ -48,13 +48,16 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
 
 struct LoadedDump {
   std::vector<Event> events;
+  std::string events_raw;  // the encoded events, when not decoded (decode_events = false)
   std::string kallsyms;
   nlohmann::json config;
   nlohmann::json loss;
 };
 
 // Decodes a record's dump sections; errors name the record and section.
-StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader);
+// With decode_events = false the events stay encoded in events_raw, for
+// callers that stream them through an EventDecoder (replay of big records).
+StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_events = true);
 
 // Offset to add to CLOCK_MONOTONIC ns to get wall-clock ns, now.
 int64_t MonotonicToWallOffset();

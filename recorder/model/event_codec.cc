@@ -195,7 +195,10 @@ StatusOr<bool> EventDecoder::Next(Event* out) {
   uint8_t tag = static_cast<uint8_t>(data_[pos_++]);
   switch (tag) {
     case kTagSample: {
-      Sample s;
+      // Decode into the caller's Sample when it holds one, reusing its
+      // vectors: replaying a million samples should not allocate a million
+      // times.
+      Sample& s = out->index() == 0 ? std::get<Sample>(*out) : out->emplace<Sample>();
       uint64_t mode = 0;
       if (!GetTime(&s.time_ns) || !GetU32(&s.cpu) || !GetU32(&s.pid) || !GetU32(&s.tid) ||
           !GetVarint(&mode) || mode > 4 || !GetVarint(&s.ip) || !GetVarint(&s.period)) {
@@ -218,13 +221,15 @@ StatusOr<bool> EventDecoder::Next(Event* out) {
       for (auto& r : s.user_stack.regs) {
         if (!GetVarint(&r)) return corrupt("sample registers");
       }
-      std::string stack;
-      if (!GetBytes(&stack, kMaxStack) || !GetVarint(&s.user_stack.dyn_size) ||
-          s.user_stack.dyn_size > stack.size()) {
+      uint64_t n = 0;
+      if (!GetVarint(&n) || n > kMaxStack || n > data_.size() - pos_) {
         return corrupt("sample stack");
       }
-      s.user_stack.stack.assign(stack.begin(), stack.end());
-      *out = std::move(s);
+      s.user_stack.stack.assign(data_.begin() + pos_, data_.begin() + pos_ + n);
+      pos_ += n;
+      if (!GetVarint(&s.user_stack.dyn_size) || s.user_stack.dyn_size > s.user_stack.stack.size()) {
+        return corrupt("sample stack");
+      }
       return true;
     }
     case kTagMmap: {

@@ -46,6 +46,7 @@ class EventEncoder {
 class EventDecoder {
  public:
   explicit EventDecoder(std::string_view data) : data_(data) {}
+  size_t position() const { return pos_; }  // bytes consumed so far
   // Decodes the next event into *out. Returns false at a clean end; a
   // malformed stream yields a kCorrupt status naming the byte offset.
   StatusOr<bool> Next(Event* out);
