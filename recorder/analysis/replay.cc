@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <unordered_map>
 
@@ -167,6 +168,7 @@ class StackCache {
     attribution::AttributedSample sample;  // per-sample fields are overwritten
     std::vector<const attribution::Symbol*> stack;
     uint64_t no_mapping = 0;
+    uint64_t id = 0;
   };
 
   Entry* Find(const Sample& s) {
@@ -186,6 +188,7 @@ class StackCache {
     e.sample = std::move(as);
     e.stack.assign(stack.begin(), stack.end());
     e.no_mapping = no_mapping;
+    e.id = ++next_id_;
     return &e;
   }
   void Clear() { map_.clear(); }
@@ -201,13 +204,15 @@ class StackCache {
   }
   std::vector<uint64_t> key_;
   std::unordered_map<uint64_t, Entry> map_;
+  uint64_t next_id_ = 0;  // ids are never reused, even across Clear()
 };
 
 }  // namespace
 
 StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOptions& opts,
                              const InfoFn& on_info, const SampleFn& on_sample) {
-  ASSIGN_OR_RETURN(LoadedDump dump, LoadDump(reader, /*decode_events=*/false));
+  ASSIGN_OR_RETURN(LoadedDump dump, LoadDump(reader, /*decode_events=*/false,
+                                             /*read_events=*/false));
   ASSIGN_OR_RETURN(auto ksyms, attribution::KernelSymbols::FromText(dump.kallsyms));
   RecordInfo info;
   info.id = reader.header().id;
@@ -228,14 +233,42 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   Resolver resolver(&attributor.cookies(), &ksyms);
   StackCache cache;
   Progress progress(opts.progress);
-  EventDecoder dec(dump.events_raw);
+  // The events section is decompressed in chunks and decoded as it comes, so
+  // memory stays flat whatever the record's size.
+  ASSIGN_OR_RETURN(auto section, reader.OpenSection("events"));
+  const uint64_t raw_total = section->info().raw_size;
+  uint64_t consumed = 0;
+  // A fixed buffer (not a std::string: no zero-filling on every refill).
+  constexpr size_t kChunk = 8u << 20;
+  std::unique_ptr<char[]> buf(new char[kChunk]);
+  size_t len = 0;
+  bool eof = false;
+  EventDecoder dec({});
+  auto refill = [&]() -> Status {
+    size_t used = dec.position();
+    consumed += used;
+    std::memmove(buf.get(), buf.get() + used, len - used);
+    len -= used;
+    while (!eof && len < kChunk) {
+      auto n = section->Read(buf.get() + len, kChunk - len);
+      if (!n.ok()) return n.status().Annotate(fmt::format("record {}", reader.display_name()));
+      len += *n;
+      eof = *n == 0;
+    }
+    dec.Rebase(std::string_view(buf.get(), len));
+    return OkStatus();
+  };
+  RETURN_IF_ERROR(refill());
   Event e;
   for (;;) {
+    if (!eof && len - dec.position() < EventDecoder::kMaxEventBytes) {
+      RETURN_IF_ERROR(refill());
+    }
     auto more = dec.Next(&e);
     if (!more.ok()) return more.status().Annotate(fmt::format("record {}", reader.display_name()));
     if (!*more) break;
     ++stats.events;
-    progress.Update(dec.position(), dump.events_raw.size());
+    progress.Update(consumed + dec.position(), raw_total);
     const Sample* s = std::get_if<Sample>(&e);
     if (s == nullptr) {
       cache.Clear();
@@ -269,7 +302,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     as.cpu = s->cpu;
     as.tid = s->tid;
     as.period = s->period;
-    on_sample(ResolvedSample{&as, hit->stack});
+    on_sample(ResolvedSample{&as, hit->stack, hit->id});
   }
   stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();

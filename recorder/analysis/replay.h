@@ -42,6 +42,9 @@ struct RecordInfo {
 struct ResolvedSample {
   const attribution::AttributedSample* sample = nullptr;
   std::span<const attribution::Symbol* const> stack;
+  // Samples with the same non-zero stack_id have the same pid, comm and
+  // stack: consumers may memoize per-stack work under it. 0 = not shared.
+  uint64_t stack_id = 0;
 };
 
 struct ReplayOptions {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -89,7 +90,7 @@ struct Row {
 // offsets: it is printed (offsets still locate code for someone who has the
 // binaries), and the command fails so that scripts do not take it for a
 // result.
-Status AllGone(const nlohmann::json& meta, const std::set<uint32_t>& pids) {
+Status AllGone(const nlohmann::json& meta, const std::unordered_set<uint32_t>& pids) {
   std::set<std::string> exes, missing;
   for (const auto& p : meta.value("processes", nlohmann::json::array())) {
     std::string exe = p.value("exe", "");
@@ -120,7 +121,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
   // without hashing its name again for every sample.
   std::unordered_map<const attribution::Symbol*, size_t> by_symbol;
   std::set<std::string> changed_files, missing_files;
-  std::set<uint32_t> sampled_pids;
+  std::unordered_set<uint32_t> sampled_pids;
   uint64_t total = 0;
   analysis::RecordInfo info;
   auto row_of = [&](const std::string& key, const std::string& dso, bool inlined) {
@@ -129,36 +130,48 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
     return it->second;
   };
   std::vector<size_t> keys;
+  std::unordered_map<uint64_t, std::vector<size_t>> by_stack;
+  // The rows a sample counts in, innermost first.
+  auto rows_of = [&](const analysis::ResolvedSample& rs) -> const std::vector<size_t>& {
+    const auto& s = *rs.sample;
+    if (a.sort != "symbol" && a.sort != "dso") {
+      keys.clear();
+      keys.push_back(row_of(a.sort == "pid"   ? std::to_string(s.pid)
+                            : a.sort == "tid" ? std::to_string(s.tid)
+                                              : s.comm,
+                            "", false));
+      return keys;
+    }
+    // Identical stacks recur: their rows are looked up once.
+    if (rs.stack_id != 0) {
+      auto memo = by_stack.find(rs.stack_id);
+      if (memo != by_stack.end()) return memo->second;
+    }
+    keys.clear();
+    for (const auto* sym : rs.stack) {
+      auto it = by_symbol.find(sym);
+      if (it == by_symbol.end()) {
+        if (sym->status == "file_changed") changed_files.insert(sym->dso);
+        if (sym->status == "file_missing") missing_files.insert(sym->dso);
+        size_t r = a.sort == "symbol" ? row_of(sym->Display(), sym->dso, sym->inlined)
+                                      : row_of(sym->dso, "", false);
+        it = by_symbol.emplace(sym, r).first;
+      }
+      keys.push_back(it->second);
+    }
+    if (keys.empty()) keys.push_back(row_of("[no frames]", "", false));
+    if (rs.stack_id != 0) return by_stack.emplace(rs.stack_id, keys).first->second;
+    return keys;
+  };
   ASSIGN_OR_RETURN(auto stats,
                    analysis::Replay(
                        *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
                        [&](const analysis::ResolvedSample& rs) {
-                         const auto& s = *rs.sample;
                          ++total;
-                         keys.clear();
-                         if (a.sort == "symbol" || a.sort == "dso") {
-                           for (const auto* sym : rs.stack) {
-                             auto it = by_symbol.find(sym);
-                             if (it == by_symbol.end()) {
-                               if (sym->status == "file_changed") changed_files.insert(sym->dso);
-                               if (sym->status == "file_missing") missing_files.insert(sym->dso);
-                               size_t r = a.sort == "symbol"
-                                              ? row_of(sym->Display(), sym->dso, sym->inlined)
-                                              : row_of(sym->dso, "", false);
-                               it = by_symbol.emplace(sym, r).first;
-                             }
-                             keys.push_back(it->second);
-                           }
-                         } else {
-                           std::string k = a.sort == "pid"   ? std::to_string(s.pid)
-                                           : a.sort == "tid" ? std::to_string(s.tid)
-                                                             : s.comm;
-                           keys.push_back(row_of(k, "", false));
-                         }
-                         sampled_pids.insert(s.pid);
-                         if (keys.empty()) keys.push_back(row_of("[no frames]", "", false));
-                         rows[keys.front()].self++;
-                         for (size_t k : keys) {
+                         sampled_pids.insert(rs.sample->pid);
+                         const std::vector<size_t>& ks = rows_of(rs);
+                         rows[ks.front()].self++;
+                         for (size_t k : ks) {
                            if (rows[k].seen != total) {  // a recursive function counts once
                              rows[k].seen = total;
                              rows[k].children++;

@@ -137,15 +137,19 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   return r;
 }
 
-StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_events) {
+StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_events,
+                              bool read_events) {
   LoadedDump d;
   if (reader.FindSection("events") == nullptr) {
     return InvalidArgument(fmt::format("record {} ({}) has no event history to report on",
                                        reader.header().id, reader.header().kind));
   }
-  ASSIGN_OR_RETURN(std::string events, reader.ReadSection("events"));
+  std::string events;
+  if (read_events) {
+    ASSIGN_OR_RETURN(events, reader.ReadSection("events"));
+  }
   EventDecoder dec(events);
-  for (; decode_events;) {
+  for (; read_events && decode_events;) {
     Event e;
     auto more = dec.Next(&e);
     if (!more.ok()) {

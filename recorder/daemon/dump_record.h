@@ -57,7 +57,9 @@ struct LoadedDump {
 // Decodes a record's dump sections; errors name the record and section.
 // With decode_events = false the events stay encoded in events_raw, for
 // callers that stream them through an EventDecoder (replay of big records).
-StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_events = true);
+// read_events = false skips the events section entirely (the caller streams it).
+StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_events = true,
+                              bool read_events = true);
 
 // Offset to add to CLOCK_MONOTONIC ns to get wall-clock ns, now.
 int64_t MonotonicToWallOffset();

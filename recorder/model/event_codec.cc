@@ -26,7 +26,6 @@ constexpr size_t kMaxStack = 1 << 20;
 uint64_t ZigZag(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
 }
-int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
 }  // namespace
 
@@ -128,7 +127,7 @@ std::string EventEncoder::Take() {
   return out;
 }
 
-bool EventDecoder::GetVarint(uint64_t* v) {
+bool EventDecoder::GetVarintSlow(uint64_t* v) {
   uint64_t result = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     if (pos_ >= data_.size()) return false;
@@ -141,13 +140,6 @@ bool EventDecoder::GetVarint(uint64_t* v) {
     }
   }
   return false;
-}
-
-bool EventDecoder::GetSigned(int64_t* v) {
-  uint64_t u = 0;
-  if (!GetVarint(&u)) return false;
-  *v = UnZigZag(u);
-  return true;
 }
 
 bool EventDecoder::GetU32(uint32_t* v) {

@@ -47,14 +47,36 @@ class EventDecoder {
  public:
   explicit EventDecoder(std::string_view data) : data_(data) {}
   size_t position() const { return pos_; }  // bytes consumed so far
+  // Upper bound of one encoded event (two maximal chains, registers and a
+  // maximal stack copy): a streaming reader keeps at least this much ahead.
+  static constexpr size_t kMaxEventBytes = 3u << 20;
+  // Continues on a new buffer holding the bytes that follow position(), for
+  // streaming: the time-delta state carries over.
+  void Rebase(std::string_view data) {
+    data_ = data;
+    pos_ = 0;
+  }
   // Decodes the next event into *out. Returns false at a clean end; a
   // malformed stream yields a kCorrupt status naming the byte offset.
   StatusOr<bool> Next(Event* out);
   size_t offset() const { return pos_; }
 
  private:
-  bool GetVarint(uint64_t* v);
-  bool GetSigned(int64_t* v);
+  // Most values (deltas, small ids) fit one byte: that path is inline.
+  bool GetVarint(uint64_t* v) {
+    if (pos_ < data_.size() && static_cast<uint8_t>(data_[pos_]) < 0x80) {
+      *v = static_cast<uint8_t>(data_[pos_++]);
+      return true;
+    }
+    return GetVarintSlow(v);
+  }
+  bool GetVarintSlow(uint64_t* v);
+  bool GetSigned(int64_t* v) {
+    uint64_t u = 0;
+    if (!GetVarint(&u)) return false;
+    *v = static_cast<int64_t>(u >> 1) ^ -static_cast<int64_t>(u & 1);  // zigzag
+    return true;
+  }
   bool GetU32(uint32_t* v);
   bool GetBytes(std::string* s, size_t max);
   bool GetTime(uint64_t* t);
