@@ -19,10 +19,10 @@ done
 PKGS=(
   build-essential cmake ninja-build pkg-config clang-format
   libzstd-dev zstd libsqlite3-dev sqlite3 libxxhash-dev
-  libboost-dev libboost-system-dev libunwind-dev libdw-dev libelf-dev elfutils
+  libboost-dev libboost-system-dev libunwind-dev libdw-dev libelf-dev elfutils zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-  linux-perf gdb golang-go util-linux procps psmisc
+  linux-perf gdb golang-go util-linux procps psmisc time
 )
 # The VM harness (tests/vm) boots Debian's kernel under QEMU and builds the
 # module against its headers.

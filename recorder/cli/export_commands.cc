@@ -1,6 +1,115 @@
-// recorder export / flamegraph: placeholder until recorder/export lands.
+// recorder export ID --format pprof|perfetto|chrome|folded|svg -o FILE and
+// recorder flamegraph ID -o FILE.svg: replay the record through the one
+// pipeline into recorder/export's writers. Files are written to a temporary
+// name next to the target and renamed into place only when complete, so a
+// failed export never leaves half a file.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
 #include "recorder/cli/cli.h"
+#include "recorder/cli/query_args.h"
+#include "recorder/export/export.h"
 
 namespace flightrec::recorder::cli {
-void AddExportCommands(CLI::App&, CliContext&) {}
+namespace {
+
+struct ExportArgs : QueryArgs {
+  std::string format;
+  std::string output;
+  std::string title;
+};
+
+Status RunExport(const CliContext& ctx, const ExportArgs& a) {
+  exporter::ExportOptions eo;
+  eo.title = a.title;
+  ASSIGN_OR_RETURN(auto ex, exporter::MakeExporter(a.format, eo));
+  ASSIGN_OR_RETURN(auto opts, a.Options());
+  if (a.output.empty()) return InvalidArgument("give an output file with -o (or -o - for stdout)");
+  const bool to_stdout = a.output == "-";
+  if (to_stdout && isatty(STDOUT_FILENO) && (a.format == "pprof" || a.format == "perfetto")) {
+    return InvalidArgument(fmt::format("{} output is binary: give a file with -o", a.format));
+  }
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  std::string tmp;
+  std::ofstream file;
+  std::ostream* out = &std::cout;
+  if (!to_stdout) {
+    tmp = a.output + ".tmp-" + std::to_string(getpid());
+    file.open(tmp, std::ios::binary | std::ios::trunc);
+    if (!file) return ErrnoStatus(fmt::format("cannot write {}", a.output));
+    out = &file;
+  }
+  auto cleanup = [&] {
+    if (!tmp.empty()) unlink(tmp.c_str());
+  };
+  bool begun = false;
+  auto stats = analysis::Replay(
+      *reader, opts,
+      [&](const analysis::RecordInfo& info) {
+        ex->Begin(info, out);
+        begun = true;
+      },
+      [&](const analysis::ResolvedSample& s) { ex->Add(s); });
+  if (!stats.ok()) {
+    cleanup();
+    return stats.status();
+  }
+  Status st = begun ? ex->Finish() : OkStatus();
+  if (st.ok() && !to_stdout) {
+    file.flush();
+    if (!file) st = ErrnoStatus(fmt::format("writing {}", a.output));
+    file.close();
+    if (st.ok() && rename(tmp.c_str(), a.output.c_str()) != 0) {
+      st = ErrnoStatus(fmt::format("renaming {} to {}", tmp, a.output));
+    }
+  }
+  if (!st.ok()) {
+    cleanup();
+    return st;
+  }
+  if (!to_stdout) {
+    std::fprintf(stderr, "wrote %s: %s of %llu samples\n", a.output.c_str(), a.format.c_str(),
+                 static_cast<unsigned long long>(stats->samples));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddExportCommands(CLI::App& app, CliContext& ctx) {
+  auto ea = std::make_shared<ExportArgs>();
+  auto* exp = app.add_subcommand(
+      "export",
+      "Write a record's samples in another tool's format:\n"
+      "  pprof     profile.proto (gzip) for `go tool pprof`; per-sample timestamp_ns, pid,\n"
+      "            tid, cpu and comm labels\n"
+      "  perfetto  Perfetto's protobuf trace: per-thread stacks and per-CPU lanes\n"
+      "            (open in ui.perfetto.dev)\n"
+      "  chrome    Chrome trace-event JSON, same lanes (ui.perfetto.dev, chrome://tracing)\n"
+      "  folded    folded stacks for flamegraph.pl, speedscope, inferno\n"
+      "  svg       an interactive flame graph (same as `recorder flamegraph`)");
+  ea->Register(exp, /*json_flag=*/false);
+  exp->add_option("--format,-f", ea->format, "pprof, perfetto, chrome, folded or svg")->required();
+  exp->add_option("-o,--output", ea->output, "Output file (- for stdout)")->required();
+  exp->callback([&ctx, ea] { ctx.action = [&ctx, ea] { return RunExport(ctx, *ea); }; });
+
+  auto fa = std::make_shared<ExportArgs>();
+  auto* fg = app.add_subcommand(
+      "flamegraph",
+      "Write a self-contained interactive SVG flame graph of a record (click to zoom, "
+      "Ctrl-F to search)");
+  fa->Register(fg, /*json_flag=*/false);
+  fa->format = "svg";
+  fg->add_option("-o,--output", fa->output, "Output .svg file (- for stdout)")->required();
+  fg->add_option("--title", fa->title, "Title shown above the graph (default: the record id)");
+  fg->callback([&ctx, fa] { ctx.action = [&ctx, fa] { return RunExport(ctx, *fa); }; });
+}
+
 }  // namespace flightrec::recorder::cli

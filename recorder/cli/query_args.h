@@ -1,0 +1,56 @@
+// Options shared by every command that replays a record (report, timeline,
+// export, flamegraph): the record, and which samples to include.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "common/status.h"
+#include "common/units.h"
+#include "recorder/analysis/replay.h"
+
+namespace flightrec::recorder::cli {
+
+// Options every query command shares.
+struct QueryArgs {
+  virtual ~QueryArgs() = default;
+  std::string id;
+  int64_t pid = -1;
+  int64_t tid = -1;
+  std::string since;  // offset from the window start, e.g. 1.5s
+  std::string until;
+  bool json = false;
+
+  void Register(CLI::App* cmd, bool json_flag = true) {
+    cmd->add_option("ID", id, "Record id, unique prefix, or -1 for the newest")->required();
+    cmd->add_option("--pid", pid, "Only this process");
+    cmd->add_option("--tid", tid, "Only this thread");
+    cmd->add_option("--since", since,
+                    "Only samples at least this far into the window (e.g. 1.5s, 200ms)");
+    cmd->add_option("--until", until, "Only samples at most this far into the window");
+    if (json_flag) cmd->add_flag("--json", json, "Machine-readable output");
+  }
+
+  StatusOr<analysis::ReplayOptions> Options() const {
+    analysis::ReplayOptions o;
+    if (pid >= 0) o.pid = static_cast<uint32_t>(pid);
+    if (tid >= 0) o.tid = static_cast<uint32_t>(tid);
+    if (!since.empty()) {
+      auto v = ParseDurationNs(since);
+      if (!v.ok()) return InvalidArgument("--since: " + v.status().message());
+      o.since_ns = *v;
+    }
+    if (!until.empty()) {
+      auto v = ParseDurationNs(until);
+      if (!v.ok()) return InvalidArgument("--until: " + v.status().message());
+      o.until_ns = *v;
+    }
+    if (o.since_ns && o.until_ns && *o.since_ns > *o.until_ns) {
+      return InvalidArgument("--since is after --until");
+    }
+    return o;
+  }
+};
+
+}  // namespace flightrec::recorder::cli

@@ -1,0 +1,54 @@
+// Exports of a replayed record into other tools' formats. Each exporter is a
+// consumer of analysis::Replay: Begin once, Add per sample in time order,
+// Finish writes the rest. Output goes to a stream the caller commits
+// atomically (the CLI writes a temp file and renames it).
+//
+//   folded    "comm;outer;...;inner count" lines, for flamegraph.pl & co.
+//   chrome    Chrome trace-event JSON: per-thread stacks as nested B/E
+//             slices, per-CPU lanes of what ran; opens in ui.perfetto.dev
+//             and chrome://tracing.
+//   perfetto  Perfetto's native protobuf trace (TrackDescriptor + TrackEvent
+//             slices, same lanes as chrome); opens in ui.perfetto.dev.
+//   pprof     profile.proto, gzip-compressed: one pprof sample per recorded
+//             sample, with pid/tid/cpu/comm and timestamp_ns labels, inlined
+//             frames as multiple lines of one location; `go tool pprof`.
+//   svg       a self-contained interactive flame graph (recorder flamegraph).
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "recorder/analysis/replay.h"
+
+namespace flightrec::recorder::exporter {
+
+class Exporter {
+ public:
+  virtual ~Exporter() = default;
+  virtual void Begin(const analysis::RecordInfo& info, std::ostream* out) = 0;
+  virtual void Add(const analysis::ResolvedSample& s) = 0;
+  virtual Status Finish() = 0;
+};
+
+// The formats `recorder export --format` accepts.
+const std::vector<std::string>& ExportFormats();
+
+struct ExportOptions {
+  std::string title;  // svg: the graph's title ("" = the record id)
+};
+
+// Unknown formats are an InvalidArgument that lists the valid ones.
+StatusOr<std::unique_ptr<Exporter>> MakeExporter(std::string_view format,
+                                                 const ExportOptions& opts = {});
+
+// Small pieces with their own unit tests.
+std::string XmlEscape(std::string_view s);
+std::string JsonEscape(std::string_view s);
+// "a;b c" → "a_b_c": a name inside a folded stack line.
+std::string FoldedName(std::string_view s);
+
+}  // namespace flightrec::recorder::exporter

@@ -1,0 +1,194 @@
+// pprof export: github.com/google/pprof/proto/profile.proto, gzip-compressed
+// as `go tool pprof` expects. Field numbers used (profile.proto):
+//   Profile: sample_type 1, sample 2, mapping 3, location 4, function 5,
+//            string_table 6, time_nanos 9, duration_nanos 10, period_type 11,
+//            period 12, comment 13
+//   ValueType: type 1, unit 2          Sample: location_id 1, value 2, label 3
+//   Label: key 1, str 2, num 3, num_unit 4
+//   Mapping: id 1, filename 5, has_functions 7, has_filenames 8,
+//            has_line_numbers 9, has_inline_frames 10
+//   Location: id 1, mapping_id 2, address 3, line 4     Line: function_id 1, line 2
+//   Function: id 1, name 2, system_name 3, filename 4
+// Each recorded sample stays one pprof sample so its timestamp survives as a
+// label (pprof aggregates them itself); the leaf is location_id[0], and an
+// inlined call is several Lines of one Location, the caller last.
+#include <zlib.h>
+
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "recorder/export/exporters.h"
+#include "recorder/export/proto.h"
+
+namespace flightrec::recorder::exporter {
+namespace {
+
+class Pprof : public Exporter {
+ public:
+  Pprof() { Str(""); }
+
+  void Begin(const analysis::RecordInfo& info, std::ostream* out) override {
+    out_ = out;
+    info_ = info;
+    const auto& backend = info.config.value("backend", nlohmann::json::object());
+    event_ = backend.is_object() ? backend.value("event", "") : "";
+    hz_ = backend.is_object() ? backend.value("frequency_hz", uint64_t{0}) : 0;
+    clock_ = event_.empty() || event_.find("clock") != std::string::npos;
+  }
+
+  void Add(const analysis::ResolvedSample& rs) override {
+    const auto& s = *rs.sample;
+    std::vector<uint64_t> locs;
+    size_t begin = 0;
+    for (size_t i = 0; i < rs.stack.size(); ++i) {
+      if (rs.stack[i]->inlined && i + 1 < rs.stack.size()) continue;
+      locs.push_back(Location(rs.stack.subspan(begin, i - begin + 1)));
+      begin = i + 1;
+    }
+    ProtoWriter sample;
+    sample.Packed(1, locs);
+    sample.Packed(2, {1, s.period});
+    Label(&sample, "pid", s.pid);
+    Label(&sample, "tid", s.tid);
+    Label(&sample, "cpu", s.cpu);
+    Label(&sample, "timestamp_ns", static_cast<uint64_t>(s.time_ns + info_.mono_to_wall_ns),
+          "nanoseconds");
+    ProtoWriter comm;
+    comm.Varint(1, Str("comm"));
+    comm.Varint(2, Str(s.comm));
+    sample.Message(3, comm);
+    samples_.Message(2, sample);
+  }
+
+  Status Finish() override {
+    ProtoWriter p;
+    auto value_type = [&](uint32_t field, const char* type, const char* unit) {
+      ProtoWriter vt;
+      vt.Varint(1, Str(type));
+      vt.Varint(2, Str(unit));
+      p.Message(field, vt);
+    };
+    value_type(1, "samples", "count");
+    if (clock_) {
+      value_type(1, "cpu", "nanoseconds");
+    } else {
+      value_type(1, event_.c_str(), "count");
+    }
+    p.mutable_data() += samples_.data();
+    for (const auto& [dso, id] : mappings_) {
+      ProtoWriter m;
+      m.Varint(1, id);
+      m.Varint(5, Str(dso));
+      m.Varint(7, 1);
+      m.Varint(8, 1);
+      m.Varint(9, 1);
+      m.Varint(10, 1);
+      p.Message(3, m);
+    }
+    p.mutable_data() += locations_.data();
+    p.mutable_data() += functions_.data();
+    if (info_.window_start_ns) {
+      p.Varint(9, static_cast<uint64_t>(static_cast<int64_t>(info_.window_start_ns) +
+                                        info_.mono_to_wall_ns));
+    }
+    if (info_.window_end_ns > info_.window_start_ns) {
+      p.Varint(10, info_.window_end_ns - info_.window_start_ns);
+    }
+    value_type(11, clock_ ? "cpu" : event_.c_str(), clock_ ? "nanoseconds" : "count");
+    if (clock_ && hz_) p.Varint(12, 1'000'000'000 / hz_);
+    p.Varint(13, Str(fmt::format("flightrec record {}", info_.id)));
+    // The string table last: every index above has been handed out by now.
+    for (const auto& s : strings_) p.Bytes(6, s);
+    return Gzip(p.data());
+  }
+
+ private:
+  uint64_t Str(const std::string& s) {
+    auto [it, fresh] = string_ids_.try_emplace(s, strings_.size());
+    if (fresh) strings_.push_back(s);
+    return it->second;
+  }
+  void Label(ProtoWriter* sample, const char* key, uint64_t num, const char* unit = nullptr) {
+    ProtoWriter l;
+    l.Varint(1, Str(key));
+    l.Varint(3, num);
+    if (unit) l.Varint(4, Str(unit));
+    sample->Message(3, l);
+  }
+  uint64_t Function(const attribution::Symbol& s) {
+    std::string name = s.Display();
+    auto key = name + '\0' + s.file;
+    auto [it, fresh] = function_ids_.try_emplace(key, function_ids_.size() + 1);
+    if (fresh) {
+      ProtoWriter f;
+      f.Varint(1, it->second);
+      f.Varint(2, Str(name));
+      f.Varint(3, Str(name));
+      f.Varint(4, Str(s.file.empty() ? s.dso : s.file));
+      functions_.Message(5, f);
+    }
+    return it->second;
+  }
+  // One location per (file, offset): its inline chain as lines, caller last.
+  uint64_t Location(std::span<const attribution::Symbol* const> group) {
+    const attribution::Symbol& outer = *group.back();
+    auto key = fmt::format("{}\n{:x}\n{}", outer.dso, outer.offset, outer.Display());
+    auto [it, fresh] = location_ids_.try_emplace(key, location_ids_.size() + 1);
+    if (fresh) {
+      auto [mit, mfresh] = mappings_.try_emplace(outer.dso, mappings_.size() + 1);
+      (void)mfresh;
+      ProtoWriter loc;
+      loc.Varint(1, it->second);
+      loc.Varint(2, mit->second);
+      loc.Varint(3, outer.offset);
+      for (const auto* sym : group) {
+        ProtoWriter line;
+        line.Varint(1, Function(*sym));
+        if (sym->line) line.Varint(2, sym->line);
+        loc.Message(4, line);
+      }
+      locations_.Message(4, loc);
+    }
+    return it->second;
+  }
+  Status Gzip(const std::string& raw) {
+    z_stream zs{};
+    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+        Z_OK) {
+      return Status(StatusCode::kInternal, "zlib: deflateInit2 failed");
+    }
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+    zs.avail_in = static_cast<uInt>(raw.size());
+    std::vector<char> buf(1 << 16);
+    int ret;
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(buf.data());
+      zs.avail_out = static_cast<uInt>(buf.size());
+      ret = deflate(&zs, Z_FINISH);
+      out_->write(buf.data(), static_cast<std::streamsize>(buf.size() - zs.avail_out));
+    } while (ret == Z_OK);
+    deflateEnd(&zs);
+    if (ret != Z_STREAM_END) return Status(StatusCode::kInternal, "zlib: deflate failed");
+    return out_->good() ? OkStatus() : Status(StatusCode::kInternal, "writing the profile failed");
+  }
+
+  std::ostream* out_ = nullptr;
+  analysis::RecordInfo info_;
+  std::string event_;
+  uint64_t hz_ = 0;
+  bool clock_ = true;
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, uint64_t> string_ids_;
+  std::unordered_map<std::string, uint64_t> function_ids_;
+  std::unordered_map<std::string, uint64_t> location_ids_;
+  std::map<std::string, uint64_t> mappings_;
+  ProtoWriter samples_, locations_, functions_;
+};
+
+}  // namespace
+
+std::unique_ptr<Exporter> MakePprof() { return std::make_unique<Pprof>(); }
+
+}  // namespace flightrec::recorder::exporter

@@ -1,0 +1,49 @@
+// A minimal protobuf wire-format writer (varints, length-delimited fields)
+// for the two formats we emit, pprof's profile.proto and Perfetto's trace
+// protos. Hand-written on purpose: those few messages need ~40 lines, while
+// protoc-generated code would pull protobuf into the build for them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flightrec::recorder::exporter {
+
+class ProtoWriter {
+ public:
+  void Varint(uint32_t field, uint64_t v) {
+    Tag(field, 0);
+    Raw(v);
+  }
+  void Bytes(uint32_t field, std::string_view s) {
+    Tag(field, 2);
+    Raw(s.size());
+    buf_.append(s);
+  }
+  // A nested message, written by its own ProtoWriter.
+  void Message(uint32_t field, const ProtoWriter& m) { Bytes(field, m.buf_); }
+  // Packed repeated varints (proto3 default for repeated scalars).
+  void Packed(uint32_t field, const std::vector<uint64_t>& vs) {
+    ProtoWriter p;
+    for (uint64_t v : vs) p.Raw(v);
+    Bytes(field, p.buf_);
+  }
+  const std::string& data() const { return buf_; }
+  std::string& mutable_data() { return buf_; }
+  void Clear() { buf_.clear(); }
+
+ private:
+  void Tag(uint32_t field, uint32_t wire) { Raw((static_cast<uint64_t>(field) << 3) | wire); }
+  void Raw(uint64_t v) {
+    while (v >= 0x80) {
+      buf_.push_back(static_cast<char>(v | 0x80));
+      v >>= 7;
+    }
+    buf_.push_back(static_cast<char>(v));
+  }
+  std::string buf_;
+};
+
+}  // namespace flightrec::recorder::exporter

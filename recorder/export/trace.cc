@@ -1,0 +1,280 @@
+// Timeline exports: Chrome trace-event JSON and Perfetto's native protobuf.
+// Both are written by one state machine that turns the time-ordered samples
+// into slices on two kinds of lanes:
+//   - one lane per thread, with the thread's stack as nested slices (a frame
+//     stays open while consecutive samples of the thread keep it on the
+//     stack), like magic-trace or Perfetto's flame-chart view;
+//   - one lane per CPU, with a slice per run of the same thread on it.
+// A slice ends where its last sample's interval ends, or where the next
+// sample of the lane begins if that is earlier, so every lane is ordered.
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "recorder/export/exporters.h"
+#include "recorder/export/proto.h"
+
+namespace flightrec::recorder::exporter {
+namespace {
+
+struct LaneKey {
+  bool cpu = false;
+  uint32_t pid = 0;  // thread lanes
+  uint32_t tid = 0;  // thread lanes; the CPU number for CPU lanes
+  auto operator<=>(const LaneKey&) const = default;
+};
+
+struct Lane {
+  uint64_t id = 0;
+  std::vector<std::string> open;  // outermost first
+  uint64_t last_end = 0;
+};
+
+// What a trace format writes.
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  virtual void Start(const analysis::RecordInfo& info, std::ostream* out) = 0;
+  // First use of a lane: process/thread names or the CPU's name.
+  virtual void NewLane(const LaneKey& key, uint64_t id, const std::string& comm) = 0;
+  virtual void Begin(const LaneKey& key, uint64_t id, uint64_t ts, const std::string& name,
+                     const std::string& dso) = 0;
+  virtual void End(const LaneKey& key, uint64_t id, uint64_t ts) = 0;
+  virtual Status Finish() = 0;
+};
+
+class TraceExporter : public Exporter {
+ public:
+  explicit TraceExporter(std::unique_ptr<TraceSink> sink) : sink_(std::move(sink)) {}
+
+  void Begin(const analysis::RecordInfo& info, std::ostream* out) override {
+    // How long one sample stands for: the period itself for clock events
+    // (ns), else one sampling interval.
+    const auto& backend = info.config.value("backend", nlohmann::json::object());
+    std::string event = backend.is_object() ? backend.value("event", "") : "";
+    uint64_t hz = backend.is_object() ? backend.value("frequency_hz", uint64_t{0}) : 0;
+    clock_event_ = event.find("clock") != std::string::npos;
+    interval_ns_ = hz ? 1'000'000'000 / hz : 1'000'000;
+    sink_->Start(info, out);
+  }
+
+  void Add(const analysis::ResolvedSample& rs) override {
+    const auto& s = *rs.sample;
+    uint64_t len = clock_event_ && s.period ? s.period : interval_ns_;
+    uint64_t t = s.time_ns;
+    // Thread lane: the stack as nested slices.
+    std::vector<std::string> names;
+    std::vector<std::string> dsos;
+    for (auto it = rs.stack.rbegin(); it != rs.stack.rend(); ++it) {
+      names.push_back((*it)->inlined ? (*it)->Display() + " [inlined]" : (*it)->Display());
+      dsos.push_back((*it)->dso);
+    }
+    LaneKey tk{false, s.pid, s.tid};
+    Lane& tl = GetLane(tk, s.comm);
+    size_t keep = 0;
+    if (t <= tl.last_end + len) {  // no gap: frames shared with the last sample stay open
+      while (keep < tl.open.size() && keep < names.size() && tl.open[keep] == names[keep]) ++keep;
+    }
+    Close(tk, tl, keep, t);
+    for (size_t i = keep; i < names.size(); ++i) {
+      sink_->Begin(tk, tl.id, t, names[i], dsos[i]);
+      tl.open.push_back(names[i]);
+    }
+    tl.last_end = t + len;
+    // CPU lane: which thread ran.
+    LaneKey ck{true, 0, s.cpu};
+    Lane& cl = GetLane(ck, "");
+    std::string who = fmt::format("{} {}/{}", s.comm.empty() ? "?" : s.comm, s.pid, s.tid);
+    if (cl.open.empty() || cl.open[0] != who || t > cl.last_end + len) {
+      Close(ck, cl, 0, t);
+      sink_->Begin(ck, cl.id, t, who, "");
+      cl.open.push_back(who);
+    }
+    cl.last_end = t + len;
+  }
+
+  Status Finish() override {
+    for (auto& [key, lane] : lanes_) Close(key, lane, 0, lane.last_end);
+    return sink_->Finish();
+  }
+
+ private:
+  Lane& GetLane(const LaneKey& key, const std::string& comm) {
+    auto [it, fresh] = lanes_.try_emplace(key);
+    if (fresh) {
+      it->second.id = ++next_id_;
+      sink_->NewLane(key, it->second.id, comm);
+    }
+    return it->second;
+  }
+  // Ends the lane's open slices above depth `keep`, innermost first.
+  void Close(const LaneKey& key, Lane& lane, size_t keep, uint64_t now) {
+    uint64_t ts = std::min(lane.last_end, now);
+    while (lane.open.size() > keep) {
+      sink_->End(key, lane.id, ts);
+      lane.open.pop_back();
+    }
+  }
+
+  std::unique_ptr<TraceSink> sink_;
+  std::map<LaneKey, Lane> lanes_;
+  uint64_t next_id_ = 0;
+  bool clock_event_ = true;
+  uint64_t interval_ns_ = 1'000'000;
+};
+
+// The pseudo-process that holds the CPU lanes in the Chrome format.
+constexpr uint32_t kCpuPid = 0x7fffffff;
+
+class ChromeSink : public TraceSink {
+ public:
+  void Start(const analysis::RecordInfo& info, std::ostream* out) override {
+    out_ = out;
+    base_ = info.window_start_ns;
+    *out_ << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"record\":\"" << JsonEscape(info.id)
+          << "\",\"exporter\":\"flightrec\",\"start_wall_ns\":"
+          << static_cast<int64_t>(info.window_start_ns) + info.mono_to_wall_ns
+          << "},\"traceEvents\":[\n";
+  }
+  void NewLane(const LaneKey& key, uint64_t, const std::string& comm) override {
+    if (key.cpu) {
+      if (!cpu_named_) {
+        Emit(
+            fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,"
+                        "\"args\":{{\"name\":\"CPUs\"}}}}",
+                        kCpuPid));
+        cpu_named_ = true;
+      }
+      Emit(
+          fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
+                      "\"args\":{{\"name\":\"CPU {}\"}}}}",
+                      kCpuPid, key.tid, key.tid));
+      return;
+    }
+    if (named_pids_.insert(key.pid).second) {
+      Emit(
+          fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":{},"
+                      "\"args\":{{\"name\":\"{}\"}}}}",
+                      key.pid, key.pid, JsonEscape(comm)));
+    }
+    Emit(
+        fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
+                    "\"args\":{{\"name\":\"{}\"}}}}",
+                    key.pid, key.tid, JsonEscape(comm)));
+  }
+  void Begin(const LaneKey& key, uint64_t, uint64_t ts, const std::string& name,
+             const std::string& dso) override {
+    Emit(fmt::format("{{\"ph\":\"B\",\"ts\":{},\"pid\":{},\"tid\":{},\"name\":\"{}\"{}}}", Us(ts),
+                     key.cpu ? kCpuPid : key.pid, key.tid, JsonEscape(name),
+                     dso.empty() ? "" : ",\"args\":{\"dso\":\"" + JsonEscape(dso) + "\"}"));
+  }
+  void End(const LaneKey& key, uint64_t, uint64_t ts) override {
+    Emit(fmt::format("{{\"ph\":\"E\",\"ts\":{},\"pid\":{},\"tid\":{}}}", Us(ts),
+                     key.cpu ? kCpuPid : key.pid, key.tid));
+  }
+  Status Finish() override {
+    *out_ << "\n]}\n";
+    return out_->good() ? OkStatus() : Status(StatusCode::kInternal, "writing the trace failed");
+  }
+
+ private:
+  // Microseconds from the window start, with ns precision.
+  std::string Us(uint64_t ts) const {
+    int64_t ns = static_cast<int64_t>(ts) - static_cast<int64_t>(base_);
+    return fmt::format("{}{}.{:03}", ns < 0 ? "-" : "", std::abs(ns) / 1000, std::abs(ns) % 1000);
+  }
+  void Emit(const std::string& e) {
+    if (!first_) *out_ << ",\n";
+    first_ = false;
+    *out_ << e;
+  }
+  std::ostream* out_ = nullptr;
+  uint64_t base_ = 0;
+  bool first_ = true;
+  bool cpu_named_ = false;
+  std::set<uint32_t> named_pids_;
+};
+
+// Perfetto's protos (protos/perfetto/trace/): Trace.packet = 1;
+// TracePacket: timestamp 8, trusted_packet_sequence_id 10, track_event 11,
+// sequence_flags 13, track_descriptor 60; TrackDescriptor: uuid 1, name 2,
+// process 3, thread 4, parent_uuid 5; ProcessDescriptor: pid 1,
+// process_name 6; ThreadDescriptor: pid 1, tid 2, thread_name 5;
+// TrackEvent: type 9 (1 = SLICE_BEGIN, 2 = SLICE_END), track_uuid 11, name 23.
+class PerfettoSink : public TraceSink {
+ public:
+  void Start(const analysis::RecordInfo&, std::ostream* out) override { out_ = out; }
+  void NewLane(const LaneKey& key, uint64_t id, const std::string& comm) override {
+    ProtoWriter td;
+    td.Varint(1, Uuid(id));
+    if (key.cpu) {
+      td.Bytes(2, fmt::format("CPU {}", key.tid));
+    } else {
+      uint64_t puuid = ProcessUuid(key.pid);
+      if (named_pids_.insert(key.pid).second) {
+        ProtoWriter pd, ptd;
+        pd.Varint(1, key.pid);
+        pd.Bytes(6, comm);
+        ptd.Varint(1, puuid);
+        ptd.Message(3, pd);
+        Packet(60, ptd, 0);
+      }
+      ProtoWriter thd;
+      thd.Varint(1, key.pid);
+      thd.Varint(2, key.tid);
+      thd.Bytes(5, comm);
+      td.Message(4, thd);
+      td.Varint(5, puuid);
+    }
+    Packet(60, td, 0);
+  }
+  void Begin(const LaneKey&, uint64_t id, uint64_t ts, const std::string& name,
+             const std::string&) override {
+    ProtoWriter te;
+    te.Varint(9, 1);
+    te.Varint(11, Uuid(id));
+    te.Bytes(23, name);
+    Packet(11, te, ts);
+  }
+  void End(const LaneKey&, uint64_t id, uint64_t ts) override {
+    ProtoWriter te;
+    te.Varint(9, 2);
+    te.Varint(11, Uuid(id));
+    Packet(11, te, ts);
+  }
+  Status Finish() override {
+    return out_->good() ? OkStatus() : Status(StatusCode::kInternal, "writing the trace failed");
+  }
+
+ private:
+  static uint64_t Uuid(uint64_t lane) { return 0x466c000000000000ULL | lane; }
+  static uint64_t ProcessUuid(uint32_t pid) { return 0x466d000000000000ULL | pid; }
+  void Packet(uint32_t field, const ProtoWriter& body, uint64_t ts) {
+    ProtoWriter p;
+    if (ts) p.Varint(8, ts);
+    p.Varint(10, 1);  // one writer sequence
+    if (first_) {
+      p.Varint(13, 1);  // SEQ_INCREMENTAL_STATE_CLEARED
+      first_ = false;
+    }
+    p.Message(field, body);
+    ProtoWriter trace;
+    trace.Message(1, p);
+    out_->write(trace.data().data(), static_cast<std::streamsize>(trace.data().size()));
+  }
+  std::ostream* out_ = nullptr;
+  bool first_ = true;
+  std::set<uint32_t> named_pids_;
+};
+
+}  // namespace
+
+std::unique_ptr<Exporter> MakeChromeTrace() {
+  return std::make_unique<TraceExporter>(std::make_unique<ChromeSink>());
+}
+std::unique_ptr<Exporter> MakePerfettoTrace() {
+  return std::make_unique<TraceExporter>(std::make_unique<PerfettoSink>());
+}
+
+}  // namespace flightrec::recorder::exporter

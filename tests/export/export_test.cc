@@ -1,0 +1,275 @@
+// Exports of a real record read back by real consumers (issue 4, acceptance
+// 4): `go tool pprof -top` on the pprof export against `recorder report`;
+// the Chrome JSON and the Perfetto protobuf parsed back and checked for
+// required fields and per-lane ordering; the SVG parsed as XML.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_util.h"
+#include "tests/recorder/daemon_util.h"
+#include "tests/store/test_util.h"
+
+namespace flightrec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ExportTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new store::testing::TempDir();
+    daemon_ = new Daemon(dir_->path());
+    ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
+    pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "2"});
+    int st = 0;
+    waitpid(spin, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    spin_pid_ = spin;
+    auto r = daemon_->Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    id_ = nlohmann::json::parse(r.out)["id"];
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    delete dir_;
+  }
+  static std::string Out(const std::string& name) { return dir_->path() + "/" + name; }
+  static RunResult Export(const std::string& format, const std::string& file) {
+    return daemon_->Cli({"export", id_, "--format", format, "-o", Out(file)});
+  }
+  static std::string Slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  static store::testing::TempDir* dir_;
+  static Daemon* daemon_;
+  static std::string id_;
+  static pid_t spin_pid_;
+};
+
+store::testing::TempDir* ExportTest::dir_ = nullptr;
+Daemon* ExportTest::daemon_ = nullptr;
+std::string ExportTest::id_;
+pid_t ExportTest::spin_pid_ = 0;
+
+TEST_F(ExportTest, GoToolPprofShowsTheSameTopFunctionsAsReport) {
+  auto r = Export("pprof", "profile.pb.gz");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rep = daemon_->Cli({"report", id_, "--json"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  auto rows = nlohmann::json::parse(rep.out)["rows"];
+  ASSERT_GE(rows.size(), 2u);
+  // go needs a writable HOME/GOCACHE; give it the test's directory.
+  auto top =
+      RunCommand({"/usr/bin/go", "tool", "pprof", "-top", "-nodecount=10", Out("profile.pb.gz")},
+                 {"HOME=" + dir_->path(), "GOCACHE=" + dir_->path() + "/gocache",
+                  "PPROF_TMPDIR=" + dir_->path()});
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  // Rows after the header: "flat flat% sum% cum cum% name".
+  std::vector<std::pair<std::string, double>> pprof_rows;
+  std::istringstream in(top.out);
+  std::string line;
+  bool table = false;
+  while (std::getline(in, line)) {
+    if (line.find("flat%") != std::string::npos) {
+      table = true;
+      continue;
+    }
+    if (!table) continue;
+    std::istringstream f(line);
+    std::string flat, flat_pct, sum, cum, cum_pct, name;
+    f >> flat >> flat_pct >> sum >> cum >> cum_pct;
+    std::getline(f, name);
+    name = name.substr(name.find_first_not_of(' '));
+    pprof_rows.emplace_back(name, std::stod(flat_pct));
+  }
+  ASSERT_GE(pprof_rows.size(), 2u) << top.out;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(pprof_rows[i].first, rows[i]["key"].get<std::string>()) << top.out << rep.out;
+    // The same samples, weighted by period: shares agree to a point.
+    EXPECT_NEAR(pprof_rows[i].second, rows[i]["self_pct"].get<double>(), 1.0) << top.out;
+  }
+  EXPECT_EQ(pprof_rows[0].first, "spin_a");
+}
+
+TEST_F(ExportTest, ChromeTraceHasRequiredFieldsAndOrderedLanes) {
+  auto r = Export("chrome", "trace.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(Slurp(Out("trace.json")));
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  std::map<std::pair<int64_t, int64_t>, double> last_ts;
+  std::map<std::pair<int64_t, int64_t>, int> depth;
+  std::set<std::string> thread_names;
+  size_t spin_slices = 0;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("tid")) << e.dump();
+    std::string ph = e["ph"];
+    auto lane = std::make_pair(e["pid"].get<int64_t>(), e["tid"].get<int64_t>());
+    if (ph == "M") {
+      ASSERT_TRUE(e.contains("name") && e["args"].contains("name")) << e.dump();
+      if (e["name"] == "thread_name") thread_names.insert(e["args"]["name"]);
+      continue;
+    }
+    ASSERT_TRUE(ph == "B" || ph == "E") << e.dump();
+    ASSERT_TRUE(e["ts"].is_number()) << e.dump();
+    double ts = e["ts"];
+    auto it = last_ts.find(lane);
+    if (it != last_ts.end()) {
+      EXPECT_GE(ts, it->second) << "lane out of order: " << e.dump();
+    }
+    last_ts[lane] = ts;
+    if (ph == "B") {
+      ASSERT_TRUE(e["name"].is_string()) << e.dump();
+      ++depth[lane];
+      if (e["name"] == "spin_a" && lane.first == spin_pid_) ++spin_slices;
+    } else {
+      ASSERT_GT(depth[lane], 0) << "E without B: " << e.dump();
+      --depth[lane];
+    }
+  }
+  for (const auto& [lane, d] : depth) EXPECT_EQ(d, 0) << "unclosed slices on a lane";
+  EXPECT_GT(spin_slices, 10u);
+  EXPECT_TRUE(thread_names.count("fr_spin"));
+  EXPECT_TRUE(thread_names.count("CPU 0") || thread_names.count("CPU 1"));
+}
+
+// Minimal protobuf wire reader for the Perfetto check.
+struct Field {
+  uint32_t number = 0;
+  uint64_t varint = 0;
+  std::string bytes;
+};
+std::vector<Field> Parse(const std::string& s) {
+  std::vector<Field> out;
+  size_t p = 0;
+  auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; p < s.size() && shift < 64; shift += 7) {
+      uint8_t b = static_cast<uint8_t>(s[p++]);
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  while (p < s.size()) {
+    uint64_t tag;
+    if (!varint(&tag)) throw std::runtime_error("bad tag");
+    Field f;
+    f.number = static_cast<uint32_t>(tag >> 3);
+    if ((tag & 7) == 0) {
+      if (!varint(&f.varint)) throw std::runtime_error("bad varint");
+    } else if ((tag & 7) == 2) {
+      uint64_t n;
+      if (!varint(&n) || n > s.size() - p) throw std::runtime_error("bad length");
+      f.bytes = s.substr(p, n);
+      p += n;
+    } else {
+      throw std::runtime_error("unexpected wire type");
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+TEST_F(ExportTest, PerfettoTraceDecodesWithDescribedOrderedTracks) {
+  auto r = Export("perfetto", "trace.pftrace");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<uint64_t> tracks;
+  std::map<uint64_t, uint64_t> last_ts;
+  std::map<uint64_t, int> depth;
+  size_t spin = 0, events = 0;
+  for (const auto& packet : Parse(Slurp(Out("trace.pftrace")))) {
+    ASSERT_EQ(packet.number, 1u);  // Trace.packet
+    uint64_t ts = 0;
+    for (const auto& f : Parse(packet.bytes)) {
+      if (f.number == 8) ts = f.varint;
+      if (f.number == 60) {  // TrackDescriptor
+        for (const auto& d : Parse(f.bytes)) {
+          if (d.number == 1) tracks.insert(d.varint);
+        }
+      }
+      if (f.number == 11) {  // TrackEvent
+        uint64_t type = 0, track = 0;
+        std::string name;
+        for (const auto& t : Parse(f.bytes)) {
+          if (t.number == 9) type = t.varint;
+          if (t.number == 11) track = t.varint;
+          if (t.number == 23) name = t.bytes;
+        }
+        ++events;
+        ASSERT_TRUE(tracks.count(track)) << "event on a track described later or never";
+        ASSERT_TRUE(type == 1 || type == 2);
+        EXPECT_GE(ts, last_ts[track]);
+        last_ts[track] = ts;
+        depth[track] += type == 1 ? 1 : -1;
+        ASSERT_GE(depth[track], 0);
+        if (name == "spin_a") ++spin;
+      }
+    }
+  }
+  EXPECT_GT(events, 50u);
+  EXPECT_GT(spin, 10u);
+  for (const auto& [t, d] : depth) EXPECT_EQ(d, 0);
+}
+
+TEST_F(ExportTest, FlameGraphIsWellFormedSvgAndFoldedHasTheStacks) {
+  auto r = daemon_->Cli({"flamegraph", id_, "-o", Out("fg.svg"), "--title", "a <title> & more"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto xml = RunCommand({"/usr/bin/python3", "-c",
+                         "import sys, xml.etree.ElementTree as E\n"
+                         "root = E.parse(sys.argv[1]).getroot()\n"
+                         "ns = '{http://www.w3.org/2000/svg}'\n"
+                         "assert root.tag == ns + 'svg', root.tag\n"
+                         "titles = [t.text for t in root.iter(ns + 'title')]\n"
+                         "print('\\n'.join(titles))\n",
+                         Out("fg.svg")});
+  ASSERT_EQ(xml.exit_code, 0) << xml.err;
+  EXPECT_NE(xml.out.find("spin_a ("), std::string::npos) << xml.out;
+  EXPECT_NE(Slurp(Out("fg.svg")).find("a &lt;title&gt; &amp; more"), std::string::npos);
+  auto f = Export("folded", "stacks.folded");
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  std::string folded = Slurp(Out("stacks.folded"));
+  EXPECT_NE(folded.find("fr_spin;"), std::string::npos);
+  EXPECT_NE(folded.find(";spin_a "), std::string::npos) << folded;
+}
+
+TEST_F(ExportTest, BadRequestsFailCleanlyAndLeaveNoFile) {
+  auto r = Export("svg-someday", "x.out");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("valid: pprof, perfetto, chrome, folded, svg"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(Out("x.out")));
+  r = daemon_->Cli({"export", id_, "--format", "chrome", "-o", "/nonexistent-dir/t.json"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot write /nonexistent-dir/t.json"), std::string::npos) << r.err;
+  r = daemon_->Cli({"export", "no-such-id", "--format", "chrome", "-o", Out("y.json")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no record"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(Out("y.json")));
+  // A record that fails to replay halfway leaves no partial output either.
+  store::testing::TempDir copy;
+  fs::copy(daemon_->store(), copy.path() + "/s", fs::copy_options::recursive);
+  for (const auto& e : fs::directory_iterator(copy.path() + "/s")) {
+    if (e.path().filename().string().find(id_) == std::string::npos) continue;
+    fs::resize_file(e.path(), fs::file_size(e.path()) * 2 / 3);
+  }
+  r = RunCommand({BuildPath("recorder/cli/recorder"), "--store", copy.path() + "/s", "export", id_,
+                  "--format", "pprof", "-o", Out("z.pb.gz")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128) << r.err;
+  EXPECT_FALSE(fs::exists(Out("z.pb.gz")));
+  for (const auto& e : fs::directory_iterator(dir_->path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
+
+}  // namespace
+}  // namespace flightrec::testing
