@@ -260,11 +260,19 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   };
   RETURN_IF_ERROR(refill());
   Event e;
+  static_assert(kChunk > EventDecoder::kMaxEventBytes);
   for (;;) {
-    if (!eof && len - dec.position() < EventDecoder::kMaxEventBytes) {
-      RETURN_IF_ERROR(refill());
-    }
+    // Decode from the buffer; an event cut by the buffer's end (it fails to
+    // decode while more bytes are coming) is retried once after a refill,
+    // which puts at least kChunk > kMaxEventBytes bytes from its start in the
+    // buffer: a second failure is corruption.
+    auto saved = dec.Save();
     auto more = dec.Next(&e);
+    if (!eof && (!more.ok() || !*more)) {
+      dec.Restore(saved);
+      RETURN_IF_ERROR(refill());
+      more = dec.Next(&e);
+    }
     if (!more.ok()) return more.status().Annotate(fmt::format("record {}", reader.display_name()));
     if (!*more) break;
     ++stats.events;

@@ -11,9 +11,11 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -454,8 +456,9 @@ namespace {
 struct ElfFacts {
   std::string build_id;  // raw bytes
   bool has_symtab = false;
-  bool has_debug_info = false;  // a non-empty .debug_info (not NOBITS)
-  std::string debuglink;        // .gnu_debuglink file name, "" if none
+  bool has_debug_info = false;    // a non-empty .debug_info (not NOBITS)
+  bool compressed_debug = false;  // zlib/zstd-compressed DWARF (SHF_COMPRESSED, .zdebug)
+  std::string debuglink;          // .gnu_debuglink file name, "" if none
 };
 
 bool ReadElfSymbols(const std::string& path,
@@ -490,6 +493,8 @@ bool ReadElfSymbols(const std::string& path,
       if (name &&
           (std::strcmp(name, ".debug_info") == 0 || std::strcmp(name, ".zdebug_info") == 0)) {
         facts->has_debug_info = true;
+        facts->compressed_debug =
+            (sh.sh_flags & SHF_COMPRESSED) != 0 || std::strcmp(name, ".zdebug_info") == 0;
       }
     }
     if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) continue;
@@ -535,6 +540,62 @@ std::string DieFunctionName(Dwarf_Die* die) {
     name = dwarf_formstring(&attr);
   }
   return name ? Demangle(name) : "";
+}
+
+// Where decompressed copies of debug files are kept:
+// $FLIGHTREC_CACHE_DIR, /var/cache/flightrec for root, else
+// $XDG_CACHE_HOME/flightrec or ~/.cache/flightrec.
+std::string CacheDir() {
+  if (const char* d = std::getenv("FLIGHTREC_CACHE_DIR"); d && *d) return d;
+  if (geteuid() == 0) return "/var/cache/flightrec";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/flightrec";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/flightrec";
+  return "";
+}
+
+// libdw inflates every compressed debug section when it opens a file: for a
+// distribution's debug file (libc's: ~0.1 s of zlib) that is paid on every
+// query. So a decompressed copy is made once per build-id, with objcopy, into
+// the cache directory, and used from then on (mapped, nothing to inflate).
+// Any failure falls back to the original file.
+std::string DecompressedCopy(const std::string& path) {
+  ElfFacts f;
+  if (!ReadElfSymbols(path, nullptr, nullptr, &f) || !f.compressed_debug || f.build_id.empty()) {
+    return path;
+  }
+  std::string dir = CacheDir();
+  if (dir.empty()) return path;
+  std::string hex = HexBuildId(f.build_id);
+  std::string cached = fmt::format("{}/debug/{}.debug", dir, hex);
+  ElfFacts cf;
+  if (ReadElfSymbols(cached, nullptr, nullptr, &cf) && cf.build_id == f.build_id &&
+      !cf.compressed_debug) {
+    return cached;
+  }
+  for (const std::string& d : {dir, dir + "/debug"}) {
+    if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) return path;
+  }
+  std::string tmp = fmt::format("{}.tmp-{}", cached, getpid());
+  pid_t pid = fork();
+  if (pid < 0) return path;
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (devnull >= 0) {
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+    }
+    execl("/usr/bin/objcopy", "objcopy", "--decompress-debug-sections", path.c_str(), tmp.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || rename(tmp.c_str(), cached.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return path;
+  }
+  return cached;
 }
 
 }  // namespace
@@ -671,12 +732,32 @@ std::string Symbolizer::FindDebugFile(const std::string& path, const std::string
 const FileSyms& Symbolizer::Load(uint32_t cookie_id) {
   auto it = files_.find(cookie_id);
   if (it != files_.end()) return *it->second;
-  auto fs = std::make_unique<FileSyms>();
   const Cookie* c = cookies_->Get(cookie_id);
+  static const FileSyms* const kMissing = [] {
+    auto* f = new FileSyms;  // one immortal "unknown cookie" entry
+    f->status = "file_missing";
+    return f;
+  }();
+  const FileSyms* fs = c ? &LoadFile(c->path, c->build_id) : kMissing;
+  files_[cookie_id] = fs;
+  return *fs;
+}
+
+void Symbolizer::Preload(const std::vector<Cookie>& files) {
+  for (const auto& c : files) LoadFile(c.path, c.build_id);
+}
+
+const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string& build_id) {
+  std::string key = path + '\n' + build_id;
+  auto it = by_file_.find(key);
+  if (it != by_file_.end()) return *it->second;
+  auto fs = std::make_unique<FileSyms>();
+  const Cookie cookie{0, path, build_id, 0, 0};
+  const Cookie* c = &cookie;
   std::vector<std::tuple<uint64_t, uint64_t, std::string>> syms;
   std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> segs;
   ElfFacts facts;
-  if (c == nullptr || !ReadElfSymbols(c->path, &syms, &segs, &facts)) {
+  if (!ReadElfSymbols(c->path, &syms, &segs, &facts)) {
     fs->status = "file_missing";
   } else if (!c->build_id.empty() && HexBuildId(facts.build_id) != c->build_id) {
     // Never attribute to a different binary's symbols.
@@ -697,14 +778,14 @@ const FileSyms& Symbolizer::Load(uint32_t cookie_id) {
         }
       }
     }
-    if (!dwarf_path.empty()) fs->dwarf = DwarfFile::Open(dwarf_path);
+    if (!dwarf_path.empty()) fs->dwarf = DwarfFile::Open(DecompressedCopy(dwarf_path));
   }
   for (auto& [off, vaddr, sz] : segs) fs->segs.push_back({off, vaddr, sz});
   for (auto& [addr, size, name] : syms) fs->syms.push_back({addr, size, Demangle(name)});
   std::sort(fs->syms.begin(), fs->syms.end(),
             [](const FileSyms::Sym& a, const FileSyms::Sym& b) { return a.addr < b.addr; });
   auto& ref = *fs;
-  files_[cookie_id] = std::move(fs);
+  by_file_[key] = std::move(fs);
   return ref;
 }
 

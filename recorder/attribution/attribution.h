@@ -237,17 +237,24 @@ class Symbolizer {
   // file has DWARF line info.
   std::vector<Symbol> ResolveInline(const Frame& f);
   void set_debug_dirs(std::vector<std::string> dirs) { debug_dirs_ = std::move(dirs); }
-  size_t files_loaded() const { return files_.size(); }
+  size_t files_loaded() const { return by_file_.size(); }
+  // Reads these files now (symbols, debug files, DWARF). Used to load a
+  // record's files on another thread while its events are decoded; the
+  // caller must not use the Symbolizer from two threads at once.
+  void Preload(const std::vector<Cookie>& files);
 
  private:
   const FileSyms& Load(uint32_t cookie);
+  const FileSyms& LoadFile(const std::string& path, const std::string& build_id);
   Symbol ResolveIn(const Frame& f, const FileSyms** fs, uint64_t* vaddr);
   std::string FindDebugFile(const std::string& path, const std::string& build_id,
                             const std::string& debuglink) const;
   const CookieTable* cookies_;
   const KernelSymbols* kernel_;
   std::vector<std::string> debug_dirs_;
-  std::unordered_map<uint32_t, std::unique_ptr<FileSyms>> files_;
+  std::unordered_map<uint32_t, const FileSyms*> files_;  // by cookie id
+  // By path and build-id: what a file's symbols depend on.
+  std::unordered_map<std::string, std::unique_ptr<FileSyms>> by_file_;
 };
 
 }  // namespace flightrec::recorder::attribution

@@ -50,6 +50,17 @@ class EventDecoder {
   // Upper bound of one encoded event (two maximal chains, registers and a
   // maximal stack copy): a streaming reader keeps at least this much ahead.
   static constexpr size_t kMaxEventBytes = 3u << 20;
+  // Decoder state, to retry an event that ran past the end of a partial
+  // buffer once more bytes are there.
+  struct State {
+    size_t pos;
+    uint64_t last_time;
+  };
+  State Save() const { return {pos_, last_time_}; }
+  void Restore(const State& s) {
+    pos_ = s.pos;
+    last_time_ = s.last_time;
+  }
   // Continues on a new buffer holding the bytes that follow position(), for
   // streaming: the time-delta state carries over.
   void Rebase(std::string_view data) {

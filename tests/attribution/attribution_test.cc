@@ -176,6 +176,29 @@ TEST_F(AttributionTest, StrippedBinariesUseBuildIdTreeAndDebuglink) {
   ExpectFullAttribution({"FLIGHTREC_DEBUGINFO_PATH=" + debug_root}, dir);
 }
 
+TEST_F(AttributionTest, CompressedDebugInfoIsDecompressedOnceIntoTheCache) {
+  const std::string dir = tmp_.path() + "/compressed";
+  const std::string cache = tmp_.path() + "/cache";
+  Install(dir, 1);
+  for (const char* f : {"/fr_attr_main", "/libfr_attr.so"}) {
+    MustRun({"/usr/bin/objcopy", "--compress-debug-sections=zlib", dir + f});
+  }
+  RecordIn(dir);
+  const std::vector<std::string> env = {"FLIGHTREC_DEBUGINFO_PATH=" + tmp_.path() + "/none",
+                                        "FLIGHTREC_CACHE_DIR=" + cache};
+  ExpectFullAttribution(env, dir);
+  // One decompressed copy per build-id, reused by the next query.
+  const std::string copy = cache + "/debug/" + BuildIdHex(dir + "/libfr_attr.so") + ".debug";
+  ASSERT_TRUE(fs::exists(copy));
+  auto before = fs::last_write_time(copy);
+  ExpectFullAttribution(env, dir);
+  EXPECT_EQ(fs::last_write_time(copy), before);
+  // A damaged cache entry is not trusted: it is rebuilt from the original.
+  std::ofstream(copy, std::ios::trunc) << "not an ELF file";
+  ExpectFullAttribution(env, dir);
+  EXPECT_EQ(BuildIdHex(copy), BuildIdHex(dir + "/libfr_attr.so"));
+}
+
 TEST_F(AttributionTest, StrippedWithoutDebugFilesGivesOffsetsNotWrongNames) {
   const std::string dir = tmp_.path() + "/bare";
   Install(dir, 1);
