@@ -281,6 +281,41 @@ std::vector<Event> ProcessTable::StateEvents(uint32_t pid, uint64_t time_ns) con
   return out;
 }
 
+std::vector<MmapEvent> MapsEvents(uint32_t pid, const std::string& maps, uint64_t time_ns) {
+  std::vector<MmapEvent> out;
+  std::istringstream in(maps);
+  std::string line;
+  while (std::getline(in, line)) {
+    // 55d4c0a00000-55d4c0a02000 r-xp 00002000 08:01 1234 /usr/bin/x
+    unsigned long long start, endaddr, pgoff, ino;
+    unsigned maj, min;
+    char perms[8] = {};
+    int consumed = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &start, &endaddr, perms,
+                    &pgoff, &maj, &min, &ino, &consumed) < 7) {
+      continue;
+    }
+    if (perms[2] != 'x') continue;  // attribution needs executable mappings only
+    MmapEvent m;
+    m.time_ns = time_ns;
+    m.pid = m.tid = pid;
+    m.start = start;
+    m.len = endaddr - start;
+    m.pgoff = pgoff;
+    m.maj = maj;
+    m.min = min;
+    m.ino = ino;
+    m.prot = PROT_READ | PROT_EXEC;
+    m.filename = consumed > 0 && static_cast<size_t>(consumed) <= line.size()
+                     ? line.substr(static_cast<size_t>(consumed))
+                     : "";
+    if (m.filename.empty()) m.filename = "//anon";
+    if (m.filename[0] == '/') m.build_id = ReadBuildId(m.filename);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 std::vector<Event> ScanProc(uint64_t time_ns) {
   std::vector<Event> out;
   DIR* d = opendir("/proc");
@@ -299,35 +334,8 @@ std::vector<Event> ScanProc(uint64_t time_ns) {
     c.exec = true;
     out.push_back(c);
     std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-    std::string line;
-    while (std::getline(maps, line)) {
-      // 55d4c0a00000-55d4c0a02000 r-xp 00002000 08:01 1234 /usr/bin/x
-      unsigned long long start, endaddr, pgoff, ino;
-      unsigned maj, min;
-      char perms[8] = {};
-      int consumed = 0;
-      if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &start, &endaddr, perms,
-                      &pgoff, &maj, &min, &ino, &consumed) < 7) {
-        continue;
-      }
-      if (perms[2] != 'x') continue;  // attribution needs executable mappings only
-      MmapEvent m;
-      m.time_ns = time_ns;
-      m.pid = m.tid = static_cast<uint32_t>(pid);
-      m.start = start;
-      m.len = endaddr - start;
-      m.pgoff = pgoff;
-      m.maj = maj;
-      m.min = min;
-      m.ino = ino;
-      m.prot = PROT_READ | PROT_EXEC;
-      m.filename = consumed > 0 && static_cast<size_t>(consumed) <= line.size()
-                       ? line.substr(static_cast<size_t>(consumed))
-                       : "";
-      if (m.filename.empty()) m.filename = "//anon";
-      if (m.filename[0] == '/') m.build_id = ReadBuildId(m.filename);
-      out.push_back(m);
-    }
+    std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    for (auto& m : MapsEvents(static_cast<uint32_t>(pid), text, time_ns)) out.push_back(m);
   }
   closedir(d);
   return out;

@@ -104,6 +104,8 @@ class ProcessTable {
 // start fills the table for processes that started before the daemon).
 // Tolerates processes vanishing mid-scan.
 std::vector<Event> ScanProc(uint64_t time_ns);
+// The executable mappings in a /proc/PID/maps text, as mmap events.
+std::vector<MmapEvent> MapsEvents(uint32_t pid, const std::string& maps, uint64_t time_ns);
 
 // Kernel symbols, from /proc/kallsyms, sorted by address.
 class KernelSymbols {

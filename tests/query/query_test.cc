@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/record_file.h"
 #include "tests/cli/run_util.h"
 #include "tests/recorder/daemon_util.h"
 #include "tests/store/test_util.h"
@@ -194,13 +195,18 @@ TEST_F(QueryTest, CorruptAndForeignRecordsAreClearErrors) {
   std::vector<Case> cases = {
       {"flipped", "checksum",
        [](const std::string& p) {
-         // Flip bytes in the middle of the compressed sections.
+         // Flip bytes in the middle of the events section, the one every
+         // query reads (the record also holds sections replay skips).
+         auto reader = store::RecordReader::Open(p);
+         ASSERT_TRUE(reader.ok()) << reader.status().message();
+         const auto* ev = (*reader)->FindSection("events");
+         ASSERT_NE(ev, nullptr);
+         off_t at = static_cast<off_t>(ev->offset + ev->stored_size / 2);
          int fd = open(p.c_str(), O_RDWR);
-         off_t size = lseek(fd, 0, SEEK_END);
-         char buf[64];
-         pread(fd, buf, sizeof(buf), size / 2);
+         char buf[16];
+         ASSERT_EQ(pread(fd, buf, sizeof(buf), at), static_cast<ssize_t>(sizeof(buf)));
          for (char& c : buf) c = static_cast<char>(~c);
-         pwrite(fd, buf, sizeof(buf), size / 2);
+         ASSERT_EQ(pwrite(fd, buf, sizeof(buf), at), static_cast<ssize_t>(sizeof(buf)));
          close(fd);
        }},
       {"truncated", "", [](const std::string& p) { fs::resize_file(p, fs::file_size(p) / 3); }},
