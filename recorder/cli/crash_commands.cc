@@ -1,6 +1,432 @@
-// recorder crash / coredump: placeholder until coredump-hook lands.
+// recorder crash list|info|core|debug (modelled on coredumpctl) and
+// recorder coredump install|uninstall (the core_pattern handler).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/units.h"
+#include "coredump-hook/coredump.h"
+#include "recorder/analysis/replay.h"
 #include "recorder/cli/cli.h"
 
 namespace flightrec::recorder::cli {
-void AddCrashCommands(CLI::App&, CliContext&) {}
+namespace {
+
+// Crashes a user may see: root sees all; others see their own processes'
+// crashes, and never those of non-dumpable processes (setuid & co).
+std::optional<uint32_t> VisibleUid() {
+  if (geteuid() == 0) return std::nullopt;
+  return static_cast<uint32_t>(getuid());
+}
+
+Status CheckAccess(const nlohmann::json& meta) {
+  auto uid = VisibleUid();
+  if (!uid) return OkStatus();
+  const auto& c = meta.value("crash", nlohmann::json::object());
+  if (c.value("uid", uint32_t{UINT32_MAX}) != *uid || !c.value("dumpable", true)) {
+    return Status(StatusCode::kPermissionDenied, "that crash belongs to another user");
+  }
+  return OkStatus();
+}
+
+struct CrashListArgs {
+  bool newest = false;
+  bool json = false;
+  std::string since;
+  int64_t pid = -1;
+  std::string exe;
+};
+
+Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  store::ListQuery q;
+  q.kind = "crash";
+  if (a.pid >= 0) q.pid = static_cast<uint32_t>(a.pid);
+  if (!a.exe.empty()) q.exe = a.exe;
+  if (!a.since.empty()) {
+    ASSIGN_OR_RETURN(int64_t t, ParseTimeNs(a.since, WallClockNs()));
+    q.since_ns = t;
+  }
+  q.uid = VisibleUid();
+  ASSIGN_OR_RETURN(auto rows, store->List(q));
+  if (a.newest && rows.size() > 1) rows.erase(rows.begin(), rows.end() - 1);
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows) {
+      nlohmann::json c = r.meta.value("crash", nlohmann::json::object());
+      c["id"] = r.id;
+      c["created_ns"] = r.created_ns;
+      c["stored_bytes"] = r.file_size;
+      out.push_back(std::move(c));
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return OkStatus();
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows) {
+    const auto& c = r.meta.value("crash", nlohmann::json::object());
+    std::string core = c.value("core_stored", false)
+                           ? FormatBytes(c.value("core_size", uint64_t{0})) +
+                                 (c.value("truncated", false) ? " (truncated)" : "")
+                           : "none";
+    table.push_back({r.id, FormatTimeNs(r.created_ns), std::to_string(c.value("pid", 0)),
+                     std::to_string(c.value("uid", 0)), c.value("signal_name", ""),
+                     c.value("exe", ""), core,
+                     c.value("history", "").empty() ? "-" : c.value("history", "")});
+  }
+  std::fputs(
+      FormatTable({"ID", "TIME", "PID", "UID", "SIG", "EXE", "CORE", "HISTORY"}, table).c_str(),
+      stdout);
+  if (rows.empty()) std::printf("(no crashes)\n");
+  return OkStatus();
+}
+
+// The newest crash for -1, else the id or prefix.
+StatusOr<std::string> ResolveCrash(store::Store& s, const std::string& id) {
+  if (id != "-1") return id;
+  store::ListQuery q;
+  q.kind = "crash";
+  q.uid = VisibleUid();
+  ASSIGN_OR_RETURN(auto rows, s.List(q));
+  if (rows.empty()) return NotFound("no crashes in the store");
+  return rows.back().id;
+}
+
+void PrintFrames(const nlohmann::json& frames, size_t max) {
+  size_t n = 0;
+  for (const auto& f : frames) {
+    if (n == max) {
+      std::printf("      ... %zu more\n", frames.size() - max);
+      break;
+    }
+    std::string fn = f.value("function", "");
+    if (fn.empty()) fn = fmt::format("{}+0x{:x}", f.value("dso", "?"), f.value("offset", 0ull));
+    std::string where =
+        f.contains("file") ? fmt::format(" at {}:{}", f.value("file", ""), f.value("line", 0)) : "";
+    std::printf("    #%-2zu 0x%016llx %s%s (%s)%s\n", n, f.value("ip", 0ull), fn.c_str(),
+                f.value("inlined", false) ? " [inlined]" : "", f.value("dso", "").c_str(),
+                where.c_str());
+    ++n;
+  }
+}
+
+Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json) {
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  ASSIGN_OR_RETURN(std::string id, ResolveCrash(*store, id_arg));
+  ASSIGN_OR_RETURN(auto row, store->Get(id));
+  if (row.kind != "crash")
+    return InvalidArgument(fmt::format("{} is a {}, not a crash", id, row.kind));
+  RETURN_IF_ERROR(CheckAccess(row.meta));
+  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(id));
+  nlohmann::json crash = row.meta.value("crash", nlohmann::json::object());
+  nlohmann::json md = nlohmann::json::object(), bt = nlohmann::json::object();
+  if (reader->FindSection("metadata")) {
+    ASSIGN_OR_RETURN(std::string t, reader->ReadSection("metadata"));
+    md = nlohmann::json::parse(t, nullptr, false);
+  }
+  if (reader->FindSection("backtrace")) {
+    ASSIGN_OR_RETURN(std::string t, reader->ReadSection("backtrace"));
+    bt = nlohmann::json::parse(t, nullptr, false);
+  }
+  // The crashing thread's last seconds, from the linked history record.
+  nlohmann::json history = nullptr;
+  std::string history_error;
+  if (std::string hid = crash.value("history", ""); !hid.empty()) {
+    auto hreader = store->OpenRecord(hid);
+    if (!hreader.ok()) {
+      history_error = hreader.status().message();
+    } else {
+      analysis::ReplayOptions ro;
+      ro.pid = crash.value("pid", 0u);
+      ro.progress = false;
+      std::map<std::string, uint64_t> top;
+      uint64_t total = 0, first = 0, last = 0;
+      std::vector<std::pair<uint64_t, std::string>> tail;  // the last samples of the thread
+      auto st = analysis::Replay(**hreader, ro, nullptr, [&](const analysis::ResolvedSample& rs) {
+        if (rs.sample->tid != crash.value("tid", 0u) && crash.value("tid", 0u) != 0) return;
+        ++total;
+        std::string f = rs.stack.empty() ? "[no frames]" : rs.stack[0]->Display();
+        ++top[f];
+        if (!first) first = rs.sample->time_ns;
+        last = rs.sample->time_ns;
+        tail.emplace_back(rs.sample->time_ns, f);
+        if (tail.size() > 10) tail.erase(tail.begin());
+      });
+      if (!st.ok()) {
+        history_error = st.status().message();
+      } else {
+        std::vector<std::pair<uint64_t, std::string>> sorted;
+        for (const auto& [f, n] : top) sorted.emplace_back(n, f);
+        std::sort(sorted.rbegin(), sorted.rend());
+        nlohmann::json tj = nlohmann::json::array();
+        for (size_t i = 0; i < sorted.size() && i < 10; ++i) {
+          tj.push_back({{"function", sorted[i].second},
+                        {"samples", sorted[i].first},
+                        {"pct", total ? 100.0 * sorted[i].first / total : 0}});
+        }
+        nlohmann::json lj = nlohmann::json::array();
+        for (const auto& [t, f] : tail) lj.push_back({{"time_ns", t}, {"function", f}});
+        history = {{"id", hid},
+                   {"samples", total},
+                   {"top", tj},
+                   {"last", lj},
+                   {"span_s", total ? (last - first) / 1e9 : 0.0}};
+      }
+    }
+  }
+  if (json) {
+    nlohmann::json out = {
+        {"id", id}, {"crash", crash}, {"metadata", md}, {"backtrace", bt}, {"history", history}};
+    if (!history_error.empty()) out["history_error"] = history_error;
+    std::printf("%s\n", out.dump(2).c_str());
+    return OkStatus();
+  }
+  std::printf("           ID: %s\n", id.c_str());
+  std::printf("          PID: %d (tid %d)\n", crash.value("pid", 0), crash.value("tid", 0));
+  std::printf("          UID: %d  GID: %d\n", crash.value("uid", 0), crash.value("gid", 0));
+  std::printf("       Signal: %s\n", crash.value("signal_name", "").c_str());
+  std::printf("    Timestamp: %s\n", FormatTimeNs(crash.value("time_ns", int64_t{0})).c_str());
+  std::printf("   Executable: %s\n", crash.value("exe", "").c_str());
+  std::printf(" Command Line: %s\n", md.value("cmdline", "").c_str());
+  std::printf("          CWD: %s\n", md.value("cwd", "").c_str());
+  std::printf("     Build-ID: %s\n", md.value("build_id", "").c_str());
+  std::printf("         Core: %s%s\n",
+              crash.value("core_stored", false)
+                  ? FormatBytes(crash.value("core_size", uint64_t{0})).c_str()
+                  : "not stored",
+              crash.value("truncated", false) ? " (truncated at the size limit)" : "");
+  for (const auto& n : crash.value("notes", nlohmann::json::array())) {
+    std::printf("         Note: %s\n", n.get<std::string>().c_str());
+  }
+  if (bt.contains("threads")) {
+    std::printf("\nBacktrace (crashing thread first):\n");
+    bool firstt = true;
+    for (const auto& t : bt["threads"]) {
+      std::printf("  thread %d%s:\n", t.value("index", 0), firstt ? " (crashed)" : "");
+      PrintFrames(t.value("frames", nlohmann::json::array()), firstt ? 32 : 12);
+      firstt = false;
+    }
+  } else {
+    std::printf("\nBacktrace: none (%s)\n", bt.value("error", "see notes").c_str());
+  }
+  if (!history.is_null()) {
+    std::printf("\nHistory %s: %llu samples of the crashing thread over %.2f s before the crash\n",
+                history["id"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(history["samples"].get<uint64_t>()),
+                history["span_s"].get<double>());
+    for (const auto& t : history["top"]) {
+      std::printf("  %6.2f%%  %s\n", t["pct"].get<double>(),
+                  t["function"].get<std::string>().c_str());
+    }
+    std::printf("  last samples:");
+    for (const auto& l : history["last"]) {
+      std::printf(" %s", l["function"].get<std::string>().c_str());
+    }
+    std::printf("\n  (recorder report %s --pid %d, recorder timeline %s for more)\n",
+                history["id"].get<std::string>().c_str(), crash.value("pid", 0),
+                history["id"].get<std::string>().c_str());
+  } else {
+    std::printf("\nHistory: none%s\n",
+                history_error.empty() ? "" : (" (" + history_error + ")").c_str());
+  }
+  return OkStatus();
+}
+
+// Writes the core to `out` (a temp file renamed into place).
+Status ExtractCore(store::Store& s, const std::string& id, const std::string& out) {
+  ASSIGN_OR_RETURN(auto row, s.Get(id));
+  RETURN_IF_ERROR(CheckAccess(row.meta));
+  ASSIGN_OR_RETURN(auto reader, s.OpenRecord(id));
+  if (!reader->FindSection("core")) {
+    return NotFound(
+        fmt::format("crash {} has no core stored ({})", id,
+                    row.meta.value("crash", nlohmann::json::object()).value("rate_limited", false)
+                        ? "rate limited"
+                        : "see `recorder crash info`"));
+  }
+  ASSIGN_OR_RETURN(auto sec, reader->OpenSection("core"));
+  std::string tmp = out + ".tmp-" + std::to_string(getpid());
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  if (!f) return ErrnoStatus("cannot write " + out);
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    auto n = sec->Read(buf.data(), buf.size());
+    if (!n.ok()) {
+      unlink(tmp.c_str());
+      return n.status();
+    }
+    if (*n == 0) break;
+    f.write(buf.data(), static_cast<std::streamsize>(*n));
+  }
+  f.close();
+  if (!f || rename(tmp.c_str(), out.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return ErrnoStatus("writing " + out);
+  }
+  return OkStatus();
+}
+
+Status RunCrashCore(const CliContext& ctx, const std::string& id_arg, const std::string& out) {
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  ASSIGN_OR_RETURN(std::string id, ResolveCrash(*store, id_arg));
+  RETURN_IF_ERROR(ExtractCore(*store, id, out));
+  std::fprintf(stderr, "wrote the core of %s to %s\n", id.c_str(), out.c_str());
+  return OkStatus();
+}
+
+Status RunCrashDebug(const CliContext& ctx, const std::string& id_arg) {
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  ASSIGN_OR_RETURN(std::string id, ResolveCrash(*store, id_arg));
+  ASSIGN_OR_RETURN(auto row, store->Get(id));
+  std::string exe = row.meta.value("crash", nlohmann::json::object()).value("exe", "");
+  std::string core = fmt::format("/tmp/flightrec-core-{}-{}", id, getpid());
+  RETURN_IF_ERROR(ExtractCore(*store, id, core));
+  std::fprintf(stderr, "core extracted to %s (delete it when done)\n", core.c_str());
+  execlp("gdb", "gdb", exe.c_str(), core.c_str(), static_cast<char*>(nullptr));
+  return ErrnoStatus("cannot run gdb");
+}
+
+// ------------------------------------------------- coredump install/uninstall
+
+constexpr const char* kPattern = "/proc/sys/kernel/core_pattern";
+constexpr const char* kPipeLimit = "/proc/sys/kernel/core_pipe_limit";
+constexpr const char* kSysctlDropIn = "/etc/sysctl.d/50-flightrec-coredump.conf";
+
+StatusOr<std::string> ReadLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!std::getline(in, s)) return ErrnoStatus("reading " + path);
+  return s;
+}
+Status WriteLine(const std::string& path, const std::string& v) {
+  std::ofstream out(path);
+  if (!(out << v << "\n") || !out.flush()) return ErrnoStatus("writing " + path);
+  return OkStatus();
+}
+
+std::string DefaultHookPath() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  for (const auto& c :
+       {self / "recorder-coredump", self / "../../coredump-hook/recorder-coredump"}) {
+    if (std::filesystem::exists(c, ec)) return std::filesystem::weakly_canonical(c, ec).string();
+  }
+  return "/usr/local/bin/recorder-coredump";
+}
+
+Status RunInstall(const CliContext& ctx, std::string hook, bool persist) {
+  if (geteuid() != 0) return Status(StatusCode::kPermissionDenied, "coredump install needs root");
+  if (hook.empty()) hook = DefaultHookPath();
+  if (access(hook.c_str(), X_OK) != 0) return ErrnoStatus("hook " + hook + " is not executable");
+  ASSIGN_OR_RETURN(std::string old_pattern, ReadLine(kPattern));
+  ASSIGN_OR_RETURN(std::string old_limit, ReadLine(kPipeLimit));
+  ASSIGN_OR_RETURN(std::string pattern, coredump::CorePattern(hook));
+  coredump::HookOptions ho;
+  ho.store_dir = ctx.store_dir;
+  ho.socket_path = ctx.socket_path;
+  RETURN_IF_ERROR(coredump::WriteHookConfig(ho));
+  std::filesystem::create_directories(ctx.store_dir);
+  std::string saved = ctx.store_dir + "/core_pattern.saved";
+  // Keep the pattern from before the first install, not our own.
+  if (old_pattern.find("recorder-coredump") == std::string::npos) {
+    std::ofstream s(saved, std::ios::trunc);
+    s << nlohmann::json{{"core_pattern", old_pattern}, {"core_pipe_limit", old_limit}}.dump();
+    if (!s.flush()) return ErrnoStatus("writing " + saved);
+  }
+  // core_pipe_limit > 0 keeps the crashing process until the hook has read
+  // its /proc entries; crashes beyond it at once are skipped by the kernel,
+  // so it is set high enough for a storm (the hook rate-limits cores).
+  RETURN_IF_ERROR(WriteLine(kPipeLimit, "64"));
+  RETURN_IF_ERROR(WriteLine(kPattern, pattern));
+  if (persist) {
+    std::ofstream d(kSysctlDropIn, std::ios::trunc);
+    d << "# written by `recorder coredump install --persist`\nkernel.core_pattern=" << pattern
+      << "\nkernel.core_pipe_limit=64\n";
+    if (!d.flush()) return ErrnoStatus(std::string("writing ") + kSysctlDropIn);
+  }
+  std::printf("core_pattern: %s\n(previous: %s, saved in %s)\n", pattern.c_str(),
+              old_pattern.c_str(), saved.c_str());
+  return OkStatus();
+}
+
+Status RunUninstall(const CliContext& ctx) {
+  if (geteuid() != 0) return Status(StatusCode::kPermissionDenied, "coredump uninstall needs root");
+  std::string saved = ctx.store_dir + "/core_pattern.saved";
+  std::ifstream s(saved);
+  auto j = nlohmann::json::parse(s, nullptr, false);
+  if (j.is_discarded()) {
+    return NotFound("no saved core_pattern in " + saved +
+                    " (was `coredump install` run with this --store?)");
+  }
+  RETURN_IF_ERROR(WriteLine(kPattern, j.value("core_pattern", "core")));
+  RETURN_IF_ERROR(WriteLine(kPipeLimit, j.value("core_pipe_limit", "0")));
+  std::error_code ec;
+  std::filesystem::remove(kSysctlDropIn, ec);
+  std::filesystem::remove(saved, ec);
+  std::filesystem::remove(coredump::kHookConfig, ec);
+  std::printf("core_pattern restored: %s\n", j.value("core_pattern", "core").c_str());
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddCrashCommands(CLI::App& app, CliContext& ctx) {
+  auto* crash =
+      app.add_subcommand("crash", "Stored crashes: cores with their history (like coredumpctl)");
+  crash->require_subcommand(1);
+  auto la = std::make_shared<CrashListArgs>();
+  auto* list = crash->add_subcommand("list", "Crashes in the store, oldest first");
+  list->add_flag("-1", la->newest, "Only the newest");
+  list->add_option("--since", la->since, "Only crashes at or after T");
+  list->add_option("--pid", la->pid, "Only this process id");
+  list->add_option("--exe", la->exe, "Only this executable path");
+  list->add_flag("--json", la->json, "Machine-readable output");
+  list->callback([&ctx, la] { ctx.action = [&ctx, la] { return RunCrashList(ctx, *la); }; });
+
+  auto iid = std::make_shared<std::string>();
+  auto ijson = std::make_shared<bool>(false);
+  auto* info = crash->add_subcommand(
+      "info", "Metadata, backtrace of each thread, and the crashing thread's last seconds");
+  info->add_option("ID", *iid, "Crash id, unique prefix, or -1 for the newest")->required();
+  info->add_flag("--json", *ijson, "Machine-readable output");
+  info->callback([&ctx, iid, ijson] {
+    ctx.action = [&ctx, iid, ijson] { return RunCrashInfo(ctx, *iid, *ijson); };
+  });
+
+  auto cid = std::make_shared<std::string>();
+  auto cout = std::make_shared<std::string>();
+  auto* core = crash->add_subcommand("core", "Write a crash's core file, decompressed");
+  core->add_option("ID", *cid, "Crash id, unique prefix, or -1")->required();
+  core->add_option("-o,--output", *cout, "Output file")->required();
+  core->callback([&ctx, cid, cout] {
+    ctx.action = [&ctx, cid, cout] { return RunCrashCore(ctx, *cid, *cout); };
+  });
+
+  auto did = std::make_shared<std::string>();
+  auto* debug = crash->add_subcommand("debug", "Start gdb on the executable and the core");
+  debug->add_option("ID", *did, "Crash id, unique prefix, or -1")->required();
+  debug->callback([&ctx, did] { ctx.action = [&ctx, did] { return RunCrashDebug(ctx, *did); }; });
+
+  auto* cd = app.add_subcommand("coredump", "Install or remove the core_pattern handler");
+  cd->require_subcommand(1);
+  auto hook = std::make_shared<std::string>();
+  auto persist = std::make_shared<bool>(false);
+  auto* inst = cd->add_subcommand(
+      "install", "Make recorder-coredump the kernel's core handler (saves the previous pattern)");
+  inst->add_option("--hook", *hook, "Path of recorder-coredump (default: next to recorder)");
+  inst->add_flag("--persist", *persist, "Also write " + std::string(kSysctlDropIn));
+  inst->callback([&ctx, hook, persist] {
+    ctx.action = [&ctx, hook, persist] { return RunInstall(ctx, *hook, *persist); };
+  });
+  auto* un = cd->add_subcommand("uninstall", "Restore the core_pattern saved by install");
+  un->callback([&ctx] { ctx.action = [&ctx] { return RunUninstall(ctx); }; });
+}
+
 }  // namespace flightrec::recorder::cli

@@ -11,6 +11,7 @@
 
 volatile unsigned long sink;
 volatile int zero = 0;
+volatile int one = 1;
 
 static double cpu_now(void) {
   struct timespec ts;
@@ -26,7 +27,8 @@ __attribute__((noinline)) void spin_a(double seconds) {
 
 __attribute__((noinline)) void crash_here(const char *mode) {
   if (strcmp(mode, "abort") == 0) abort();
-  if (strcmp(mode, "fpe") == 0) sink = 1 / zero;
+  /* Both operands volatile: GCC turns 1 / x into a compare, not an idiv. */
+  if (strcmp(mode, "fpe") == 0) sink = one / zero;
   *(volatile int *)0 = 1;
 }
 

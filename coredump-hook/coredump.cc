@@ -1,0 +1,718 @@
+#include "coredump-hook/coredump.h"
+
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <libunwind-coredump.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/scoped_fd.h"
+#include "common/units.h"
+#include "recorder/attribution/attribution.h"
+#include "recorder/ipc/ipc.h"
+#include "store/store.h"
+
+namespace flightrec::coredump {
+namespace {
+
+namespace attribution = recorder::attribution;
+
+// The hook has no terminal: its messages go to the kernel log (where
+// `dmesg`/journald show them) and to stderr for tests.
+void Log(const std::string& msg) {
+  std::string line = fmt::format("<5>recorder-coredump[{}]: {}\n", getpid(), msg);
+  int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!write(fd, line.data(), line.size());
+    close(fd);
+  }
+  std::fprintf(stderr, "recorder-coredump: %s\n", msg.c_str());
+}
+
+std::string ReadText(const std::string& path, size_t max = 4 << 20) {
+  std::ifstream in(path, std::ios::binary);
+  std::string s;
+  char buf[65536];
+  while (in && s.size() < max) {
+    in.read(buf, sizeof(buf));
+    s.append(buf, static_cast<size_t>(in.gcount()));
+  }
+  if (s.size() > max) s.resize(max);
+  return s;
+}
+
+std::string ReadLink(const std::string& path) {
+  char buf[4096];
+  ssize_t n = readlink(path.c_str(), buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// Field 22 of /proc/PID/stat: the start time in clock ticks after boot, which
+// with the pid identifies a process (pids are reused, start times are not).
+uint64_t StartTime(pid_t pid) {
+  std::string stat = ReadText(fmt::format("/proc/{}/stat", pid));
+  size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream in(stat.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && in >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+// What /proc says about the crashing process, read while it still exists.
+nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<std::string>* notes) {
+  const std::string proc = fmt::format("/proc/{}", a.pid);
+  nlohmann::json m;
+  // glibc 2.36 declares pidfd_open without C linkage for C++: use the syscall.
+  ScopedFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, a.pid, 0)));
+  uint64_t start_before = StartTime(a.pid);
+  if (!pidfd && start_before == 0) {
+    notes->push_back(fmt::format("process {} is gone: no metadata", a.pid));
+    m["verified"] = false;
+    return m;
+  }
+  m["exe"] = ReadLink(proc + "/exe");
+  m["build_id"] = attribution::HexBuildId(attribution::ReadBuildId(proc + "/exe"));
+  std::string cmdline = ReadText(proc + "/cmdline", 64 << 10);
+  for (char& c : cmdline) {
+    if (c == '\0') c = ' ';
+  }
+  while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
+  m["cmdline"] = cmdline;
+  m["cwd"] = ReadLink(proc + "/cwd");
+  m["cgroup"] = ReadText(proc + "/cgroup", 64 << 10);
+  m["limits"] = ReadText(proc + "/limits", 64 << 10);
+  *maps = ReadText(proc + "/maps");
+  // Environment variables are deliberately not read: they hold secrets.
+  nlohmann::json threads = nlohmann::json::array();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(proc + "/task", ec)) {
+    std::string comm = ReadText(e.path().string() + "/comm", 64);
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    threads.push_back({{"tid", std::atoi(e.path().filename().c_str())}, {"comm", comm}});
+  }
+  m["threads"] = threads;
+  std::string status = ReadText(proc + "/status", 64 << 10);
+  std::istringstream st(status);
+  std::string line;
+  while (std::getline(st, line)) {
+    if (line.rfind("Uid:", 0) == 0 || line.rfind("Gid:", 0) == 0 || line.rfind("NSpid:", 0) == 0 ||
+        line.rfind("PPid:", 0) == 0) {
+      m["status"][line.substr(0, line.find(':'))] = line.substr(line.find(':') + 1);
+    }
+  }
+  // Still the same process? pidfd refers to it for good; the start time
+  // before and after catches a reused pid where pidfds are unavailable.
+  uint64_t start_after = StartTime(a.pid);
+  bool alive = !pidfd || syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr, 0) == 0;
+  bool same = start_before != 0 && start_before == start_after && alive;
+  m["verified"] = same;
+  m["start_time_ticks"] = start_before;
+  if (!same) {
+    notes->push_back(
+        fmt::format("process {} changed while its metadata was read (pid reused?): "
+                    "metadata not trusted",
+                    a.pid));
+  }
+  return m;
+}
+
+// Asks recorderd for the process's last seconds; returns the record id or
+// sets *why.
+std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why) {
+  auto timeout = std::chrono::milliseconds(o.history_timeout_ms);
+  auto client = recorder::ipc::Client::Connect(o.socket_path, timeout);
+  if (!client.ok()) {
+    *why = "recorderd is not reachable: " + client.status().message();
+    return "";
+  }
+  nlohmann::json params = {
+      {"last_ns", o.history_ns},
+      {"pids", {a.pid}},
+      {"crash_pid", a.pid},
+      {"reason", fmt::format("history of {} ({}) killed by SIG{}", a.comm, a.pid,
+                             sigabbrev_np(a.signal) ? sigabbrev_np(a.signal) : "?")}};
+  auto r = (*client)->Call("dump", params, timeout);
+  if (!r.ok()) {
+    *why = "recorderd did not give history: " + r.status().message();
+    return "";
+  }
+  return r->value("id", "");
+}
+
+// Runs Backtrace in a child as the crashed user (nobody for root) with CPU,
+// memory and output limits: a hostile core cannot take the hook down.
+nlohmann::json SandboxedBacktrace(int core_fd, const std::string& maps, const HookArgs& a,
+                                  std::string* why) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    *why = "pipe failed";
+    return nullptr;
+  }
+  uid_t uid = a.uid == 0 ? 65534 : a.uid;
+  gid_t gid = a.uid == 0 ? 65534 : a.gid;
+  if (fchown(core_fd, uid, gid) != 0) {
+    *why = std::string("fchown failed: ") + std::strerror(errno);
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    close(p[0]);
+    close(p[1]);
+    *why = "fork failed";
+    return nullptr;
+  }
+  if (child == 0) {
+    close(p[0]);
+    prctl(PR_SET_DUMPABLE, 0);  // its own crash must not come back to us
+    rlimit cpu{10, 10}, as{2ull << 30, 2ull << 30};
+    setrlimit(RLIMIT_CPU, &cpu);
+    setrlimit(RLIMIT_AS, &as);
+    if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
+      _exit(3);
+    }
+    std::string out =
+        Backtrace(fmt::format("/proc/self/fd/{}", core_fd), maps, a.pid, a.tid).dump();
+    if (out.size() > (4u << 20)) out = R"({"error":"backtrace output over 4 MiB"})";
+    size_t off = 0;
+    while (off < out.size()) {
+      ssize_t n = write(p[1], out.data() + off, out.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(p[1]);
+  std::string out;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  bool killed = false;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    pollfd pf{p[0], POLLIN, 0};
+    if (left <= 0 || poll(&pf, 1, static_cast<int>(left)) <= 0) {
+      kill(child, SIGKILL);
+      killed = true;
+      break;
+    }
+    char buf[65536];
+    ssize_t n = read(p[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > (5u << 20)) {
+      kill(child, SIGKILL);
+      killed = true;
+      break;
+    }
+  }
+  close(p[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (killed) {
+    *why = "backtrace took too long or wrote too much: stopped";
+    return nullptr;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    *why = WIFSIGNALED(status)
+               ? fmt::format("backtrace process died from SIG{}", sigabbrev_np(WTERMSIG(status)))
+               : fmt::format("backtrace process failed ({})", WEXITSTATUS(status));
+    return nullptr;
+  }
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded()) {
+    *why = "backtrace output is not JSON";
+    return nullptr;
+  }
+  return j;
+}
+
+// Counts this executable's stored cores over the last hour and takes a slot
+// if one is free. Hooks run concurrently during a crash storm, so the count
+// and the reservation happen under one lock on a small file in the store.
+bool ReserveCoreSlot(const std::string& store_dir, const std::string& exe, int max_per_hour) {
+  ScopedFd lock(open((store_dir + "/.coredump-rate.lock").c_str(),
+                     O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!lock || flock(lock.get(), LOCK_EX) != 0) return true;  // no limit rather than no core
+  const std::string path = store_dir + "/.coredump-rate";
+  const int64_t now = time(nullptr);
+  std::vector<std::pair<int64_t, std::string>> kept;
+  int count = 0;
+  {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t tab = line.find('\t');
+      if (tab == std::string::npos) continue;
+      int64_t t = std::strtoll(line.c_str(), nullptr, 10);
+      if (now - t >= 3600) continue;
+      kept.emplace_back(t, line.substr(tab + 1));
+      if (kept.back().second == exe) ++count;
+    }
+  }
+  bool ok = count < max_per_hour;
+  if (ok) kept.emplace_back(now, exe);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const auto& [t, e] : kept) out << t << '\t' << e << '\n';
+  }
+  rename(tmp.c_str(), path.c_str());
+  return ok;
+}
+
+bool IsHookItself(const std::string& comm) {
+  // %e is the comm, cut to 15 characters.
+  return std::string("recorder-coredump").rfind(comm, 0) == 0 && comm.size() >= 8;
+}
+
+}  // namespace
+
+StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& p) {
+  if (p.size() != 10) {
+    return InvalidArgument(fmt::format(
+        "expected the 10 core_pattern values %P %i %I %s %t %c %u %g %d %e, got {}", p.size()));
+  }
+  HookArgs a;
+  try {
+    size_t used = 0;
+    auto num = [&](const std::string& s) {
+      long long v = std::stoll(s, &used);
+      if (used != s.size()) throw std::invalid_argument(s);
+      return v;
+    };
+    a.pid = static_cast<pid_t>(num(p[0]));
+    a.tid = static_cast<pid_t>(num(p[1]));
+    a.global_tid = static_cast<pid_t>(num(p[2]));
+    a.signal = static_cast<int>(num(p[3]));
+    a.time_s = num(p[4]);
+    a.rlimit_core = static_cast<uint64_t>(std::stoull(p[5]));
+    a.uid = static_cast<uid_t>(num(p[6]));
+    a.gid = static_cast<gid_t>(num(p[7]));
+    a.dumpable = num(p[8]) == 1;
+  } catch (const std::exception& e) {
+    return InvalidArgument(fmt::format("malformed core_pattern value: {}", e.what()));
+  }
+  if (a.pid <= 0 || a.signal < 0 || a.signal > 64) {
+    return InvalidArgument("core_pattern values out of range");
+  }
+  a.comm = p[9];
+  return a;
+}
+
+StatusOr<std::string> CorePattern(const std::string& hook_path) {
+  std::string p = fmt::format("|{} %P %i %I %s %t %c %u %g %d %e", hook_path);
+  if (p.size() > 127) {  // CORENAME_MAX_SIZE - 1 (fs/coredump.c)
+    return InvalidArgument(fmt::format(
+        "core_pattern would be {} bytes; the kernel keeps 127: install the hook at a shorter "
+        "path",
+        p.size()));
+  }
+  return p;
+}
+
+Status WriteHookConfig(const HookOptions& o) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(kHookConfig).parent_path(), ec);
+  std::string tmp = std::string(kHookConfig) + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << nlohmann::json{{"store", o.store_dir},
+                          {"socket", o.socket_path},
+                          {"max_core_bytes", o.max_core_bytes},
+                          {"history_ns", o.history_ns},
+                          {"max_per_exe_per_hour", o.max_per_exe_per_hour}}
+               .dump(2)
+        << "\n";
+    if (!out.flush()) return ErrnoStatus(fmt::format("writing {}", tmp));
+  }
+  if (rename(tmp.c_str(), kHookConfig) != 0)
+    return ErrnoStatus(fmt::format("writing {}", kHookConfig));
+  return OkStatus();
+}
+
+int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
+  const char* sig = sigabbrev_np(a.signal);
+  const std::string signame = sig ? fmt::format("SIG{}", sig) : std::to_string(a.signal);
+  if (IsHookItself(a.comm)) {
+    Log("not handling a crash of recorder-coredump itself (no loop)");
+    return 0;
+  }
+  std::vector<std::string> notes;
+  std::string maps;
+  nlohmann::json md = ReadMetadata(a, &maps, &notes);
+  std::string exe = md.value("exe", "");
+  if (exe.empty()) exe = a.comm;
+
+  store::StoreOptions so;
+  so.group_readable = false;
+  auto st = store::Store::Open(o.store_dir, so);
+  if (!st.ok()) {
+    Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame,
+                    st.status().message()));
+    return 1;
+  }
+  // Rate limit per executable: a crash storm keeps metadata, not cores.
+  bool limited = !ReserveCoreSlot(o.store_dir, exe, o.max_per_exe_per_hour);
+  if (limited) {
+    notes.push_back(fmt::format("rate limited: {} cores of {} in the last hour; core dropped",
+                                o.max_per_exe_per_hour, exe));
+  }
+  std::string history_id, history_why;
+  if (!limited) history_id = AskHistory(a, o, &history_why);
+  if (!history_why.empty()) notes.push_back(history_why);
+
+  auto rec = (*st)->BeginRecord("crash");
+  if (!rec.ok()) {
+    Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame,
+                    rec.status().message()));
+    return 1;
+  }
+  auto& w = (*rec)->writer();
+  uint64_t core_size = 0;
+  bool truncated = false;
+  nlohmann::json backtrace;
+  std::string backtrace_why;
+  Status io;
+  if (!limited) {
+    // The core goes into the record, and (up to the backtrace limit) into an
+    // unnamed temporary file that the sandboxed unwinder reads.
+    ScopedFd tmp(open("/var/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    bool tee = static_cast<bool>(tmp);
+    io = w.BeginSection("core");
+    std::vector<char> buf(1 << 20);
+    while (io.ok()) {
+      if (core_size >= o.max_core_bytes) {
+        char probe;
+        truncated = read(core_fd, &probe, 1) > 0;
+        break;
+      }
+      size_t want =
+          static_cast<size_t>(std::min<uint64_t>(buf.size(), o.max_core_bytes - core_size));
+      ssize_t n = read(core_fd, buf.data(), want);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        notes.push_back(std::string("reading the core failed: ") + std::strerror(errno));
+        break;
+      }
+      if (n == 0) break;
+      io = w.Write(std::string_view(buf.data(), static_cast<size_t>(n)));
+      if (tee && core_size + static_cast<uint64_t>(n) <= o.backtrace_core_max) {
+        tee = pwrite(tmp.get(), buf.data(), static_cast<size_t>(n),
+                     static_cast<off_t>(core_size)) == n;
+      } else {
+        tee = false;
+      }
+      core_size += static_cast<uint64_t>(n);
+    }
+    if (io.ok()) io = w.EndSection();
+    if (truncated) notes.push_back(fmt::format("core truncated at {} bytes (limit)", core_size));
+    if (io.ok() && core_size == 0) notes.push_back("the kernel sent an empty core");
+    if (io.ok() && core_size > 0 && tee) {
+      backtrace = SandboxedBacktrace(tmp.get(), maps, a, &backtrace_why);
+    } else if (core_size > 0) {
+      backtrace_why = tee ? "" : "core larger than the backtrace limit, or no temporary space";
+    }
+    if (!backtrace_why.empty()) notes.push_back(backtrace_why);
+  }
+  nlohmann::json crash = {{"pid", a.pid},
+                          {"tid", a.tid},
+                          {"global_tid", a.global_tid},
+                          {"signal", a.signal},
+                          {"signal_name", signame},
+                          {"time_ns", a.time_s * 1'000'000'000LL},
+                          {"uid", a.uid},
+                          {"gid", a.gid},
+                          {"dumpable", a.dumpable},
+                          {"comm", a.comm},
+                          {"exe", exe},
+                          {"core_size", core_size},
+                          {"truncated", truncated},
+                          {"core_stored", !limited && io.ok() && core_size > 0},
+                          {"rate_limited", limited},
+                          {"history", history_id},
+                          {"notes", notes}};
+  if (io.ok()) io = w.AddSection("metadata", md.dump());
+  if (io.ok() && !backtrace.is_null()) io = w.AddSection("backtrace", backtrace.dump());
+  if (!io.ok()) {
+    Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame, io.message()));
+    return 1;
+  }
+  nlohmann::json meta = {
+      {"reason", fmt::format("{} ({}) killed by {}", a.comm, a.pid, signame)},
+      {"crash", crash},
+      {"pids", {a.pid}},
+      {"processes", {{{"pid", a.pid}, {"comm", a.comm}, {"exe", exe}, {"uid", a.uid}}}},
+      {"start_ns", a.time_s * 1'000'000'000LL},
+      {"end_ns", a.time_s * 1'000'000'000LL}};
+  auto row = (*st)->Commit(std::move(*rec), meta);
+  if (!row.ok()) {
+    Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame,
+                    row.status().message()));
+    return 1;
+  }
+  std::string summary = fmt::format("pid {} ({}) {}: stored as {} ({}{}{})", a.pid, a.comm, signame,
+                                    row->id, FormatBytes(core_size),
+                                    history_id.empty() ? ", no history" : ", history " + history_id,
+                                    truncated ? ", truncated" : "");
+  for (const auto& n : notes) summary += "; " + n;
+  Log(summary);
+  return 0;
+}
+
+int CoredumpMain(int argc, char** argv) {
+  CLI::App app{
+      "recorder-coredump: the kernel.core_pattern handler of flightrec.\n"
+      "Stores the core from stdin with the process's metadata, a backtrace of every thread\n"
+      "and its last seconds of history from recorderd. Installed by `recorder coredump "
+      "install`."};
+  HookOptions o;
+  o.store_dir = store::DefaultStoreDir();
+  std::string config = kHookConfig;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--config") config = argv[i + 1];
+  }
+  // Settings from `recorder coredump install`; flags override them.
+  if (std::ifstream in(config); in) {
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object()) {
+      o.store_dir = j.value("store", o.store_dir);
+      o.socket_path = j.value("socket", o.socket_path);
+      o.max_core_bytes = j.value("max_core_bytes", o.max_core_bytes);
+      o.history_ns = j.value("history_ns", o.history_ns);
+      o.max_per_exe_per_hour = j.value("max_per_exe_per_hour", o.max_per_exe_per_hour);
+    } else {
+      Log("ignoring " + config + ": not JSON");
+    }
+  }
+  std::vector<std::string> pos;
+  std::string max_size = std::to_string(o.max_core_bytes),
+              history = std::to_string(o.history_ns) + "ns";
+  app.add_option("--config", config, "Settings file")->capture_default_str();
+  app.add_option("--store", o.store_dir, "Store directory")->capture_default_str();
+  app.add_option("--socket", o.socket_path, "recorderd control socket")->capture_default_str();
+  app.add_option("--max-core-size", max_size, "Cores are truncated past this")
+      ->capture_default_str();
+  app.add_option("--history", history, "History to ask recorderd for")->capture_default_str();
+  app.add_option("--max-per-exe-per-hour", o.max_per_exe_per_hour,
+                 "Cores stored per executable per hour; later crashes keep metadata only")
+      ->capture_default_str();
+  app.add_option("values", pos, "%P %i %I %s %t %c %u %g %d %e (from the kernel)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto size = ParseSize(max_size);
+  auto hist = ParseDurationNs(history);
+  auto args = ParseHookArgs(pos);
+  if (!size.ok() || !hist.ok() || !args.ok()) {
+    std::string msg = !args.ok()   ? args.status().message()
+                      : !size.ok() ? size.status().message()
+                                   : hist.status().message();
+    Log("refusing to run: " + msg);
+    return 2;
+  }
+  o.max_core_bytes = *size;
+  o.history_ns = *hist;
+  umask(077);
+  return RunHook(*args, o, STDIN_FILENO);
+}
+
+// ------------------------------------------------------------ backtrace
+
+namespace {
+
+// elfutils' view of the same core (what systemd-coredump uses): modules from
+// the core's NT_FILE note, unwind tables from the files on disk, CFI where
+// libunwind's coredump accessors have no backing for a segment mapped at a
+// non-zero file offset (every shared library's text). Thread order is the
+// core's: the thread that took the signal first.
+std::vector<std::pair<pid_t, std::vector<uint64_t>>> DwflWalk(const std::string& core_path,
+                                                              size_t max_frames) {
+  std::vector<std::pair<pid_t, std::vector<uint64_t>>> out;
+  static const Dwfl_Callbacks kCallbacks = {
+      .find_elf = dwfl_build_id_find_elf,
+      .find_debuginfo = dwfl_standard_find_debuginfo,
+      .section_address = dwfl_offline_section_address,
+      .debuginfo_path = nullptr,
+  };
+  ScopedFd fd(open(core_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return out;
+  elf_version(EV_CURRENT);
+  Elf* core = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
+  if (core == nullptr) return out;
+  Dwfl* dwfl = dwfl_begin(&kCallbacks);
+  if (dwfl != nullptr && dwfl_core_file_report(dwfl, core, nullptr) >= 0 &&
+      dwfl_report_end(dwfl, nullptr, nullptr) == 0 && dwfl_core_file_attach(dwfl, core) >= 0) {
+    struct Ctx {
+      std::vector<std::pair<pid_t, std::vector<uint64_t>>>* out;
+      size_t max;
+    } ctx{&out, max_frames};
+    dwfl_getthreads(
+        dwfl,
+        [](Dwfl_Thread* thread, void* arg) -> int {
+          auto* c = static_cast<Ctx*>(arg);
+          c->out->emplace_back(dwfl_thread_tid(thread), std::vector<uint64_t>());
+          dwfl_thread_getframes(
+              thread,
+              [](Dwfl_Frame* frame, void* a) -> int {
+                auto* cc = static_cast<Ctx*>(a);
+                Dwarf_Addr pc = 0;
+                bool activation = false;
+                if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
+                auto& ips = cc->out->back().second;
+                // Callers' pcs are return addresses, like the other walks.
+                ips.push_back(pc);
+                return ips.size() >= cc->max ? DWARF_CB_ABORT : DWARF_CB_OK;
+              },
+              c);
+          return DWARF_CB_OK;
+        },
+        &ctx);
+  }
+  if (dwfl) dwfl_end(dwfl);
+  elf_end(core);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, pid_t pid,
+                         pid_t crashing_tid, size_t max_frames) {
+  nlohmann::json out = {{"threads", nlohmann::json::array()}};
+  UCD_info* ui = _UCD_create(core_path.c_str());
+  if (ui == nullptr) {
+    out["error"] = "not a core file libunwind can read";
+    return out;
+  }
+  // Read-only file mappings are not in the core: libunwind reads code and
+  // unwind tables from the files themselves.
+  std::vector<recorder::MmapEvent> mmaps =
+      attribution::MapsEvents(static_cast<uint32_t>(pid), maps, 0);
+  for (const auto& m : mmaps) {
+    if (!m.filename.empty() && m.filename[0] == '/' && m.pgoff == 0) {
+      _UCD_add_backing_file_at_vaddr(ui, m.start, m.filename.c_str());
+    }
+  }
+  attribution::CookieTable cookies;
+  attribution::ProcessTable table(&cookies);
+  for (const auto& m : mmaps) table.Apply(recorder::Event(m));
+  attribution::KernelSymbols none;
+  attribution::Symbolizer symbolizer(&cookies, &none);
+  unw_addr_space_t as = unw_create_addr_space(&_UCD_accessors, 0);
+  auto dwfl_threads = DwflWalk(core_path, max_frames);
+  int n = _UCD_get_num_threads(ui);
+  std::vector<nlohmann::json> threads;
+  for (int i = 0; i < n; ++i) {
+    _UCD_select_thread(ui, i);
+    nlohmann::json t;
+    t["index"] = i;
+    unw_cursor_t c;
+    std::vector<uint64_t> ips, fp_ips;
+    if (unw_init_remote(&c, as, ui) == 0) {
+      // Frame-pointer walk from the same registers, over the core's stack
+      // memory: where libunwind lacks unwind tables (code segments are not
+      // in the core and only offset-0 mappings can back them), frame
+      // pointers may still give the callers.
+      unw_word_t ip0 = 0, bp = 0;
+      unw_get_reg(&c, UNW_REG_IP, &ip0);
+      unw_get_reg(&c, UNW_X86_64_RBP, &bp);
+      if (ip0) fp_ips.push_back(ip0);
+      for (size_t k = 0; k < max_frames && bp != 0 && bp % 8 == 0; ++k) {
+        unw_word_t next = 0, ret = 0;
+        if (_UCD_access_mem(as, bp, &next, 0, ui) != 0 ||
+            _UCD_access_mem(as, bp + 8, &ret, 0, ui) != 0 || ret == 0) {
+          break;
+        }
+        fp_ips.push_back(ret);
+        if (next <= bp) break;  // the stack grows down: callers' frames are above
+        bp = next;
+      }
+      do {
+        unw_word_t ip = 0;
+        if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+        ips.push_back(ip);
+      } while (ips.size() < max_frames && unw_step(&c) > 0);
+    }
+    // Keep the walk whose frames all land in mapped files: a DWARF step
+    // without tables can wander into the stack, a frame-pointer walk stops
+    // at code built without them.
+    auto mapped = [&](const std::vector<uint64_t>& v) {
+      size_t n = 0;
+      for (size_t k = 0; k < v.size(); ++k) {
+        if (table.Lookup(static_cast<uint32_t>(pid), k ? v[k] - 1 : v[k]) == nullptr) break;
+        ++n;
+      }
+      return n;
+    };
+    std::string method = "libunwind";
+    if (mapped(fp_ips) > mapped(ips)) {
+      ips = fp_ips;
+      method = "frame-pointer";
+    }
+    if (static_cast<size_t>(i) < dwfl_threads.size()) {
+      t["tid"] = dwfl_threads[i].first;
+      if (mapped(dwfl_threads[i].second) > mapped(ips)) {
+        ips = dwfl_threads[i].second;
+        method = "libdwfl";
+      }
+    }
+    t["unwind"] = method;
+    // Symbolize like samples: entry 0 is the faulting ip, the rest are
+    // return addresses.
+    recorder::Sample s;
+    s.pid = static_cast<uint32_t>(pid);
+    s.mode = recorder::CpuMode::kUser;
+    s.user_chain = ips;
+    if (!ips.empty()) s.ip = ips[0];
+    attribution::AttributedSample attr =
+        attribution::Attribute(s, table, cookies, nullptr, nullptr);
+    nlohmann::json frames = nlohmann::json::array();
+    for (size_t k = 0; k < attr.frames.size(); ++k) {
+      for (const auto& sym : symbolizer.ResolveInline(attr.frames[k])) {
+        nlohmann::json f = {{"ip", k < ips.size() ? ips[k] : 0},
+                            {"function", sym.function},
+                            {"dso", sym.dso},
+                            {"offset", sym.offset},
+                            {"status", sym.status}};
+        if (!sym.file.empty()) {
+          f["file"] = sym.file;
+          f["line"] = sym.line;
+        }
+        if (sym.inlined) f["inlined"] = true;
+        frames.push_back(std::move(f));
+      }
+    }
+    t["frames"] = frames;
+    threads.push_back(std::move(t));
+  }
+  // The core's first thread is the one that took the signal (the kernel
+  // writes it first); keep it first, then the others in the core's order.
+  for (auto& t : threads) out["threads"].push_back(std::move(t));
+  out["crashing_tid"] = crashing_tid;
+  out["signal"] = _UCD_get_cursig(ui);
+  unw_destroy_addr_space(as);
+  _UCD_destroy(ui);
+  return out;
+}
+
+}  // namespace flightrec::coredump

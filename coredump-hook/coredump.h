@@ -1,0 +1,80 @@
+// recorder-coredump: the kernel.core_pattern pipe handler. The kernel runs it
+// as root in the initial namespaces with the core on stdin and the crashing
+// process still present (core_pipe_limit > 0). It
+//   1. reads the process's metadata from /proc (checked to still be the same
+//      process: pidfd, start time before and after),
+//   2. asks recorderd for the process's last seconds (a linked `dump` record;
+//      from the module's crash marker when recorderd runs the module backend),
+//   3. streams the core into a `crash` record (zstd, bounded memory, size limit,
+//      truncation flagged),
+//   4. unwinds every thread from the core with libunwind's coredump API in a
+//      child process running as the crashed user (never root) under CPU, memory
+//      and output limits, and symbolizes the frames with the attribution
+//      pipeline,
+// and commits the record. Any step that fails is recorded as a reason; the
+// core is stored whatever happens to the others.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace flightrec::coredump {
+
+// The core_pattern specifiers, in the order `recorder coredump install` puts
+// them: %P %i %I %s %t %c %u %g %d %e.
+struct HookArgs {
+  pid_t pid = 0;             // %P: pid in the initial pid namespace
+  pid_t tid = 0;             // %i: crashing thread, in the process's namespace
+  pid_t global_tid = 0;      // %I: crashing thread, initial namespace
+  int signal = 0;            // %s
+  int64_t time_s = 0;        // %t
+  uint64_t rlimit_core = 0;  // %c (RLIMIT_CORE soft limit)
+  uid_t uid = 0;             // %u
+  gid_t gid = 0;             // %g
+  bool dumpable = true;      // %d: 0 for setuid & co: root-only
+  std::string comm;          // %e
+};
+
+StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& positional);
+
+struct HookOptions {
+  std::string store_dir;
+  std::string socket_path = "/run/flightrec/control.sock";
+  uint64_t max_core_bytes = 32ull << 30;  // like systemd's ProcessSizeMax on 64-bit
+  int64_t history_ns = 5'000'000'000;
+  int history_timeout_ms = 3000;
+  int max_per_exe_per_hour = 20;             // excess crashes keep metadata only
+  uint64_t backtrace_core_max = 2ull << 30;  // larger cores are not unwound
+};
+
+// Runs the hook on stdin; returns the process exit code (0 unless nothing at
+// all could be stored).
+int RunHook(const HookArgs& args, const HookOptions& opts, int core_fd);
+
+int CoredumpMain(int argc, char** argv);
+
+// The kernel cuts core_pattern at 127 bytes, so the pattern holds only the
+// hook's path and the specifiers; where to store and which daemon to ask
+// come from this file, written by `recorder coredump install`.
+inline constexpr const char* kHookConfig = "/etc/flightrec/coredump.json";
+
+// The pattern `recorder coredump install` writes (InvalidArgument if the
+// kernel would truncate it).
+StatusOr<std::string> CorePattern(const std::string& hook_path);
+Status WriteHookConfig(const HookOptions& o);
+
+// Unwinds every thread of the core in `core_path` with libunwind's coredump
+// accessors, using `maps` (the process's /proc/PID/maps) for backing files,
+// and symbolizes the frames. Crashing thread (tid) first. Runs in the calling
+// process: RunHook calls it from a sandboxed child.
+nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, pid_t pid,
+                         pid_t crashing_tid, size_t max_frames = 64);
+
+}  // namespace flightrec::coredump

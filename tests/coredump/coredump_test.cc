@@ -1,0 +1,340 @@
+// recorder-coredump through the real kernel.core_pattern (issue 6): real
+// crashes of tests/programs/fr_crash stored with metadata, a backtrace and
+// recorderd's history; cores extracted byte for byte; bad input on the hook's
+// stdin; a crash storm. The previous core_pattern is restored afterwards,
+// whatever happens.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_util.h"
+#include "tests/recorder/daemon_util.h"
+#include "tests/store/test_util.h"
+
+namespace flightrec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string ReadFile(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Puts back the core_pattern and core_pipe_limit found at construction.
+class PatternGuard {
+ public:
+  PatternGuard()
+      : pattern_(ReadFile("/proc/sys/kernel/core_pattern")),
+        limit_(ReadFile("/proc/sys/kernel/core_pipe_limit")) {}
+  ~PatternGuard() {
+    std::ofstream("/proc/sys/kernel/core_pattern") << pattern_;
+    std::ofstream("/proc/sys/kernel/core_pipe_limit") << limit_;
+  }
+
+ private:
+  std::string pattern_, limit_;
+};
+
+class CoredumpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    guard_ = new PatternGuard();
+    dir_ = new store::testing::TempDir();
+    chmod(dir_->path().c_str(), 0755);
+    daemon_ = new Daemon(dir_->path());
+    ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
+    auto r = daemon_->Cli(
+        {"coredump", "install", "--hook", BuildPath("coredump-hook/recorder-coredump")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_NE(ReadFile("/proc/sys/kernel/core_pattern").find("recorder-coredump"),
+              std::string::npos);
+  }
+  static void TearDownTestSuite() {
+    auto r = daemon_->Cli({"coredump", "uninstall"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    delete daemon_;
+    delete dir_;
+    delete guard_;  // restores the original pattern even if uninstall failed
+  }
+
+  // Runs fr_crash MODE and returns its pid once it died from a signal.
+  static pid_t Crash(const std::string& mode, int* sig) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+      setrlimit(RLIMIT_CORE, &unlimited);
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      execl(BuildPath("tests/programs/fr_crash").c_str(), "fr_crash", mode.c_str(), "400",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    return pid;
+  }
+
+  // The crash record of pid, waiting (bounded) for the hook to commit it.
+  static nlohmann::json WaitForCrash(pid_t pid) {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = daemon_->Cli({"crash", "list", "--pid", std::to_string(pid), "--json"});
+      if (r.exit_code == 0) {
+        auto j = nlohmann::json::parse(r.out, nullptr, false);
+        if (j.is_array() && !j.empty()) return j[0];
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return nullptr;
+  }
+
+  static PatternGuard* guard_;
+  static store::testing::TempDir* dir_;
+  static Daemon* daemon_;
+};
+
+PatternGuard* CoredumpTest::guard_ = nullptr;
+store::testing::TempDir* CoredumpTest::dir_ = nullptr;
+Daemon* CoredumpTest::daemon_ = nullptr;
+
+struct Case {
+  std::string mode;
+  int signal;
+  std::string signame;
+  std::string crashing_function;
+  std::string caller;
+};
+
+TEST_F(CoredumpTest, RealCrashesAreStoredWithBacktraceAndHistory) {
+  for (const Case& c :
+       std::vector<Case>{{"segv", SIGSEGV, "SIGSEGV", "crash_here", "main"},
+                         {"abort", SIGABRT, "SIGABRT", "abort", "crash_here"},
+                         {"fpe", SIGFPE, "SIGFPE", "crash_here", "main"},
+                         {"threads", SIGSEGV, "SIGSEGV", "crash_here", "thread_main"}}) {
+    SCOPED_TRACE(c.mode);
+    int sig = 0;
+    pid_t pid = Crash(c.mode, &sig);
+    ASSERT_EQ(sig, c.signal);
+    nlohmann::json crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << "no crash listed for pid " << pid << "\n" << daemon_->Log();
+    EXPECT_EQ(crash["pid"], pid);
+    EXPECT_EQ(crash["signal_name"], c.signame);
+    EXPECT_EQ(crash["exe"], fs::canonical(BuildPath("tests/programs/fr_crash")).string());
+    EXPECT_TRUE(crash["core_stored"].get<bool>());
+    EXPECT_FALSE(crash["truncated"].get<bool>());
+    const std::string id = crash["id"];
+
+    // The core comes back whole, and is this process's core: its ELF notes
+    // name the pid and the signal.
+    const std::string core = dir_->path() + "/core." + c.mode;
+    auto r = daemon_->Cli({"crash", "core", id, "-o", core});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(fs::file_size(core), crash["core_size"].get<uint64_t>());
+    auto notes = RunCommand({"/usr/bin/eu-readelf", "--notes", core});
+    ASSERT_EQ(notes.exit_code, 0) << notes.err;
+    EXPECT_NE(notes.out.find("CORE"), std::string::npos);
+    EXPECT_NE(notes.out.find("info.si_signo: " + std::to_string(c.signal)), std::string::npos)
+        << notes.out.substr(0, 2000);
+    EXPECT_NE(notes.out.find("pid: " + std::to_string(pid)), std::string::npos);
+
+    // Backtrace: the crashing function and its caller, crashing thread first;
+    // history: the crashing thread's last seconds show spin_a.
+    auto info = daemon_->Cli({"crash", "info", id, "--json"});
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    auto j = nlohmann::json::parse(info.out);
+    ASSERT_FALSE(j["backtrace"]["threads"].empty()) << info.out;
+    std::vector<std::string> names;
+    for (const auto& f : j["backtrace"]["threads"][0]["frames"]) names.push_back(f["function"]);
+    auto at = std::find(names.begin(), names.end(), c.crashing_function);
+    ASSERT_NE(at, names.end()) << j["backtrace"].dump();
+    EXPECT_NE(std::find_if(at + 1, names.end(),
+                           [&](const std::string& n) { return n.rfind(c.caller, 0) == 0; }),
+              names.end())
+        << j["backtrace"].dump();
+    ASSERT_FALSE(j["history"].is_null()) << info.out;
+    EXPECT_GT(j["history"]["samples"].get<uint64_t>(), 20u) << info.out;
+    EXPECT_EQ(j["history"]["top"][0]["function"], "spin_a") << info.out;
+    auto text = daemon_->Cli({"crash", "info", id});
+    EXPECT_NE(text.out.find("Backtrace (crashing thread first)"), std::string::npos);
+    EXPECT_NE(text.out.find("spin_a"), std::string::npos) << text.out;
+  }
+}
+
+// Runs the hook directly, as the kernel would, with stdin from a file.
+struct HookRun {
+  int exit_code = -1;
+  long max_rss_kb = 0;
+  std::string err;
+};
+HookRun RunHookOn(const std::string& store, const std::string& sock, pid_t pid,
+                  const std::string& input, const std::vector<std::string>& extra = {}) {
+  std::string errfile = input + ".err";  // next to the input, not in a (full) store
+  pid_t child = fork();
+  if (child == 0) {
+    int in = open(input.c_str(), O_RDONLY);
+    dup2(in, 0);
+    int err = open(errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(err, 2);
+    std::vector<std::string> args = {BuildPath("coredump-hook/recorder-coredump"), "--store", store,
+                                     "--socket", sock};
+    args.insert(args.end(), extra.begin(), extra.end());
+    for (const auto& v :
+         {std::to_string(pid), std::to_string(pid), std::to_string(pid), std::string("11"),
+          std::to_string(time(nullptr)), std::string("-1"), std::string("0"), std::string("0"),
+          std::string("1"), std::string("fr_test")}) {
+      args.push_back(v);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int st = 0;
+  rusage ru{};
+  wait4(child, &st, 0, &ru);
+  HookRun r;
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.max_rss_kb = ru.ru_maxrss;
+  r.err = ReadFile(errfile);
+  return r;
+}
+
+TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
+  store::testing::TempDir tmp;
+  const std::string store = tmp.path() + "/store";
+  const std::string nosock = tmp.path() + "/no.sock";
+  // A live process whose metadata the hook can read.
+  pid_t sleeper = Spawn({"/bin/sleep", "60"});
+  std::mt19937 rng(42);
+  std::string garbage(1 << 20, '\0');
+  for (char& ch : garbage) ch = static_cast<char>(rng());
+  // A real core to cut and bend.
+  int sig = 0;
+  pid_t crashed = Crash("segv", &sig);
+  auto listed = WaitForCrash(crashed);
+  ASSERT_FALSE(listed.is_null());
+  const std::string real = tmp.path() + "/real.core";
+  ASSERT_EQ(daemon_->Cli({"crash", "core", listed["id"], "-o", real}).exit_code, 0);
+  std::string core = ReadFile(real);
+  std::string wrong_class = core;
+  wrong_class[4] = 1;  // ELFCLASS32
+  std::map<std::string, std::string> inputs = {{"empty", ""},
+                                               {"truncated", core.substr(0, core.size() / 7)},
+                                               {"garbage", garbage},
+                                               {"wrong-class", wrong_class},
+                                               {"whole", core}};
+  for (const auto& [name, bytes] : inputs) {
+    SCOPED_TRACE(name);
+    std::string path = tmp.path() + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    HookRun r = RunHookOn(store, nosock, sleeper, path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("stored as"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("recorderd is not reachable"), std::string::npos) << r.err;
+    // What was stored is exactly what came in.
+    auto id = r.err.substr(r.err.find("stored as ") + 10, 23);
+    auto out = tmp.path() + "/" + name + ".out";
+    auto x = RunCommand(
+        {BuildPath("recorder/cli/recorder"), "--store", store, "crash", "core", id, "-o", out});
+    if (bytes.empty()) {
+      EXPECT_EQ(x.exit_code, 0) << x.err;
+    } else {
+      ASSERT_EQ(x.exit_code, 0) << x.err;
+    }
+    EXPECT_EQ(ReadFile(out), bytes);
+  }
+  // A pid that does not exist any more: stored, with the reason.
+  pid_t gone = Spawn({"/bin/true"});
+  waitpid(gone, nullptr, 0);
+  HookRun g = RunHookOn(store, nosock, gone, tmp.path() + "/garbage");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.err.find("is gone"), std::string::npos) << g.err;
+  // A 20 GiB stream of zeros with a 256 MiB limit: truncated, flagged, and
+  // the hook's memory stays small.
+  {
+    std::string fifo = tmp.path() + "/zeros";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    pid_t writer = fork();
+    if (writer == 0) {
+      signal(SIGPIPE, SIG_DFL);
+      int fd = open(fifo.c_str(), O_WRONLY);
+      std::vector<char> zeros(1 << 20, 0);
+      for (int i = 0; i < 20 * 1024; ++i) {
+        if (write(fd, zeros.data(), zeros.size()) < 0) _exit(0);
+      }
+      _exit(0);
+    }
+    HookRun z = RunHookOn(store, nosock, sleeper, fifo, {"--max-core-size", "256M"});
+    kill(writer, SIGKILL);
+    waitpid(writer, nullptr, 0);
+    EXPECT_EQ(z.exit_code, 0) << z.err;
+    EXPECT_NE(z.err.find("truncated"), std::string::npos) << z.err;
+    EXPECT_LE(z.max_rss_kb, 64 * 1024) << "peak RSS of the hook";
+  }
+  // Malformed arguments: refused with a reason, exit 2.
+  auto bad = RunCommand({BuildPath("coredump-hook/recorder-coredump"), "--store", store, "1", "x"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("expected the 10 core_pattern values"), std::string::npos) << bad.err;
+  // A full filesystem: refused with the reason, nothing half-written.
+  {
+    std::string mnt = tmp.path() + "/full";
+    fs::create_directories(mnt);
+    ASSERT_EQ(
+        RunCommand({"/usr/bin/mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mnt}).exit_code,
+        0);
+    HookRun f = RunHookOn(mnt + "/store", nosock, sleeper, tmp.path() + "/garbage");
+    EXPECT_EQ(f.exit_code, 1) << f.err;
+    EXPECT_NE(f.err.find("no space"), std::string::npos) << f.err;
+    auto v = RunCommand({BuildPath("recorder/cli/recorder"), "--store", mnt + "/store", "verify"});
+    EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+    RunCommand({"/usr/bin/umount", mnt});
+  }
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+}
+
+TEST_F(CoredumpTest, ACrashStormIsFullyAccountedFor) {
+  constexpr int kCrashes = 32;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kCrashes; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      execl(BuildPath("tests/programs/fr_crash").c_str(), "fr_crash", "segv", "0",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+  size_t stored = 0, limited = 0;
+  for (pid_t p : pids) {
+    auto c = WaitForCrash(p);
+    ASSERT_FALSE(c.is_null()) << "crash of " << p << " not accounted for";
+    if (c["core_stored"].get<bool>()) ++stored;
+    if (c["rate_limited"].get<bool>()) ++limited;
+  }
+  EXPECT_EQ(stored + limited, static_cast<size_t>(kCrashes));
+  EXPECT_GT(limited, 0u) << "20 cores per executable per hour, then metadata only";
+  auto v = daemon_->Cli({"verify"});
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+}
+
+}  // namespace
+}  // namespace flightrec::testing
