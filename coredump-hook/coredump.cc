@@ -6,6 +6,7 @@
 #include <libunwind-coredump.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/acl.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -137,7 +138,8 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
 
 // Asks recorderd for the process's last seconds; returns the record id or
 // sets *why.
-std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why) {
+std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why,
+                       std::string* file) {
   auto timeout = std::chrono::milliseconds(o.history_timeout_ms);
   auto client = recorder::ipc::Client::Connect(o.socket_path, timeout);
   if (!client.ok()) {
@@ -155,6 +157,7 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
     *why = "recorderd did not give history: " + r.status().message();
     return "";
   }
+  *file = r->value("file", "");
   return r->value("id", "");
 }
 
@@ -279,6 +282,18 @@ bool ReserveCoreSlot(const std::string& store_dir, const std::string& exe, int m
   return ok;
 }
 
+Status GrantRead(const std::string& path, uid_t uid) {
+  ScopedFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return ErrnoStatus("opening " + path + " to grant access");
+  std::string text = fmt::format("u::rw-,u:{}:r--,g::---,m::r--,o::---", uid);
+  acl_t acl = acl_from_text(text.c_str());
+  if (acl == nullptr) return ErrnoStatus("acl_from_text");
+  int rc = acl_set_fd(fd.get(), acl);
+  acl_free(acl);
+  if (rc != 0) return ErrnoStatus("setting the ACL of " + path);
+  return OkStatus();
+}
+
 bool IsHookItself(const std::string& comm) {
   // %e is the comm, cut to 15 characters.
   return std::string("recorder-coredump").rfind(comm, 0) == 0 && comm.size() >= 8;
@@ -376,8 +391,8 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
     notes.push_back(fmt::format("rate limited: {} cores of {} in the last hour; core dropped",
                                 o.max_per_exe_per_hour, exe));
   }
-  std::string history_id, history_why;
-  if (!limited) history_id = AskHistory(a, o, &history_why);
+  std::string history_id, history_why, history_file;
+  if (!limited) history_id = AskHistory(a, o, &history_why, &history_file);
   if (!history_why.empty()) notes.push_back(history_why);
 
   auto rec = (*st)->BeginRecord("crash");
@@ -468,6 +483,16 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
     Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame,
                     row.status().message()));
     return 1;
+  }
+  // The crashed user may read this record (and only this one): an ACL on the
+  // root-owned file, as systemd-coredump does. Cores of processes that were
+  // not dumpable (setuid and the like) stay root's.
+  if (a.uid != 0 && a.dumpable) {
+    for (const std::string& f : {row->file, history_file}) {
+      if (f.empty() || f.find('/') != std::string::npos) continue;
+      Status acl = GrantRead(o.store_dir + "/" + f, a.uid);
+      if (!acl.ok()) Log(fmt::format("{}: {}", row->id, acl.message()));
+    }
   }
   std::string summary = fmt::format("pid {} ({}) {}: stored as {} ({}{}{})", a.pid, a.comm, signame,
                                     row->id, FormatBytes(core_size),

@@ -36,6 +36,102 @@ Status CheckAccess(const nlohmann::json& meta) {
   return OkStatus();
 }
 
+// A crash as the list and lookups see it, from the index (root) or, for
+// other users who cannot read the index, from the record files they are
+// allowed to open (the hook grants the crashed user read access by ACL).
+struct CrashRow {
+  std::string id;
+  int64_t created_ns = 0;
+  uint64_t file_size = 0;
+  nlohmann::json meta;
+};
+
+StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::ListQuery& q) {
+  std::vector<CrashRow> out;
+  if (!VisibleUid()) {
+    ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+    ASSIGN_OR_RETURN(auto rows, store->List(q));
+    for (auto& r : rows) out.push_back({r.id, r.created_ns, r.file_size, std::move(r.meta)});
+    return out;
+  }
+  std::error_code ec;
+  std::filesystem::directory_iterator it(ctx.store_dir, ec);
+  if (ec) return ErrnoStatus(ec.value(), "cannot read the store " + ctx.store_dir);
+  for (const auto& e : it) {
+    if (e.path().extension() != ".frec") continue;
+    auto reader = store::RecordReader::Open(e.path().string());
+    if (!reader.ok()) continue;  // another user's, or root's
+    const auto& meta = (*reader)->meta();
+    const auto& c = meta.value("crash", nlohmann::json::object());
+    if ((*reader)->header().kind != "crash" || c.value("uid", UINT32_MAX) != *VisibleUid())
+      continue;
+    if (q.pid && c.value("pid", 0u) != *q.pid) continue;
+    if (q.exe && c.value("exe", "") != *q.exe) continue;
+    if (q.since_ns && (*reader)->header().created_ns < *q.since_ns) continue;
+    out.push_back(
+        {(*reader)->header().id, (*reader)->header().created_ns, (*reader)->file_size(), meta});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CrashRow& a, const CrashRow& b) { return a.created_ns < b.created_ns; });
+  return out;
+}
+
+// The crash for an id, unique prefix or -1, with its reader.
+StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
+    const CliContext& ctx, const std::string& id) {
+  if (!VisibleUid()) {
+    ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+    std::string want = id;
+    if (id == "-1") {
+      store::ListQuery q;
+      q.kind = "crash";
+      ASSIGN_OR_RETURN(auto rows, store->List(q));
+      if (rows.empty()) return NotFound("no crashes in the store");
+      want = rows.back().id;
+    }
+    ASSIGN_OR_RETURN(auto row, store->Get(want));
+    if (row.kind != "crash") {
+      return InvalidArgument(fmt::format("{} is a {}, not a crash", want, row.kind));
+    }
+    ASSIGN_OR_RETURN(auto reader, store->OpenRecord(want));
+    return std::make_pair(CrashRow{row.id, row.created_ns, row.file_size, row.meta},
+                          std::move(reader));
+  }
+  store::ListQuery q;
+  ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
+  const CrashRow* found = nullptr;
+  for (const auto& r : rows) {
+    if (id == "-1" || r.id.rfind(id, 0) == 0) found = &r;
+  }
+  if (found == nullptr) {
+    return Status(StatusCode::kNotFound,
+                  fmt::format("no crash {} of yours (other users' crashes are not shown)", id));
+  }
+  for (const auto& e : std::filesystem::directory_iterator(ctx.store_dir)) {
+    if (e.path().filename().string().rfind(found->id, 0) == 0) {
+      ASSIGN_OR_RETURN(auto reader, store::RecordReader::Open(e.path().string()));
+      return std::make_pair(*found, std::move(reader));
+    }
+  }
+  return NotFound("record file of " + found->id + " is gone");
+}
+
+// The history record linked to a crash (root: through the store; others:
+// the file the hook made readable to them).
+StatusOr<std::unique_ptr<store::RecordReader>> OpenHistory(const CliContext& ctx,
+                                                           const std::string& hid) {
+  if (!VisibleUid()) {
+    ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+    return store->OpenRecord(hid);
+  }
+  for (const auto& e : std::filesystem::directory_iterator(ctx.store_dir)) {
+    if (e.path().filename().string().rfind(hid, 0) == 0) {
+      return store::RecordReader::Open(e.path().string());
+    }
+  }
+  return NotFound("history record " + hid + " is gone");
+}
+
 struct CrashListArgs {
   bool newest = false;
   bool json = false;
@@ -45,7 +141,6 @@ struct CrashListArgs {
 };
 
 Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
   store::ListQuery q;
   q.kind = "crash";
   if (a.pid >= 0) q.pid = static_cast<uint32_t>(a.pid);
@@ -55,7 +150,7 @@ Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
     q.since_ns = t;
   }
   q.uid = VisibleUid();
-  ASSIGN_OR_RETURN(auto rows, store->List(q));
+  ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
   if (a.newest && rows.size() > 1) rows.erase(rows.begin(), rows.end() - 1);
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -88,17 +183,6 @@ Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
   return OkStatus();
 }
 
-// The newest crash for -1, else the id or prefix.
-StatusOr<std::string> ResolveCrash(store::Store& s, const std::string& id) {
-  if (id != "-1") return id;
-  store::ListQuery q;
-  q.kind = "crash";
-  q.uid = VisibleUid();
-  ASSIGN_OR_RETURN(auto rows, s.List(q));
-  if (rows.empty()) return NotFound("no crashes in the store");
-  return rows.back().id;
-}
-
 void PrintFrames(const nlohmann::json& frames, size_t max) {
   size_t n = 0;
   for (const auto& f : frames) {
@@ -118,13 +202,10 @@ void PrintFrames(const nlohmann::json& frames, size_t max) {
 }
 
 Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json) {
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(std::string id, ResolveCrash(*store, id_arg));
-  ASSIGN_OR_RETURN(auto row, store->Get(id));
-  if (row.kind != "crash")
-    return InvalidArgument(fmt::format("{} is a {}, not a crash", id, row.kind));
+  ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, id_arg));
+  auto& [row, reader] = found;
+  const std::string id = row.id;
   RETURN_IF_ERROR(CheckAccess(row.meta));
-  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(id));
   nlohmann::json crash = row.meta.value("crash", nlohmann::json::object());
   nlohmann::json md = nlohmann::json::object(), bt = nlohmann::json::object();
   if (reader->FindSection("metadata")) {
@@ -139,7 +220,7 @@ Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json)
   nlohmann::json history = nullptr;
   std::string history_error;
   if (std::string hid = crash.value("history", ""); !hid.empty()) {
-    auto hreader = store->OpenRecord(hid);
+    auto hreader = OpenHistory(ctx, hid);
     if (!hreader.ok()) {
       history_error = hreader.status().message();
     } else {
@@ -240,10 +321,13 @@ Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json)
 }
 
 // Writes the core to `out` (a temp file renamed into place).
-Status ExtractCore(store::Store& s, const std::string& id, const std::string& out) {
-  ASSIGN_OR_RETURN(auto row, s.Get(id));
+Status ExtractCore(const CliContext& ctx, const std::string& id_arg, const std::string& out,
+                   std::string* exe) {
+  ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, id_arg));
+  auto& [row, reader] = found;
+  const std::string id = row.id;
   RETURN_IF_ERROR(CheckAccess(row.meta));
-  ASSIGN_OR_RETURN(auto reader, s.OpenRecord(id));
+  if (exe) *exe = row.meta.value("crash", nlohmann::json::object()).value("exe", "");
   if (!reader->FindSection("core")) {
     return NotFound(
         fmt::format("crash {} has no core stored ({})", id,
@@ -273,21 +357,16 @@ Status ExtractCore(store::Store& s, const std::string& id, const std::string& ou
   return OkStatus();
 }
 
-Status RunCrashCore(const CliContext& ctx, const std::string& id_arg, const std::string& out) {
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(std::string id, ResolveCrash(*store, id_arg));
-  RETURN_IF_ERROR(ExtractCore(*store, id, out));
+Status RunCrashCore(const CliContext& ctx, const std::string& id, const std::string& out) {
+  RETURN_IF_ERROR(ExtractCore(ctx, id, out, nullptr));
   std::fprintf(stderr, "wrote the core of %s to %s\n", id.c_str(), out.c_str());
   return OkStatus();
 }
 
-Status RunCrashDebug(const CliContext& ctx, const std::string& id_arg) {
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(std::string id, ResolveCrash(*store, id_arg));
-  ASSIGN_OR_RETURN(auto row, store->Get(id));
-  std::string exe = row.meta.value("crash", nlohmann::json::object()).value("exe", "");
-  std::string core = fmt::format("/tmp/flightrec-core-{}-{}", id, getpid());
-  RETURN_IF_ERROR(ExtractCore(*store, id, core));
+Status RunCrashDebug(const CliContext& ctx, const std::string& id) {
+  std::string core = fmt::format("/tmp/flightrec-core-{}", getpid());
+  std::string exe;
+  RETURN_IF_ERROR(ExtractCore(ctx, id, core, &exe));
   std::fprintf(stderr, "core extracted to %s (delete it when done)\n", core.c_str());
   execlp("gdb", "gdb", exe.c_str(), core.c_str(), static_cast<char*>(nullptr));
   return ErrnoStatus("cannot run gdb");
@@ -333,6 +412,12 @@ Status RunInstall(const CliContext& ctx, std::string hook, bool persist) {
   ho.socket_path = ctx.socket_path;
   RETURN_IF_ERROR(coredump::WriteHookConfig(ho));
   std::filesystem::create_directories(ctx.store_dir);
+  // Users read their own crashes through per-file ACLs the hook sets: the
+  // store must be traversable, and the index (everyone's metadata) root's.
+  chmod(ctx.store_dir.c_str(), 0755);
+  for (const char* f : {"/index.sqlite", "/index.sqlite-wal", "/index.sqlite-shm"}) {
+    chmod((ctx.store_dir + f).c_str(), 0600);
+  }
   std::string saved = ctx.store_dir + "/core_pattern.saved";
   // Keep the pattern from before the first install, not our own.
   if (old_pattern.find("recorder-coredump") == std::string::npos) {

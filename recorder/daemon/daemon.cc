@@ -385,6 +385,7 @@ int RecorderdMain(int argc, char** argv) {
   o.callchain = callgraph == "fp";
   (void)foreground;  // recorderd never daemonizes itself; systemd supervises it
   spdlog::set_pattern("recorderd: %l: %v");
+  umask(077);  // records and the index hold other users' data: root's only
   // SIGUSR2/SIGTERM are handled by the event loop; block their default action
   // before any thread exists.
   auto d = Daemon::Create(o);

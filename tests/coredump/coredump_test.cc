@@ -4,9 +4,11 @@
 // stdin; a crash storm. The previous core_pattern is restored afterwards,
 // whatever happens.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,6 +308,97 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
   }
   kill(sleeper, SIGKILL);
   waitpid(sleeper, nullptr, 0);
+}
+
+// Runs argv as uid/gid (nobody), capturing stdout and stderr.
+RunResult RunAs(uid_t uid, const std::vector<std::string>& argv) {
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]);
+    close(err[0]);
+    if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
+      _exit(126);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  RunResult r;
+  r.out = ReadAll(out[0]);
+  r.err = ReadAll(err[0]);
+  close(out[0]);
+  close(err[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+TEST_F(CoredumpTest, UsersSeeAndReadOnlyTheirOwnCrashes) {
+  constexpr uid_t kNobody = 65534;
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0777);
+  const std::string prog = tmp.path() + "/fr_crash", rec = tmp.path() + "/recorder";
+  fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
+  fs::copy_file(BuildPath("recorder/cli/recorder"), rec);
+  // A crash of root's, and one of nobody's.
+  int sig = 0;
+  pid_t root_pid = Crash("segv", &sig);
+  auto root_crash = WaitForCrash(root_pid);
+  ASSERT_FALSE(root_crash.is_null());
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
+        setresuid(kNobody, kNobody, kNobody) != 0) {
+      _exit(126);
+    }
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execl(prog.c_str(), "fr_crash", "segv", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFSIGNALED(st));
+  auto mine = WaitForCrash(pid);
+  ASSERT_FALSE(mine.is_null());
+  EXPECT_EQ(mine["uid"], kNobody);
+  const std::string store = daemon_->store();
+  auto list = RunAs(kNobody, {rec, "--store", store, "crash", "list", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  auto j = nlohmann::json::parse(list.out);
+  ASSERT_EQ(j.size(), 1u) << list.out;
+  EXPECT_EQ(j[0]["id"], mine["id"]);
+  // Their own core and history: readable.
+  auto core = RunAs(kNobody, {rec, "--store", store, "crash", "core", mine["id"], "-o",
+                              tmp.path() + "/mine.core"});
+  EXPECT_EQ(core.exit_code, 0) << core.err;
+  EXPECT_EQ(fs::file_size(tmp.path() + "/mine.core"), mine["core_size"].get<uint64_t>());
+  auto info = RunAs(kNobody, {rec, "--store", store, "crash", "info", mine["id"], "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_FALSE(nlohmann::json::parse(info.out)["history"].is_null()) << info.out;
+  // Root's: neither listed nor readable, nor the index, nor the file itself.
+  auto other = RunAs(kNobody, {rec, "--store", store, "crash", "core", root_crash["id"], "-o",
+                               tmp.path() + "/other.core"});
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.err.find("no crash"), std::string::npos) << other.err;
+  EXPECT_FALSE(fs::exists(tmp.path() + "/other.core"));
+  auto sql = RunAs(kNobody, {rec, "--store", store, "sql", "SELECT * FROM crashes"});
+  EXPECT_NE(sql.exit_code, 0) << sql.out;
+  for (const auto& e : fs::directory_iterator(store)) {
+    if (e.path().filename().string().rfind(root_crash["id"].get<std::string>(), 0) != 0) continue;
+    auto cat = RunAs(kNobody, {"/bin/cat", e.path().string()});
+    EXPECT_NE(cat.exit_code, 0) << "root's crash record is readable by nobody";
+  }
 }
 
 TEST_F(CoredumpTest, ACrashStormIsFullyAccountedFor) {
