@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include <xxhash.h>
@@ -156,6 +159,91 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
   return OkStatus();
 }
 
+// Decompresses a section on a second thread, a chunk ahead of the decoder:
+// zstd and the event decoder then run on both CPUs instead of taking turns.
+class ChunkPipe {
+ public:
+  static constexpr size_t kChunk = 4u << 20;
+
+  explicit ChunkPipe(std::unique_ptr<store::SectionReader> section) : section_(std::move(section)) {
+    for (auto& b : bufs_) b.data.reset(new char[kChunk]);
+    free_ = {0, 1, 2};
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ChunkPipe() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Appends the next chunk to out (at most kChunk bytes); 0 at the end.
+  StatusOr<size_t> Next(char* out) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return !ready_.empty(); });
+    int i = ready_.front();
+    ready_.pop_front();
+    Buf& b = bufs_[i];
+    if (!b.status.ok()) return b.status;
+    size_t n = b.len;
+    l.unlock();
+    std::memcpy(out, b.data.get(), n);
+    l.lock();
+    free_.push_back(i);
+    cv_.notify_all();
+    return n;
+  }
+
+ private:
+  struct Buf {
+    std::unique_ptr<char[]> data;
+    size_t len = 0;
+    Status status;
+  };
+  void Run() {
+    bool finished = false;
+    for (;;) {
+      int i;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stop_ || !free_.empty(); });
+        if (stop_) return;
+        i = free_.front();
+        free_.pop_front();
+      }
+      Buf& b = bufs_[i];
+      b.len = 0;
+      b.status = OkStatus();
+      while (!finished && b.len < kChunk) {
+        auto n = section_->Read(b.data.get() + b.len, kChunk - b.len);
+        if (!n.ok()) b.status = n.status();
+        if (!n.ok() || *n == 0) {
+          finished = true;
+          break;
+        }
+        b.len += *n;
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ready_.push_back(i);
+      }
+      cv_.notify_all();
+      // The consumer's last chunk is an empty one (or the error).
+      if (finished && (b.len == 0 || !b.status.ok())) return;
+    }
+  }
+
+  std::unique_ptr<store::SectionReader> section_;
+  Buf bufs_[3];
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int> free_, ready_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // Samples with the same process and the same raw call chain attribute to the
 // same frames as long as no sideband event changes the process table, so the
 // translation and symbolization of a chain are done once and reused; any
@@ -164,27 +252,23 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
 class StackCache {
  public:
   struct Entry {
-    std::vector<uint64_t> key;
+    std::string key;                       // the sample's encoded identity
     attribution::AttributedSample sample;  // per-sample fields are overwritten
     std::vector<const attribution::Symbol*> stack;
     uint64_t no_mapping = 0;
     uint64_t id = 0;
   };
 
-  Entry* Find(const Sample& s) {
-    MakeKey(s);
-    uint64_t h = XXH3_64bits(key_.data(), key_.size() * sizeof(uint64_t));
-    auto it = map_.find(h);
-    if (it == map_.end() || it->second.key != key_) return nullptr;
+  Entry* Find(const std::string& key) {
+    auto it = map_.find(XXH3_64bits(key.data(), key.size()));
+    if (it == map_.end() || it->second.key != key) return nullptr;
     return &it->second;
   }
-  Entry* Insert(const Sample& s, attribution::AttributedSample as,
+  Entry* Insert(const std::string& key, attribution::AttributedSample as,
                 std::span<const attribution::Symbol* const> stack, uint64_t no_mapping) {
-    MakeKey(s);
-    uint64_t h = XXH3_64bits(key_.data(), key_.size() * sizeof(uint64_t));
     // A hash collision replaces the older entry: correct, only slower.
-    Entry& e = map_[h];
-    e.key = key_;
+    Entry& e = map_[XXH3_64bits(key.data(), key.size())];
+    e.key = key;
     e.sample = std::move(as);
     e.stack.assign(stack.begin(), stack.end());
     e.no_mapping = no_mapping;
@@ -194,15 +278,6 @@ class StackCache {
   void Clear() { map_.clear(); }
 
  private:
-  void MakeKey(const Sample& s) {
-    key_.clear();
-    key_.push_back(s.pid);
-    key_.push_back((static_cast<uint64_t>(s.mode) << 32) | s.kernel_chain.size());
-    key_.push_back(s.ip);
-    key_.insert(key_.end(), s.kernel_chain.begin(), s.kernel_chain.end());
-    key_.insert(key_.end(), s.user_chain.begin(), s.user_chain.end());
-  }
-  std::vector<uint64_t> key_;
   std::unordered_map<uint64_t, Entry> map_;
   uint64_t next_id_ = 0;  // ids are never reused, even across Clear()
 };
@@ -238,19 +313,21 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   ASSIGN_OR_RETURN(auto section, reader.OpenSection("events"));
   const uint64_t raw_total = section->info().raw_size;
   uint64_t consumed = 0;
-  // A fixed buffer (not a std::string: no zero-filling on every refill).
-  constexpr size_t kChunk = 8u << 20;
-  std::unique_ptr<char[]> buf(new char[kChunk]);
+  // The decoder's buffer: the bytes of an event cut by the end of a chunk are
+  // moved to the front, then the next chunk is appended.
+  constexpr size_t kBuf = ChunkPipe::kChunk + EventDecoder::kMaxEventBytes;
+  std::unique_ptr<char[]> buf(new char[kBuf]);
   size_t len = 0;
   bool eof = false;
   EventDecoder dec({});
+  ChunkPipe pipe(std::move(section));
   auto refill = [&]() -> Status {
     size_t used = dec.position();
     consumed += used;
     std::memmove(buf.get(), buf.get() + used, len - used);
     len -= used;
-    while (!eof && len < kChunk) {
-      auto n = section->Read(buf.get() + len, kChunk - len);
+    while (!eof && len + ChunkPipe::kChunk <= kBuf) {
+      auto n = pipe.Next(buf.get() + len);
       if (!n.ok()) return n.status().Annotate(fmt::format("record {}", reader.display_name()));
       len += *n;
       eof = *n == 0;
@@ -260,8 +337,42 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   };
   RETURN_IF_ERROR(refill());
   Event e;
-  static_assert(kChunk > EventDecoder::kMaxEventBytes);
+  static_assert(ChunkPipe::kChunk > EventDecoder::kMaxEventBytes);
+  SampleHead head;
+  std::string key;
+  auto filtered = [&](uint32_t pid, uint32_t tid, uint64_t t) {
+    return (opts.pid && pid != *opts.pid) || (opts.tid && tid != *opts.tid) ||
+           (opts.since_ns && static_cast<int64_t>(t - info.window_start_ns) < *opts.since_ns) ||
+           (opts.until_ns && static_cast<int64_t>(t - info.window_start_ns) > *opts.until_ns);
+  };
   for (;;) {
+    // Fast path: a sample whose stack was seen since the last sideband event
+    // is recognised by its encoded bytes, without decoding its call chain.
+    // (At the end of a chunk it declines, and the slow path below refills.)
+    bool skimmed = false;
+    auto before_skim = dec.Save();
+    if (dec.SkimSample(&head, &key)) {
+      skimmed = true;
+      if (filtered(head.pid, head.tid, head.time_ns)) {
+        ++stats.events;
+        ++stats.filtered;
+        continue;
+      }
+      if (StackCache::Entry* hit = cache.Find(key)) {
+        ++stats.events;
+        ++stats.samples;
+        stats.no_mapping += hit->no_mapping;
+        attribution::AttributedSample& as = hit->sample;
+        as.time_ns = head.time_ns;
+        as.cpu = head.cpu;
+        as.tid = head.tid;
+        as.period = head.period;
+        on_sample(ResolvedSample{&as, hit->stack, hit->id});
+        progress.Update(consumed + dec.position(), raw_total);
+        continue;
+      }
+      dec.Restore(before_skim);  // a new stack: decode it in full below
+    }
     // Decode from the buffer; an event cut by the buffer's end (it fails to
     // decode while more bytes are coming) is retried once after a refill,
     // which puts at least kChunk > kMaxEventBytes bytes from its start in the
@@ -283,34 +394,21 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
       attributor.Add(e);
       continue;
     }
-    if ((opts.pid && s->pid != *opts.pid) || (opts.tid && s->tid != *opts.tid) ||
-        (opts.since_ns &&
-         static_cast<int64_t>(s->time_ns - info.window_start_ns) < *opts.since_ns) ||
-        (opts.until_ns &&
-         static_cast<int64_t>(s->time_ns - info.window_start_ns) > *opts.until_ns)) {
+    if (filtered(s->pid, s->tid, s->time_ns)) {
       ++stats.filtered;
       continue;
     }
     ++stats.samples;
-    StackCache::Entry* hit = s->user_stack.regs.empty() ? cache.Find(*s) : nullptr;
-    if (hit == nullptr) {
-      uint64_t before = attributor.no_mapping();
-      auto as = attributor.Add(e);
-      auto stack = resolver.Stack(*as);
-      if (!s->user_stack.regs.empty()) {
-        on_sample(ResolvedSample{&*as, stack});
-        continue;
-      }
-      hit = cache.Insert(*s, std::move(*as), stack, attributor.no_mapping() - before);
-    } else {
-      stats.no_mapping += hit->no_mapping;
+    uint64_t before = attributor.no_mapping();
+    auto as = attributor.Add(e);
+    auto stack = resolver.Stack(*as);
+    if (!skimmed) {  // a sample with a DWARF stack copy: unwound on its own
+      on_sample(ResolvedSample{&*as, stack});
+      continue;
     }
-    attribution::AttributedSample& as = hit->sample;
-    as.time_ns = s->time_ns;
-    as.cpu = s->cpu;
-    as.tid = s->tid;
-    as.period = s->period;
-    on_sample(ResolvedSample{&as, hit->stack, hit->id});
+    StackCache::Entry* hit =
+        cache.Insert(key, std::move(*as), stack, attributor.no_mapping() - before);
+    on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id});
   }
   stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();

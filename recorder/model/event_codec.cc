@@ -178,6 +178,46 @@ bool EventDecoder::GetChain(std::vector<uint64_t>* chain) {
   return true;
 }
 
+bool EventDecoder::SkimSample(SampleHead* head, std::string* key) {
+  if (pos_ >= data_.size() || static_cast<uint8_t>(data_[pos_]) != kTagSample) return false;
+  const State start = Save();
+  auto fail = [&] {
+    Restore(start);
+    return false;
+  };
+  ++pos_;
+  uint64_t mode = 0, ip = 0, v = 0;
+  if (!GetTime(&head->time_ns) || !GetU32(&head->cpu)) return fail();
+  const size_t pid0 = pos_;
+  if (!GetU32(&head->pid)) return fail();
+  const size_t pid1 = pos_;
+  if (!GetU32(&head->tid)) return fail();
+  const size_t ip0 = pos_;
+  if (!GetVarint(&mode) || mode > 4 || !GetVarint(&ip)) return fail();
+  const size_t ip1 = pos_;
+  if (!GetVarint(&head->period)) return fail();
+  const size_t chain0 = pos_;
+  for (int c = 0; c < 2; ++c) {
+    uint64_t n = 0;
+    if (!GetVarint(&n) || n > kMaxChain || n > data_.size() - pos_) return fail();
+    for (uint64_t i = 0; i < n; ++i) {  // skip a varint: up to its last byte
+      while (pos_ < data_.size() && (static_cast<uint8_t>(data_[pos_]) & 0x80)) ++pos_;
+      if (pos_ >= data_.size()) return fail();
+      ++pos_;
+    }
+  }
+  const size_t chain1 = pos_;
+  uint64_t nregs = 0, stack = 0;
+  if (!GetVarint(&v) || !GetVarint(&nregs) || nregs != 0 || !GetVarint(&stack) || stack != 0 ||
+      !GetVarint(&v) || v != 0) {
+    return fail();  // a DWARF sample: decoded in full
+  }
+  key->assign(data_.data() + pid0, pid1 - pid0);
+  key->append(data_.data() + ip0, ip1 - ip0);
+  key->append(data_.data() + chain0, chain1 - chain0);
+  return true;
+}
+
 StatusOr<bool> EventDecoder::Next(Event* out) {
   if (pos_ >= data_.size()) return false;
   size_t start = pos_;

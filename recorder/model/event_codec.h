@@ -43,8 +43,26 @@ class EventEncoder {
   uint64_t last_time_ = 0;
 };
 
+// The per-sample fields of a sample that SkimSample reads; the rest
+// (mode, ip, call chains) is left encoded, as its identity key.
+struct SampleHead {
+  uint64_t time_ns = 0;
+  uint32_t cpu = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t period = 0;
+};
+
 class EventDecoder {
  public:
+  // Fast path for replay: if the next event is a sample without a user
+  // stack copy, reads its per-sample fields into *head, sets *key to the
+  // encoded bytes that identify its stack (pid, mode, ip, call chains — the
+  // encoding is canonical, so equal bytes mean equal values) and returns
+  // true. Otherwise (another event, a sample with a stack copy, bytes that do
+  // not parse) returns false with nothing consumed; Next() then decodes it,
+  // or reports what is wrong with it.
+  bool SkimSample(SampleHead* head, std::string* key);
   explicit EventDecoder(std::string_view data) : data_(data) {}
   size_t position() const { return pos_; }  // bytes consumed so far
   // Upper bound of one encoded event (two maximal chains, registers and a

@@ -133,3 +133,67 @@ TEST(EventCodecTest, RandomBytesNeverCrashOrExplode) {
 
 }  // namespace
 }  // namespace flightrec::recorder
+
+namespace flightrec::recorder {
+namespace {
+
+TEST(EventCodecTest, SkimSampleKeysTheStackAndLeavesOtherEventsAlone) {
+  auto sample = [](uint64_t t, uint32_t tid, std::vector<uint64_t> user) {
+    Sample s;
+    s.time_ns = t;
+    s.cpu = 1;
+    s.pid = 42;
+    s.tid = tid;
+    s.mode = CpuMode::kUser;
+    s.ip = user.empty() ? 0x1000 : user[0];
+    s.period = 1000;
+    s.user_chain = std::move(user);
+    return s;
+  };
+  EventEncoder enc;
+  enc.Add(sample(100, 42, {0x401000, 0x402000}));
+  enc.Add(sample(200, 43, {0x401000, 0x402000}));  // same stack, other thread and time
+  enc.Add(sample(300, 42, {0x401000, 0x403000}));  // another caller
+  CommEvent c;
+  c.time_ns = 400;
+  c.pid = c.tid = 42;
+  c.comm = "x";
+  enc.Add(c);
+  Sample dwarf = sample(500, 42, {0x401000});
+  dwarf.user_stack.regs_mask = 0x3;
+  dwarf.user_stack.regs = {1, 2};
+  dwarf.user_stack.stack = {1, 2, 3};
+  dwarf.user_stack.dyn_size = 3;
+  enc.Add(dwarf);
+  std::string data = enc.Take();
+  EventDecoder dec(data);
+  SampleHead h;
+  std::string k1, k2, k3, k;
+  ASSERT_TRUE(dec.SkimSample(&h, &k1));
+  EXPECT_EQ(h.time_ns, 100u);
+  EXPECT_EQ(h.pid, 42u);
+  EXPECT_EQ(h.period, 1000u);
+  ASSERT_TRUE(dec.SkimSample(&h, &k2));
+  EXPECT_EQ(h.time_ns, 200u);
+  EXPECT_EQ(h.tid, 43u);
+  ASSERT_TRUE(dec.SkimSample(&h, &k3));
+  EXPECT_EQ(k1, k2);  // per-sample fields are not part of the key
+  EXPECT_NE(k1, k3);
+  // A comm event and a sample with a stack copy are left to Next().
+  EXPECT_FALSE(dec.SkimSample(&h, &k));
+  Event e;
+  ASSERT_TRUE(*dec.Next(&e));
+  EXPECT_TRUE(std::holds_alternative<CommEvent>(e));
+  EXPECT_FALSE(dec.SkimSample(&h, &k));
+  ASSERT_TRUE(*dec.Next(&e));
+  ASSERT_TRUE(std::holds_alternative<Sample>(e));
+  EXPECT_EQ(std::get<Sample>(e).time_ns, 500u);  // time deltas survived the skims
+  EXPECT_EQ(std::get<Sample>(e).user_stack.regs.size(), 2u);
+  EXPECT_FALSE(*dec.Next(&e));
+  // A cut sample is declined, not misread.
+  EventDecoder cut(std::string_view(data).substr(0, 5));
+  EXPECT_FALSE(cut.SkimSample(&h, &k));
+}
+
+}  // namespace
+}  // namespace flightrec::recorder
