@@ -275,11 +275,13 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     if (discrete_ && has_lost_format_) {
       // The writer runs with preemption off, but a virtual CPU can be
       // descheduled by the host in the middle of it: require the state to
-      // hold still for 2 ms (bounded to 100 ms in all).
+      // hold still for 10 ms (bounded to 300 ms in all). Only discrete
+      // events (exact counts) pay this; 2 ms was seen to be too short on a
+      // loaded 2-vCPU VM (one sample counted, neither written nor lost).
       uint64_t head = c.sample_ring->BytesWritten();
       int64_t stable_since = MonotonicNs();
-      const int64_t give_up = stable_since + 100'000'000;
-      while (MonotonicNs() - stable_since < 2'000'000 && MonotonicNs() < give_up) {
+      const int64_t give_up = stable_since + 300'000'000;
+      while (MonotonicNs() - stable_since < 10'000'000 && MonotonicNs() < give_up) {
         usleep(100);
         Counts again = ReadCounts(c.sample_fd.get(), has_lost_format_);
         uint64_t head_again = c.sample_ring->BytesWritten();
