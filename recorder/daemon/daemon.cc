@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/units.h"
+#include "recorder/module/module_backend.h"
 #include "recorder/perf/perf_backend.h"
 
 #include <linux/perf_event.h>
@@ -32,13 +33,16 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   bool module_present = access("/dev/flightrec", F_OK) == 0;
   if (backend == "auto") backend = module_present ? "module" : "perf";
   if (backend == "module") {
-    return Unsupported(
-        module_present
-            ? "the module backend is not built into this recorderd yet; use --backend perf"
-            : "--backend module: /dev/flightrec does not exist (flightrec.ko is not "
-              "loaded; this kernel may not support modules). Use --backend perf");
+    if (!module_present) {
+      return Unsupported(
+          "--backend module: /dev/flightrec does not exist (flightrec.ko is not loaded; this "
+          "kernel may not support modules). Use --backend perf");
+    }
+    // The module's event, rate and ring sizes are its load parameters.
+    ASSIGN_OR_RETURN(auto mb, module::ModuleBackend::Create());
+    d->backend_ = std::move(mb);
   }
-  if (backend != "perf") {
+  if (backend != "perf" && backend != "module") {
     return InvalidArgument(fmt::format("unknown backend '{}' (auto, perf, module)", backend));
   }
   perf::PerfConfig pc;
@@ -63,8 +67,10 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
     bool clock = options.event == "cpu-clock" || options.event == "task-clock";
     pc.event_period = clock ? 1'000'000'000ull / options.frequency_hz : options.event_period;
   }
-  ASSIGN_OR_RETURN(auto pb, perf::PerfBackend::Create(pc));
-  d->backend_ = std::move(pb);
+  if (!d->backend_) {
+    ASSIGN_OR_RETURN(auto pb, perf::PerfBackend::Create(pc));
+    d->backend_ = std::move(pb);
+  }
 
   store::StoreOptions so;
   ASSIGN_OR_RETURN(d->store_, store::Store::Open(options.store_dir, so));

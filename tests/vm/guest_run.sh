@@ -85,6 +85,50 @@ scen_loss() {
 
 scen_sideband() { insmod "$KO" && run sideband "$T" sideband "$LIB"; }
 
+# recorderd --backend module: the recorder's acceptance (spin_a/spin_b 70/30
+# in the window; a dlopened, dlclosed library of an exited process) on the
+# module's rings, through the same dump and report as the perf backend.
+scen_backend() {
+  # 16 MiB of DATA ring per CPU: over 30 s at the default rate.
+  insmod "$KO" data_ring_kb=16384 || { result backend FAIL "insmod failed"; return; }
+  local W=/tmp/backend
+  mkdir -p $W
+  local R="$BUILD/recorder/cli/recorder --store $W/store --socket $W/sock"
+  "$BUILD/recorder/daemon/recorderd" --backend module --store $W/store --socket $W/sock \
+    --foreground > $W/d.log 2>&1 &
+  local d=$! i
+  for i in $(seq 300); do $R status > /dev/null 2>&1 && break; sleep 0.1; done
+  "$BUILD/tests/programs/fr_dlopen" "$BUILD/tests/programs/libfr_plugin.so" 0.5 > /dev/null &
+  local dp=$!
+  wait $dp
+  local id1 id2 r1 r2
+  id2=$($R dump --last 20s --pid $dp --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  "$BUILD/tests/programs/fr_spin" 2 > /dev/null & local sp=$!
+  wait $sp
+  id1=$($R dump --last 20s --pid $sp --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  r1=$($R report "$id1" --json 2>&1)
+  r2=$($R report "$id2" --json 2>&1)
+  kill $d; wait $d 2>/dev/null
+  local verdict
+  verdict=$(python3 - "$r1" "$r2" <<'PY'
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+ra, rb = a["rows"], b["rows"]
+spin = {r["key"]: r["self_pct"] for r in ra}
+ok = (a["samples"] > 100 and ra and ra[0]["key"] == "spin_a" and 55 <= spin.get("spin_a", 0) <= 85
+      and 15 <= spin.get("spin_b", 0) <= 45 and rb and rb[0]["key"] == "plugin_burn"
+      and "libfr_plugin.so" in rb[0].get("dso", ""))
+print(("PASS" if ok else "FAIL") + f" spin: {a['samples']} samples, spin_a {spin.get('spin_a', 0):.1f}%"
+      f" spin_b {spin.get('spin_b', 0):.1f}%; dlopen: top {rb[0]['key'] if rb else '-'}"
+      f" in {rb[0].get('dso', '') if rb else '-'}"
+      + ("" if ok else f"; spin top: {[(r['key'], r.get('dso', '')) for r in ra[:3]]};"
+         f" dlopen samples {b['samples']}"))
+PY
+)
+  [ -n "$verdict" ] || verdict="FAIL no report: $(tail -3 $W/d.log | tr '\n' ' ') $r1"
+  result backend "${verdict%% *}" "${verdict#* }"
+}
+
 scen_bench() {
   # Per-sample cost: slowdown of a fixed loop at 10 kHz per CPU, module vs perf.
   local n=${FR_BENCH_BLOCKS:-3000} base mod perfr

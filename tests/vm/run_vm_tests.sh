@@ -6,7 +6,7 @@
 # failed, is missing, or the guest hung (qemu killed after $FR_VM_TIMEOUT s).
 #
 # usage: run_vm_tests.sh --build-dir DIR [--guest-script PATH] [scenario...]
-#   scenarios: load abi crash hotplug loss sideband (default: all)
+#   scenarios: load abi crash hotplug loss sideband backend (default: all)
 set -euo pipefail
 
 KVER=${FR_KVER:-6.1.0-56-amd64}
@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
-[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss sideband)
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss sideband backend)
 
 # The work dir lives in the build tree: the guest sees the host root
 # read-only over 9p, and /tmp is replaced by a guest tmpfs.
