@@ -144,6 +144,30 @@ scen_bench() {
        "module_slowdown=$(awk -v a="$base" -v b="$mod" 'BEGIN{printf "%.3f", b/a}')" \
        "module_stack1k_slowdown=$(awk -v a="$base" -v b="$modaux" 'BEGIN{printf "%.3f", b/a}')" \
        "perf_slowdown=$(awk -v a="$base" -v b="$perfr" 'BEGIN{printf "%.3f", b/a}')"
+  # Dump latency of `recorder dump --last 5s`, recorderd on the module vs on
+  # perf, with a CPU-bound loop running: the daemon's own took_ms (freeze to
+  # committed record) and the command's wall time. The 6 s wait fills the
+  # window (a benchmark's pacing, not a test's synchronisation).
+  local be W=/tmp/dumplat out=""
+  for be in module perf; do
+    if [ $be = module ]; then insmod "$KO" data_ring_kb=16384 || return; fi
+    rm -rf $W; mkdir -p $W
+    local R="$BUILD/recorder/cli/recorder --store $W/store --socket $W/sock"
+    "$BUILD/recorder/daemon/recorderd" --backend $be --store $W/store --socket $W/sock \
+      --foreground > $W/d.log 2>&1 &
+    local d=$! i
+    for i in $(seq 300); do $R status > /dev/null 2>&1 && break; sleep 0.1; done
+    "$T" spin 100000000 > /dev/null & local sp=$!
+    sleep 6
+    local t0 t1 took
+    t0=$(date +%s%N)
+    took=$($R dump --last 5s --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["took_ms"])')
+    t1=$(date +%s%N)
+    kill $sp $d; wait $sp $d 2>/dev/null
+    out="$out dump_${be}_took_ms=$took dump_${be}_wall_ms=$(( (t1 - t0) / 1000000 ))"
+    if [ $be = module ]; then rmmod flightrec; fi
+  done
+  echo "FLIGHTREC-VM-BENCH$out"
   result bench PASS "see FLIGHTREC-VM-BENCH"
 }
 
