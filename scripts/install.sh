@@ -9,11 +9,12 @@ B=${FLIGHTREC_BUILD_DIR:-build}
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root" >&2; exit 1; }
 [ -x "$B/recorder/daemon/recorderd" ] || scripts/setup.sh
 install -d "$PREFIX/bin" "$PREFIX/share/doc/flightrec"
-install -m 0755 "$B/recorder/daemon/recorderd" "$B/recorder/cli/recorder" "$PREFIX/bin/"
+install -m 0755 "$B/recorder/daemon/recorderd" "$B/recorder/cli/recorder" \
+  "$B/coredump-hook/recorder-coredump" "$PREFIX/bin/"
 install -m 0644 README.md docs/*.md "$PREFIX/share/doc/flightrec/"
 sed "s#/usr/local#$PREFIX#g" scripts/systemd/recorderd.service > /etc/systemd/system/recorderd.service
 chmod 0644 /etc/systemd/system/recorderd.service
-echo "installed $PREFIX/bin/recorderd, $PREFIX/bin/recorder, /etc/systemd/system/recorderd.service"
+echo "installed $PREFIX/bin/recorderd, recorder, recorder-coredump, /etc/systemd/system/recorderd.service"
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   systemctl enable --now recorderd.service
