@@ -31,6 +31,7 @@ struct RecordArgs {
   uint32_t frequency = 99;
   bool always = false;    // also dump when the command exits normally
   size_t ring_pages = 0;  // per CPU; 0 = sized from --history and -F
+  std::string call_graph = "fp";
   std::vector<std::string> command;
 };
 
@@ -38,6 +39,7 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
   if (a.command.empty()) return InvalidArgument("recorder record: give a command after --");
   ASSIGN_OR_RETURN(int64_t history, ParseDurationNs(a.history));
   ASSIGN_OR_RETURN(int64_t last, ParseDurationNs(a.last));
+  ASSIGN_OR_RETURN(perf::CallGraph call_graph, perf::ParseCallGraph(a.call_graph));
   store::StoreOptions so;
   ASSIGN_OR_RETURN(auto st, store::Store::Open(ctx.store_dir, so));
 
@@ -73,6 +75,8 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
   pc.frequency_hz = a.frequency;
   pc.history_ns = history;
   pc.data_pages = a.ring_pages;
+  pc.callchain = call_graph.callchain;
+  pc.dwarf_stack_bytes = call_graph.dwarf_stack_bytes;
   auto backend = perf::PerfBackend::Create(pc);
   if (!backend.ok()) {
     kill(child, SIGKILL);
@@ -171,6 +175,10 @@ void AddRecordCommand(CLI::App& app, CliContext& ctx) {
                   "Data ring pages per CPU (power of two; default: sized from --history and -F, "
                   "at most 4096)")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  rec->add_option("--call-graph", ra->call_graph,
+                  "fp (frame pointers), dwarf[,STACK_BYTES] (registers + 8192 or STACK_BYTES "
+                  "bytes of user stack, unwound when read), or none")
+      ->capture_default_str();
   rec->add_flag("--always", ra->always,
                 "Also write a record when the command exits normally (like perf record)");
   rec->add_option("command", ra->command, "-- CMD ARGS")->required();

@@ -50,6 +50,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   pc.history_ns = options.history_ns;
   pc.data_pages = options.data_pages;
   pc.callchain = options.callchain;
+  pc.dwarf_stack_bytes = options.dwarf_stack_bytes;
   if (!options.event.empty() && options.event != "auto") {
     static const std::map<std::string, uint64_t> kSoftware = {
         {"cpu-clock", PERF_COUNT_SW_CPU_CLOCK},
@@ -365,7 +366,10 @@ int RecorderdMain(int argc, char** argv) {
   app.add_option("--period", o.event_period,
                  "Sample every N events (page-faults, context-switches)")
       ->capture_default_str();
-  app.add_option("--call-graph", callgraph, "fp (frame pointers) or none")->capture_default_str();
+  app.add_option("--call-graph", callgraph,
+                 "fp (frame pointers), dwarf[,STACK_BYTES] (registers + 8192 or STACK_BYTES bytes "
+                 "of user stack, unwound when read), or none")
+      ->capture_default_str();
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour, "Rate limit for manual and signal dumps")
       ->capture_default_str();
   app.add_flag("--foreground", foreground,
@@ -384,11 +388,13 @@ int RecorderdMain(int argc, char** argv) {
   }
   o.history_ns = *h;
   o.default_last_ns = *l;
-  if (callgraph != "fp" && callgraph != "none") {
-    std::fprintf(stderr, "recorderd: error: --call-graph must be fp or none\n");
+  auto cg = perf::ParseCallGraph(callgraph);
+  if (!cg.ok()) {
+    std::fprintf(stderr, "recorderd: error: %s\n", cg.status().message().c_str());
     return 2;
   }
-  o.callchain = callgraph == "fp";
+  o.callchain = cg->callchain;
+  o.dwarf_stack_bytes = cg->dwarf_stack_bytes;
   (void)foreground;  // recorderd never daemonizes itself; systemd supervises it
   spdlog::set_pattern("recorderd: %l: %v");
   umask(077);  // records and the index hold other users' data: root's only

@@ -33,6 +33,7 @@ struct DaemonOptions {
   int64_t default_last_ns = 5'000'000'000;
   size_t data_pages = 0;  // 0 = sized from history
   bool callchain = true;
+  uint32_t dwarf_stack_bytes = 0;  // --call-graph dwarf,N (perf backend): N > 0
   // "" = cycles, else cpu-clock; or a discrete software event sampled every
   // `event_period` occurrences: page-faults, context-switches.
   std::string event;

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -44,11 +46,56 @@ Counts ReadCounts(int fd, bool with_lost) {
 }  // namespace
 
 size_t RingPagesFor(int64_t history_ns, uint32_t frequency_hz, size_t bytes_per_sample,
-                    size_t page_size) {
+                    size_t page_size, size_t max_pages) {
   double bytes = static_cast<double>(history_ns) / 1e9 * frequency_hz * bytes_per_sample;
   size_t pages = 8;
-  while (pages < 4096 && static_cast<double>(pages * page_size) < bytes) pages *= 2;
+  while (pages < max_pages && static_cast<double>(pages * page_size) < bytes) pages *= 2;
   return pages;
+}
+
+size_t BytesPerSample(const PerfConfig& config) {
+  if (config.dwarf_stack_bytes == 0) return config.callchain ? kBytesPerSampleEstimate : 56;
+  // Fixed fields, a kernel chain of ~8 frames with its context markers, the
+  // regs (abi + one u64 each), and the stack copy: the kernel reserves all
+  // `size` bytes whatever it manages to copy (perf_output_sample_ustack
+  // skips the rest), plus size and dyn_size.
+  size_t regs = static_cast<size_t>(__builtin_popcountll(kUserRegsMask));
+  return 56 + (config.callchain ? 8 + 8 * 10 : 0) + 8 + 8 * regs + 16 + config.dwarf_stack_bytes;
+}
+
+std::string CallGraph::ToString() const {
+  if (dwarf_stack_bytes > 0) return fmt::format("dwarf,{}", dwarf_stack_bytes);
+  return callchain ? "fp" : "none";
+}
+
+StatusOr<CallGraph> ParseCallGraph(const std::string& text) {
+  CallGraph g;
+  if (text == "fp") return g;
+  if (text == "none") {
+    g.callchain = false;
+    return g;
+  }
+  if (text == "dwarf") {
+    g.dwarf_stack_bytes = kDefaultDwarfStackBytes;
+    return g;
+  }
+  if (text.rfind("dwarf,", 0) == 0) {
+    std::string n = text.substr(6);
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(n.c_str(), &end, 10);
+    if (n.empty() || *end != '\0' || errno != 0 || v == 0 || v > kMaxStackUserBytes) {
+      return InvalidArgument(
+          fmt::format("--call-graph {}: the stack size must be a number of bytes from 8 to {}",
+                      text, kMaxStackUserBytes));
+    }
+    // Like perf: rounded up to a multiple of 8, which the kernel requires.
+    g.dwarf_stack_bytes = static_cast<uint32_t>((v + 7) & ~7ull);
+    if (g.dwarf_stack_bytes > kMaxStackUserBytes) g.dwarf_stack_bytes = kMaxStackUserBytes;
+    return g;
+  }
+  return InvalidArgument(
+      fmt::format("--call-graph {}: expected fp, dwarf, dwarf,STACK_BYTES or none", text));
 }
 
 StatusOr<std::unique_ptr<PerfBackend>> PerfBackend::Create(const PerfConfig& config) {
@@ -64,6 +111,10 @@ StatusOr<std::unique_ptr<PerfBackend>> PerfBackend::Create(const PerfConfig& con
   // the kernel.
   b->exclude_kernel_ = !root && PerfEventParanoid() >= 2;
   b->sample_type_ = config.callchain ? kSampleType : kSampleTypeNoChain;
+  if (config.dwarf_stack_bytes > kMaxStackUserBytes || config.dwarf_stack_bytes % 8 != 0) {
+    return InvalidArgument(fmt::format("DWARF stack size {} must be a multiple of 8 up to {}",
+                                       config.dwarf_stack_bytes, kMaxStackUserBytes));
+  }
 
   perf_event_attr attr{};
   attr.sample_type = b->sample_type_;
@@ -75,6 +126,15 @@ StatusOr<std::unique_ptr<PerfBackend>> PerfBackend::Create(const PerfConfig& con
   attr.exclude_callchain_kernel = b->exclude_kernel_;
   attr.inherit = config.target_pid >= 0;
   attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+  if (config.dwarf_stack_bytes > 0) {
+    // As perf record --call-graph dwarf: registers and a stack copy for the
+    // user part, the kernel callchain (if any) for the kernel part.
+    b->sample_type_ |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    attr.sample_regs_user = kUserRegsMask;
+    attr.sample_stack_user = config.dwarf_stack_bytes;
+    attr.exclude_callchain_user = 1;
+  }
+  attr.sample_type = b->sample_type_;
   const int probe_pid = config.target_pid >= 0 ? config.target_pid : -1;
   const int probe_cpu = OnlineCpus().front();
 
@@ -127,10 +187,12 @@ StatusOr<std::unique_ptr<PerfBackend>> PerfBackend::Create(const PerfConfig& con
     }
   }
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  b->data_pages_ = config.data_pages
-                       ? config.data_pages
-                       : RingPagesFor(config.history_ns, config.frequency_hz,
-                                      config.callchain ? kBytesPerSampleEstimate : 56, page);
+  // DWARF samples are ~50x larger: their rings may grow to 32 MiB per CPU
+  // (8 KiB stacks at 99 Hz for 30 s need 24 MiB).
+  b->data_pages_ = config.data_pages ? config.data_pages
+                                     : RingPagesFor(config.history_ns, config.frequency_hz,
+                                                    BytesPerSample(config), page,
+                                                    config.dwarf_stack_bytes > 0 ? 8192 : 4096);
   b->has_build_id_ = true;
   for (int cpu : OnlineCpus()) {
     Cpu c;
@@ -205,7 +267,10 @@ nlohmann::json PerfBackend::Describe() const {
       {"cpus", cpus_.size()},
       {"data_ring_bytes_per_cpu", cpus_.empty() ? 0 : cpus_[0].sample_ring->data_size()},
       {"sideband_ring_bytes_per_cpu", cpus_.empty() ? 0 : cpus_[0].side_ring->data_size()},
-      {"callchain", config_.callchain ? "fp" : "none"},
+      {"callchain", config_.dwarf_stack_bytes > 0 ? "dwarf"
+                    : config_.callchain           ? "fp"
+                                                  : "none"},
+      {"call_graph", CallGraph{config_.callchain, config_.dwarf_stack_bytes}.ToString()},
       {"kernel_samples", !exclude_kernel_},
       {"build_id_in_mmap2", has_build_id_},
       {"exact_paused_loss", has_lost_format_},
@@ -308,7 +373,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
              throttles = 0;
     for (const auto& rec : p.copy.records) {
       ParseResult r = ParsePerfRecord(std::string_view(rec.data(), rec.size()), sample_type_,
-                                      static_cast<uint32_t>(p.cpu));
+                                      static_cast<uint32_t>(p.cpu), kUserRegsMask);
       if (r.malformed) {
         ++malformed;
         continue;

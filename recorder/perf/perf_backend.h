@@ -27,6 +27,10 @@ struct PerfConfig {
   size_t data_pages = 0;       // per CPU; 0 = sized from history x rate
   size_t sideband_pages = 64;  // per CPU
   bool callchain = true;
+  // --call-graph dwarf,N: N > 0 samples the user registers and N bytes of the
+  // user stack (unwound at replay time by recorder/unwind) instead of the
+  // frame-pointer user chain; the kernel chain stays when callchain is set.
+  uint32_t dwarf_stack_bytes = 0;
   // Test/expert override of the sampling event: type, config and a fixed
   // period in event units. Unset = cycles, else cpu-clock at frequency_hz.
   std::optional<uint32_t> event_type;
@@ -37,10 +41,25 @@ struct PerfConfig {
   int target_pid = -1;
 };
 
-// Pages of data ring (power of two, 8..4096) that hold history_ns at
+// Pages of data ring (power of two, 8..max_pages) that hold history_ns at
 // frequency_hz with bytes_per_sample each.
 size_t RingPagesFor(int64_t history_ns, uint32_t frequency_hz, size_t bytes_per_sample,
-                    size_t page_size);
+                    size_t page_size, size_t max_pages = 4096);
+
+// Ring bytes one sample takes with this configuration (an estimate for
+// frame-pointer chains, exact for the fixed part of a DWARF sample).
+size_t BytesPerSample(const PerfConfig& config);
+
+// The value of --call-graph: "fp", "none", "dwarf" or "dwarf,STACK_BYTES".
+struct CallGraph {
+  bool callchain = true;           // kernel (+ frame-pointer user) chain
+  uint32_t dwarf_stack_bytes = 0;  // > 0: DWARF mode
+  std::string ToString() const;
+};
+// perf's default dump size for --call-graph dwarf (tools/perf/util/callchain.h
+// default_stack_dump_size = 8192).
+inline constexpr uint32_t kDefaultDwarfStackBytes = 8192;
+StatusOr<CallGraph> ParseCallGraph(const std::string& text);
 
 class PerfBackend : public CaptureBackend {
  public:

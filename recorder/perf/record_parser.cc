@@ -72,7 +72,8 @@ bool Trailer(std::string_view rec, uint32_t* pid, uint32_t* tid, uint64_t* time,
 
 }  // namespace
 
-ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t cpu_hint) {
+ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t cpu_hint,
+                            uint64_t regs_mask) {
   ParseResult r;
   if (rec.size() < sizeof(perf_event_header)) {
     r.malformed = true;
@@ -113,6 +114,49 @@ ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t
             continue;
           }
           if (chain != nullptr) chain->push_back(ip);
+        }
+      }
+      // include/uapi/linux/perf_event.h, PERF_RECORD_SAMPLE:
+      //   { u64 abi; u64 regs[weight(mask)]; } && PERF_SAMPLE_REGS_USER
+      //   { u64 size; char data[size]; u64 dyn_size; } && PERF_SAMPLE_STACK_USER
+      // kernel/events/core.c perf_output_sample_regs writes no regs when abi is
+      // PERF_SAMPLE_REGS_ABI_NONE (a kernel thread), and
+      // perf_output_sample_ustack writes only `size` = 0 without user regs;
+      // otherwise data[] always spans `size` bytes, of which the first
+      // dyn_size were copied (the copy stops at the first unmapped page).
+      bool regs64 = false;
+      if (sample_type & PERF_SAMPLE_REGS_USER) {
+        uint64_t abi = 0;
+        if (!c.U64(&abi)) return bad();
+        if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
+          size_t n = static_cast<size_t>(__builtin_popcountll(regs_mask));
+          if (n > (c.size() - c.pos()) / 8) return bad();
+          // A 32-bit task's registers (PERF_SAMPLE_REGS_ABI_32) have another
+          // meaning: not unwound, like perf's x86-64-only unwinder.
+          regs64 = abi == PERF_SAMPLE_REGS_ABI_64;
+          if (regs64) {
+            s.user_stack.regs_mask = regs_mask;
+            s.user_stack.regs.resize(n);
+            for (auto& v : s.user_stack.regs) c.U64(&v);
+          } else {
+            c.Skip(n * 8);
+          }
+        }
+      }
+      if (sample_type & PERF_SAMPLE_STACK_USER) {
+        uint64_t size = 0;
+        if (!c.U64(&size)) return bad();
+        if (size > 0) {
+          if (size > c.size() - c.pos()) return bad();
+          size_t at = c.pos();
+          uint64_t dyn = 0;
+          if (!c.Skip(size) || !c.U64(&dyn) || dyn > size) return bad();
+          // Only the bytes the kernel copied are kept: records stay compact.
+          if (regs64) {
+            const auto* p = reinterpret_cast<const uint8_t*>(rec.data() + at);
+            s.user_stack.stack.assign(p, p + dyn);
+            s.user_stack.dyn_size = dyn;
+          }
         }
       }
       r.event = std::move(s);

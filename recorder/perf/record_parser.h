@@ -8,6 +8,7 @@
 
 #include <linux/perf_event.h>
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -22,6 +23,42 @@ inline constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_
                                         PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
                                         PERF_SAMPLE_CALLCHAIN;
 inline constexpr uint64_t kSampleTypeNoChain = kSampleType & ~uint64_t{PERF_SAMPLE_CALLCHAIN};
+
+// x86-64 register numbers of arch/x86/include/uapi/asm/perf_regs.h (enum
+// perf_event_x86_regs): the bit a register has in sample_regs_user.
+enum PerfRegX86 : uint32_t {
+  kPerfRegAx = 0,
+  kPerfRegBx = 1,
+  kPerfRegBp = 6,
+  kPerfRegSp = 7,
+  kPerfRegIp = 8,
+  kPerfRegR12 = 20,
+  kPerfRegR13 = 21,
+  kPerfRegR14 = 22,
+  kPerfRegR15 = 23,
+  kPerfRegX86_64Max = 24,  // PERF_REG_X86_64_MAX
+};
+
+// The user registers a --call-graph dwarf sample carries. perf itself takes
+// every register (tools/perf/arch/x86/include/perf_regs.h PERF_REGS_MASK =
+// all of PERF_REG_X86_64_MAX but DS/ES/FS/GS, 160 bytes a sample); unwinding
+// only ever needs the ip, the stack pointer and the callee-saved registers
+// (System V x86-64 ABI 3.2.1: rbx, rbp, r12-r15), because compiler CFI
+// computes the CFA from rsp or rbp and restores only callee-saved registers
+// from the stack: 8 registers, 64 bytes.
+inline constexpr uint64_t kUserRegsMask =
+    (1ull << kPerfRegBx) | (1ull << kPerfRegBp) | (1ull << kPerfRegSp) | (1ull << kPerfRegIp) |
+    (1ull << kPerfRegR12) | (1ull << kPerfRegR13) | (1ull << kPerfRegR14) | (1ull << kPerfRegR15);
+
+// --call-graph dwarf: the kernel part of the callchain (attr.exclude_callchain_user,
+// as perf record --call-graph dwarf does), user registers and a copy of the
+// user stack from the stack pointer up.
+inline constexpr uint64_t kSampleTypeDwarf =
+    kSampleType | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+
+// attr.sample_stack_user limits (kernel/events/core.c perf_copy_attr: below
+// USHRT_MAX and a multiple of 8, since the whole record's size is a u16).
+inline constexpr uint32_t kMaxStackUserBytes = 65528;
 inline constexpr uint64_t kSideSampleType = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
 
 struct ParseResult {
@@ -30,7 +67,9 @@ struct ParseResult {
   uint32_t type = 0;
 };
 
-// sample_type must be kSampleType, kSampleTypeNoChain or kSideSampleType.
-ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t cpu_hint);
+// sample_type must be kSampleType, kSampleTypeNoChain, kSampleTypeDwarf or
+// kSideSampleType; regs_mask is the event's attr.sample_regs_user.
+ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t cpu_hint,
+                            uint64_t regs_mask = kUserRegsMask);
 
 }  // namespace flightrec::recorder::perf
