@@ -1,0 +1,52 @@
+// DWARF unwinding of sampled user stacks (--call-graph dwarf), offline, at
+// replay time: the registers and stack bytes a sample carries
+// (Sample::user_stack, from PERF_SAMPLE_REGS_USER + PERF_SAMPLE_STACK_USER or
+// the module's AUX ring) are unwound with libunwind's remote API against the
+// CFI (.eh_frame_hdr + .eh_frame) of the files the record's cookie table
+// names, each verified by build-id.
+//
+// Why libunwind remote rather than libdw's dwfl_frame: the remote API lets
+// every memory access be answered from the sample's copy or from an mmap of
+// the file without a Dwfl per process, and its per-address-space cache of
+// register rules makes a repeated frame cost one hash lookup
+// (docs/BENCHMARKS.md, "DWARF unwinding").
+//
+// A stack that cannot be unwound completely is never guessed: libunwind's
+// frame-pointer fallback is disabled (find_proc_info reports a hard error
+// instead of UNW_ENOINFO), the frames unwound so far are returned and
+// UnwindNote says why it stopped and where.
+//
+// Thread: used by the one thread that drives the Attributor.
+#pragma once
+
+#include <memory>
+
+#include "recorder/attribution/attribution.h"
+
+namespace flightrec::recorder::unwind {
+
+// Counters over every Unwind() call, for reports and benchmarks.
+struct UnwindStats {
+  uint64_t samples = 0;
+  uint64_t frames = 0;
+  uint64_t complete = 0;
+  uint64_t truncated = 0;
+  uint64_t missing_file = 0;
+  uint64_t no_unwind_info = 0;
+  uint64_t errors = 0;
+};
+
+class DwarfUnwinder : public attribution::UserUnwinder {
+ public:
+  // Register-rule cache entries per address space (libunwind's rs_cache).
+  static constexpr int kCacheEntries = 1024;
+  // Frames beyond this are cut (perf's default kernel.perf_event_max_stack is
+  // 127; a DWARF copy of 64 KiB rarely holds more).
+  static constexpr size_t kMaxFrames = 256;
+
+  virtual const UnwindStats& stats() const = 0;
+};
+
+std::unique_ptr<DwarfUnwinder> MakeDwarfUnwinder();
+
+}  // namespace flightrec::recorder::unwind
