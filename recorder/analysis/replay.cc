@@ -18,6 +18,7 @@
 #include "common/units.h"
 #include "recorder/daemon/dump_record.h"
 #include "recorder/model/event_codec.h"
+#include "recorder/unwind/dwarf_unwinder.h"
 
 namespace flightrec::recorder::analysis {
 namespace {
@@ -305,6 +306,12 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     return stats;
   }
   attribution::Attributor attributor;
+  // DWARF user stacks (--call-graph dwarf) are unwound here, per sample.
+  std::unique_ptr<unwind::DwarfUnwinder> unwinder;
+  if (opts.unwind) {
+    unwinder = unwind::MakeDwarfUnwinder();
+    attributor.set_unwinder(unwinder.get());
+  }
   Resolver resolver(&attributor.cookies(), &ksyms);
   StackCache cache;
   Progress progress(opts.progress);

@@ -1,0 +1,72 @@
+// fr_deep: a hot function 20 calls deep, built -O2 -fomit-frame-pointer:
+// fr_deep_e01..e10 here, fr_deep_l11..l19 and fr_deep_hot in libfr_deep_lib.so.
+// A frame-pointer walk cannot see past the first frame or two; DWARF
+// unwinding must find all 20, in order. Usage: fr_deep SECONDS
+#include <stdlib.h>
+#include <time.h>
+
+#include "fr_deep.h"
+
+#define NOIPA __attribute__((noipa))
+
+NOIPA long fr_deep_e01(long n) {
+  long r = fr_deep_e02(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e02(long n) {
+  long r = fr_deep_e03(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e03(long n) {
+  long r = fr_deep_e04(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e04(long n) {
+  long r = fr_deep_e05(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e05(long n) {
+  long r = fr_deep_e06(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e06(long n) {
+  long r = fr_deep_e07(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e07(long n) {
+  long r = fr_deep_e08(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e08(long n) {
+  long r = fr_deep_e09(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e09(long n) {
+  long r = fr_deep_e10(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+NOIPA long fr_deep_e10(long n) {
+  long r = fr_deep_l11(n + 1);
+  return r * 3 + n;  /* work after the call: no tail call */
+}
+
+int main(int argc, char** argv) {
+  double seconds = argc > 1 ? atof(argv[1]) : 1.0;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long acc = 0;
+  do {
+    acc += fr_deep_e01(acc & 7);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 < seconds);
+  return acc == 42 ? 1 : 0;
+}
