@@ -1,5 +1,6 @@
 #include "coredump-hook/coredump.h"
 
+#include <dirent.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -64,12 +65,34 @@ std::string ReadLink(const std::string& path) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
+// Reads `rel` under a /proc/PID directory fd: the fd stays bound to the
+// process it was opened for, so a pid reused meanwhile is never read.
+std::string ReadAt(int dirfd, const std::string& rel, size_t max = 4 << 20) {
+  ScopedFd fd(openat(dirfd, rel.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  std::string s;
+  if (!fd) return s;
+  char buf[65536];
+  while (s.size() < max) {
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    s.append(buf, static_cast<size_t>(n));
+  }
+  if (s.size() > max) s.resize(max);
+  return s;
+}
+
+std::string ReadLinkAt(int dirfd, const char* rel) {
+  char buf[4096];
+  ssize_t n = readlinkat(dirfd, rel, buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
 // Field 22 of /proc/PID/stat: the start time in clock ticks after boot, which
 // with the pid identifies a process (pids are reused, start times are not).
-uint64_t StartTime(pid_t pid) {
-  std::string stat = ReadText(fmt::format("/proc/{}/stat", pid));
+uint64_t StartTimeTicks(const std::string& stat) {
   size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return 0;
+  if (paren == std::string::npos || paren + 2 > stat.size()) return 0;
   std::istringstream in(stat.substr(paren + 2));
   std::string field;
   for (int i = 3; i <= 22 && in >> field; ++i) {
@@ -78,60 +101,152 @@ uint64_t StartTime(pid_t pid) {
   return 0;
 }
 
-// What /proc says about the crashing process, read while it still exists.
-nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<std::string>* notes) {
-  const std::string proc = fmt::format("/proc/{}", a.pid);
-  nlohmann::json m;
-  // glibc 2.36 declares pidfd_open without C linkage for C++: use the syscall.
-  ScopedFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, a.pid, 0)));
-  uint64_t start_before = StartTime(a.pid);
-  if (!pidfd && start_before == 0) {
-    notes->push_back(fmt::format("process {} is gone: no metadata", a.pid));
-    m["verified"] = false;
-    return m;
+// Boot time in seconds since the epoch (`btime` of /proc/stat).
+int64_t BootTimeS() {
+  std::istringstream in(ReadText("/proc/stat", 1 << 20));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("btime ", 0) == 0) return std::strtoll(line.c_str() + 6, nullptr, 10);
   }
-  m["exe"] = ReadLink(proc + "/exe");
-  m["build_id"] = attribution::HexBuildId(attribution::ReadBuildId(proc + "/exe"));
-  std::string cmdline = ReadText(proc + "/cmdline", 64 << 10);
+  return 0;
+}
+
+// The pid a pidfd refers to ("Pid:" in its fdinfo; -1 once reaped), or 0 if
+// `fd` is not a pidfd.
+pid_t PidfdPid(int fd) {
+  std::istringstream in(ReadText(fmt::format("/proc/self/fdinfo/{}", fd), 64 << 10));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Pid:", 0) == 0) return static_cast<pid_t>(std::atoi(line.c_str() + 4));
+  }
+  return 0;
+}
+
+bool PidfdAlive(int pidfd) { return syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) == 0; }
+
+// What /proc says about the crashing process, read while it still exists, or
+// {verified: false} with the reason in *notes when /proc/PID is (or may be)
+// another process: a crashed user may read this record, so metadata of a
+// process that merely reused the pid must never land in it.
+nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<std::string>* notes) {
+  nlohmann::json unverified = {{"verified", false}};
+  auto refuse = [&](std::string why) {
+    notes->push_back(std::move(why));
+    maps->clear();
+    return unverified;
+  };
+  // Which process crashed: the kernel's own pidfd (%F, Linux >= 6.16) names
+  // it for certain; otherwise a pidfd opened on the pid now.
+  ScopedFd pidfd;
+  std::string pidfd_from = "none";
+  if (a.pidfd >= 0) {
+    pid_t p = PidfdPid(a.pidfd);
+    if (p != a.pid) {
+      return refuse(fmt::format("the kernel's pidfd (fd {}) names pid {}, not {}: no metadata",
+                                a.pidfd, p, a.pid));
+    }
+    pidfd.reset(a.pidfd);
+    pidfd_from = "kernel";
+  } else {
+    // glibc 2.36 declares pidfd_open without C linkage for C++: use the syscall.
+    pidfd.reset(static_cast<int>(syscall(SYS_pidfd_open, a.pid, 0)));
+    if (pidfd) pidfd_from = "pidfd_open";
+  }
+  ScopedFd dir(open(fmt::format("/proc/{}", a.pid).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir || (pidfd && !PidfdAlive(pidfd.get()))) {
+    return refuse(fmt::format("process {} is gone: no metadata", a.pid));
+  }
+  // The pidfd was taken before the directory was opened and its process is
+  // still there, so the directory is that process. Without %F the pidfd
+  // itself may name a newer process with the same pid: one that started
+  // after the crash, or lacks the crashing thread, or has another owner.
+  std::string stat = ReadAt(dir.get(), "stat", 64 << 10);
+  uint64_t start_before = StartTimeTicks(stat);
+  int64_t start_wall_s = BootTimeS() + static_cast<int64_t>(start_before) / sysconf(_SC_CLK_TCK);
+  if (start_before == 0) return refuse(fmt::format("process {} is gone: no metadata", a.pid));
+  if (a.time_s > 0 && start_wall_s > a.time_s + 2) {  // btime and %t are whole seconds
+    return refuse(
+        fmt::format("process {} started after the crash ({} s > {} s): the pid was reused; no "
+                    "metadata",
+                    a.pid, start_wall_s, a.time_s));
+  }
+  if (a.global_tid > 0) {
+    struct stat tst;
+    if (fstatat(dir.get(), fmt::format("task/{}", a.global_tid).c_str(), &tst, 0) != 0) {
+      return refuse(fmt::format(
+          "process {} has no thread {} (the crashing one): the pid was reused; no metadata", a.pid,
+          a.global_tid));
+    }
+  }
+  std::string status = ReadAt(dir.get(), "status", 64 << 10);
+  nlohmann::json st = nlohmann::json::object();
+  {
+    std::istringstream in(status);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("Uid:", 0) == 0 || line.rfind("Gid:", 0) == 0 ||
+          line.rfind("NSpid:", 0) == 0 || line.rfind("PPid:", 0) == 0) {
+        std::string v = line.substr(line.find(':') + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        st[line.substr(0, line.find(':'))] = v;
+      }
+    }
+  }
+  // %u is the crashing thread's real uid; a process of another user behind
+  // the same pid is not this crash.
+  if (st.contains("Uid") && static_cast<uid_t>(std::strtoul(st["Uid"].get<std::string>().c_str(),
+                                                            nullptr, 10)) != a.uid) {
+    return refuse(fmt::format("process {} belongs to uid {}, the crash to uid {}: no metadata",
+                              a.pid, st["Uid"].get<std::string>(), a.uid));
+  }
+  nlohmann::json m;
+  m["status"] = st;
+  m["exe"] = ReadLinkAt(dir.get(), "exe");
+  // Through the directory fd: /proc/PID/exe opens the process's own image,
+  // even one deleted or replaced on disk since.
+  {
+    ScopedFd exe(openat(dir.get(), "exe", O_RDONLY | O_CLOEXEC));
+    m["build_id"] = exe ? attribution::HexBuildId(
+                              attribution::ReadBuildId(fmt::format("/proc/self/fd/{}", exe.get())))
+                        : "";
+  }
+  std::string cmdline = ReadAt(dir.get(), "cmdline", 64 << 10);
   for (char& c : cmdline) {
     if (c == '\0') c = ' ';
   }
   while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
   m["cmdline"] = cmdline;
-  m["cwd"] = ReadLink(proc + "/cwd");
-  m["cgroup"] = ReadText(proc + "/cgroup", 64 << 10);
-  m["limits"] = ReadText(proc + "/limits", 64 << 10);
-  *maps = ReadText(proc + "/maps");
+  m["cwd"] = ReadLinkAt(dir.get(), "cwd");
+  m["cgroup"] = ReadAt(dir.get(), "cgroup", 64 << 10);
+  m["limits"] = ReadAt(dir.get(), "limits", 64 << 10);
+  *maps = ReadAt(dir.get(), "maps");
   // Environment variables are deliberately not read: they hold secrets.
   nlohmann::json threads = nlohmann::json::array();
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(proc + "/task", ec)) {
-    std::string comm = ReadText(e.path().string() + "/comm", 64);
-    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-    threads.push_back({{"tid", std::atoi(e.path().filename().c_str())}, {"comm", comm}});
-  }
-  m["threads"] = threads;
-  std::string status = ReadText(proc + "/status", 64 << 10);
-  std::istringstream st(status);
-  std::string line;
-  while (std::getline(st, line)) {
-    if (line.rfind("Uid:", 0) == 0 || line.rfind("Gid:", 0) == 0 || line.rfind("NSpid:", 0) == 0 ||
-        line.rfind("PPid:", 0) == 0) {
-      m["status"][line.substr(0, line.find(':'))] = line.substr(line.find(':') + 1);
+  if (int tfd = openat(dir.get(), "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC); tfd >= 0) {
+    if (DIR* d = fdopendir(tfd)) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        std::string comm = ReadAt(tfd, std::string(e->d_name) + "/comm", 64);
+        if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+        threads.push_back({{"tid", std::atoi(e->d_name)}, {"comm", comm}});
+      }
+      closedir(d);
+    } else {
+      close(tfd);
     }
   }
-  // Still the same process? pidfd refers to it for good; the start time
-  // before and after catches a reused pid where pidfds are unavailable.
-  uint64_t start_after = StartTime(a.pid);
-  bool alive = !pidfd || syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr, 0) == 0;
-  bool same = start_before != 0 && start_before == start_after && alive;
+  m["threads"] = threads;
+  // Still the same process? The directory fd cannot switch processes, but a
+  // process that exited meanwhile leaves partial reads behind.
+  uint64_t start_after = StartTimeTicks(ReadAt(dir.get(), "stat", 64 << 10));
+  bool same = start_before == start_after && (!pidfd || PidfdAlive(pidfd.get()));
   m["verified"] = same;
+  m["pidfd"] = pidfd_from;
   m["start_time_ticks"] = start_before;
+  m["start_time_s"] = start_wall_s;
   if (!same) {
-    notes->push_back(
-        fmt::format("process {} changed while its metadata was read (pid reused?): "
-                    "metadata not trusted",
-                    a.pid));
+    notes->push_back(fmt::format(
+        "process {} exited while its metadata was read: metadata may be incomplete", a.pid));
   }
   return m;
 }
@@ -140,7 +255,10 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
 // sets *why.
 std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why,
                        std::string* file) {
+  // One deadline for connecting and dumping: the crashed process (and the
+  // core in the pipe) waits for us meanwhile.
   auto timeout = std::chrono::milliseconds(o.history_timeout_ms);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   auto client = recorder::ipc::Client::Connect(o.socket_path, timeout);
   if (!client.ok()) {
     *why = "recorderd is not reachable: " + client.status().message();
@@ -152,9 +270,12 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
       {"crash_pid", a.pid},
       {"reason", fmt::format("history of {} ({}) killed by SIG{}", a.comm, a.pid,
                              sigabbrev_np(a.signal) ? sigabbrev_np(a.signal) : "?")}};
-  auto r = (*client)->Call("dump", params, timeout);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  auto r = (*client)->Call("dump", params, std::max(left, std::chrono::milliseconds(1)));
   if (!r.ok()) {
-    *why = "recorderd did not give history: " + r.status().message();
+    *why = fmt::format("recorderd did not give history within {} ms: {}", o.history_timeout_ms,
+                       r.status().message());
     return "";
   }
   *file = r->value("file", "");
@@ -250,35 +371,36 @@ nlohmann::json SandboxedBacktrace(int core_fd, const std::string& maps, const Ho
 
 // Counts this executable's stored cores over the last hour and takes a slot
 // if one is free. Hooks run concurrently during a crash storm, so the count
-// and the reservation happen under one lock on a small file in the store.
+// and the reservation happen under one lock. The counts live in one file in
+// the store, opened without following a symlink and rewritten in place
+// (a torn line after a power cut only loses a count).
 bool ReserveCoreSlot(const std::string& store_dir, const std::string& exe, int max_per_hour) {
-  ScopedFd lock(open((store_dir + "/.coredump-rate.lock").c_str(),
-                     O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!lock || flock(lock.get(), LOCK_EX) != 0) return true;  // no limit rather than no core
-  const std::string path = store_dir + "/.coredump-rate";
+  ScopedFd fd(open((store_dir + "/.coredump-rate").c_str(),
+                   O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd || flock(fd.get(), LOCK_EX) != 0) return true;  // no limit rather than no core
+  std::string text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = pread(fd.get(), buf, sizeof(buf), static_cast<off_t>(text.size()))) > 0) {
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > (16u << 20)) break;  // a damaged file: start afresh
+  }
   const int64_t now = time(nullptr);
-  std::vector<std::pair<int64_t, std::string>> kept;
+  std::string kept;
   int count = 0;
-  {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      size_t tab = line.find('\t');
-      if (tab == std::string::npos) continue;
-      int64_t t = std::strtoll(line.c_str(), nullptr, 10);
-      if (now - t >= 3600) continue;
-      kept.emplace_back(t, line.substr(tab + 1));
-      if (kept.back().second == exe) ++count;
-    }
+  std::istringstream in(text.size() > (16u << 20) ? std::string() : text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    int64_t t = std::strtoll(line.c_str(), nullptr, 10);
+    if (now - t >= 3600 || t > now + 60) continue;
+    kept += line + "\n";
+    if (line.compare(tab + 1, std::string::npos, exe) == 0) ++count;
   }
   bool ok = count < max_per_hour;
-  if (ok) kept.emplace_back(now, exe);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& [t, e] : kept) out << t << '\t' << e << '\n';
-  }
-  rename(tmp.c_str(), path.c_str());
+  if (ok) kept += fmt::format("{}\t{}\n", now, exe);
+  if (ftruncate(fd.get(), 0) == 0) (void)!pwrite(fd.get(), kept.data(), kept.size(), 0);
   return ok;
 }
 
@@ -294,17 +416,20 @@ Status GrantRead(const std::string& path, uid_t uid) {
   return OkStatus();
 }
 
-bool IsHookItself(const std::string& comm) {
-  // %e is the comm, cut to 15 characters.
-  return std::string("recorder-coredump").rfind(comm, 0) == 0 && comm.size() >= 8;
+// A crash of the hook (or of its unwinder) must not start the hook again:
+// recognised by %e, the comm cut to 15 characters, and by the executable.
+bool IsHookItself(const std::string& comm, const std::string& exe) {
+  if (std::string("recorder-coredump").rfind(comm, 0) == 0 && comm.size() >= 8) return true;
+  return !exe.empty() && exe == ReadLink("/proc/self/exe");
 }
 
 }  // namespace
 
 StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& p) {
-  if (p.size() != 10) {
+  if (p.size() != 10 && p.size() != 11) {
     return InvalidArgument(fmt::format(
-        "expected the 10 core_pattern values %P %i %I %s %t %c %u %g %d %e, got {}", p.size()));
+        "expected the core_pattern values %P %i %I %s %t %c %u %g %d %e [%F], got {} values",
+        p.size()));
   }
   HookArgs a;
   try {
@@ -330,11 +455,19 @@ StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& p) {
     return InvalidArgument("core_pattern values out of range");
   }
   a.comm = p[9];
+  if (p.size() == 11 && !p[10].empty()) {
+    char* end = nullptr;
+    long fd = std::strtol(p[10].c_str(), &end, 10);
+    if (*end != '\0' || fd < 0 || fd > 1024) {
+      return InvalidArgument(fmt::format("malformed %F value '{}'", p[10]));
+    }
+    a.pidfd = static_cast<int>(fd);
+  }
   return a;
 }
 
 StatusOr<std::string> CorePattern(const std::string& hook_path) {
-  std::string p = fmt::format("|{} %P %i %I %s %t %c %u %g %d %e", hook_path);
+  std::string p = fmt::format("|{} %P %i %I %s %t %c %u %g %d %e %F", hook_path);
   if (p.size() > 127) {  // CORENAME_MAX_SIZE - 1 (fs/coredump.c)
     return InvalidArgument(fmt::format(
         "core_pattern would be {} bytes; the kernel keeps 127: install the hook at a shorter "
@@ -354,7 +487,8 @@ Status WriteHookConfig(const HookOptions& o) {
                           {"socket", o.socket_path},
                           {"max_core_bytes", o.max_core_bytes},
                           {"history_ns", o.history_ns},
-                          {"max_per_exe_per_hour", o.max_per_exe_per_hour}}
+                          {"max_per_exe_per_hour", o.max_per_exe_per_hour},
+                          {"history_timeout_ms", o.history_timeout_ms}}
                .dump(2)
         << "\n";
     if (!out.flush()) return ErrnoStatus(fmt::format("writing {}", tmp));
@@ -367,7 +501,7 @@ Status WriteHookConfig(const HookOptions& o) {
 int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
   const char* sig = sigabbrev_np(a.signal);
   const std::string signame = sig ? fmt::format("SIG{}", sig) : std::to_string(a.signal);
-  if (IsHookItself(a.comm)) {
+  if (IsHookItself(a.comm, "")) {
     Log("not handling a crash of recorder-coredump itself (no loop)");
     return 0;
   }
@@ -375,6 +509,10 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
   std::string maps;
   nlohmann::json md = ReadMetadata(a, &maps, &notes);
   std::string exe = md.value("exe", "");
+  if (IsHookItself(a.comm, exe)) {
+    Log("not handling a crash of recorder-coredump itself (no loop)");
+    return 0;
+  }
   if (exe.empty()) exe = a.comm;
 
   store::StoreOptions so;
@@ -524,23 +662,29 @@ int CoredumpMain(int argc, char** argv) {
       o.max_core_bytes = j.value("max_core_bytes", o.max_core_bytes);
       o.history_ns = j.value("history_ns", o.history_ns);
       o.max_per_exe_per_hour = j.value("max_per_exe_per_hour", o.max_per_exe_per_hour);
+      o.history_timeout_ms = j.value("history_timeout_ms", o.history_timeout_ms);
     } else {
       Log("ignoring " + config + ": not JSON");
     }
   }
   std::vector<std::string> pos;
   std::string max_size = std::to_string(o.max_core_bytes),
-              history = std::to_string(o.history_ns) + "ns";
+              history = std::to_string(o.history_ns) + "ns",
+              history_timeout = std::to_string(o.history_timeout_ms) + "ms";
   app.add_option("--config", config, "Settings file")->capture_default_str();
   app.add_option("--store", o.store_dir, "Store directory")->capture_default_str();
   app.add_option("--socket", o.socket_path, "recorderd control socket")->capture_default_str();
   app.add_option("--max-core-size", max_size, "Cores are truncated past this")
       ->capture_default_str();
   app.add_option("--history", history, "History to ask recorderd for")->capture_default_str();
+  app.add_option("--history-timeout", history_timeout,
+                 "How long recorderd may take to give the history; then the core is stored "
+                 "without it")
+      ->capture_default_str();
   app.add_option("--max-per-exe-per-hour", o.max_per_exe_per_hour,
                  "Cores stored per executable per hour; later crashes keep metadata only")
       ->capture_default_str();
-  app.add_option("values", pos, "%P %i %I %s %t %c %u %g %d %e (from the kernel)");
+  app.add_option("values", pos, "%P %i %I %s %t %c %u %g %d %e [%F] (from the kernel)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -548,16 +692,22 @@ int CoredumpMain(int argc, char** argv) {
   }
   auto size = ParseSize(max_size);
   auto hist = ParseDurationNs(history);
+  auto htimeout = ParseDurationNs(history_timeout);
   auto args = ParseHookArgs(pos);
-  if (!size.ok() || !hist.ok() || !args.ok()) {
+  if (!size.ok() || !hist.ok() || !htimeout.ok() || !args.ok()) {
     std::string msg = !args.ok()   ? args.status().message()
                       : !size.ok() ? size.status().message()
-                                   : hist.status().message();
+                      : !hist.ok() ? hist.status().message()
+                                   : htimeout.status().message();
     Log("refusing to run: " + msg);
     return 2;
   }
   o.max_core_bytes = *size;
   o.history_ns = *hist;
+  o.history_timeout_ms = static_cast<int>(std::clamp<int64_t>(*htimeout / 1'000'000, 1, 600'000));
+  // The kernel's pidfd (%F) must not leak into the unwinder or gdb-like
+  // children; ReadMetadata takes it over.
+  if (args->pidfd >= 0) fcntl(args->pidfd, F_SETFD, FD_CLOEXEC);
   umask(077);
   return RunHook(*args, o, STDIN_FILENO);
 }

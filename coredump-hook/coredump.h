@@ -28,7 +28,9 @@
 namespace flightrec::coredump {
 
 // The core_pattern specifiers, in the order `recorder coredump install` puts
-// them: %P %i %I %s %t %c %u %g %d %e.
+// them: %P %i %I %s %t %c %u %g %d %e %F. %F (Linux >= 6.16) expands to the
+// number of a pidfd of the crashing process that the kernel installs in the
+// hook (3); older kernels drop it, leaving an empty or no 11th value.
 struct HookArgs {
   pid_t pid = 0;             // %P: pid in the initial pid namespace
   pid_t tid = 0;             // %i: crashing thread, in the process's namespace
@@ -40,6 +42,7 @@ struct HookArgs {
   gid_t gid = 0;             // %g
   bool dumpable = true;      // %d: 0 for setuid & co: root-only
   std::string comm;          // %e
+  int pidfd = -1;            // %F: the kernel's pidfd of the process, -1 if none
 };
 
 StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& positional);
@@ -49,7 +52,7 @@ struct HookOptions {
   std::string socket_path = "/run/flightrec/control.sock";
   uint64_t max_core_bytes = 32ull << 30;  // like systemd's ProcessSizeMax on 64-bit
   int64_t history_ns = 5'000'000'000;
-  int history_timeout_ms = 3000;
+  int history_timeout_ms = 3000;             // connect + dump; the core waits meanwhile
   int max_per_exe_per_hour = 20;             // excess crashes keep metadata only
   uint64_t backtrace_core_max = 2ull << 30;  // larger cores are not unwound
 };
