@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <list>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +47,7 @@ constexpr uint8_t kPePcrel = 0x10, kPeDatarel = 0x30;
 // One file's mapping and the facts unwinding needs, read once per file.
 struct ElfImage {
   std::string status = "ok";  // ok | missing_file | no_unwind_info
+  std::string detail;         // why, when not ok
   std::string path;
   ScopedMmap map;
   struct Seg {
@@ -154,11 +155,13 @@ std::unique_ptr<ElfImage> LoadImage(const std::string& path) {
   struct stat st {};
   if (!fd || fstat(fd.get(), &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
     img->status = "missing_file";
+    img->detail = "cannot read";
     return img;
   }
   void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (p == MAP_FAILED) {
     img->status = "missing_file";
+    img->detail = "cannot map";
     return img;
   }
   img->map = ScopedMmap(p, static_cast<size_t>(st.st_size));
@@ -168,6 +171,7 @@ std::unique_ptr<ElfImage> LoadImage(const std::string& path) {
       eh.e_machine != EM_X86_64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
       eh.e_phoff + uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr) > img->map.size()) {
     img->status = "no_unwind_info";
+    img->detail = "not an x86-64 ELF file";
     return img;
   }
   uint64_t eh_frame_hdr = 0;
@@ -191,6 +195,7 @@ std::unique_ptr<ElfImage> LoadImage(const std::string& path) {
     // Only .debug_frame (or nothing): not searchable through libunwind's
     // remote table lookup. Reported, never guessed.
     img->status = "no_unwind_info";
+    img->detail = "no .eh_frame_hdr";
     return img;
   }
   // .eh_frame_hdr: version, eh_frame_ptr_enc, fde_count_enc, table_enc, then
@@ -202,6 +207,7 @@ std::unique_ptr<ElfImage> LoadImage(const std::string& path) {
       count == 0) {
     // libunwind's lookup needs the datarel|sdata4 table every linker writes.
     img->status = "no_unwind_info";
+    img->detail = "unusable .eh_frame_hdr";
     return img;
   }
   img->hdr_vaddr = eh_frame_hdr;
@@ -212,40 +218,52 @@ std::unique_ptr<ElfImage> LoadImage(const std::string& path) {
 
 // ------------------------------------------------------------- unwinder
 
-// Where one ELF image sits in the address space being unwound.
-struct Placed {
-  uint64_t lo = 0, hi = 0;  // runtime addresses
-  uint64_t bias = 0;        // runtime - link-time address
-  const ElfImage* img = nullptr;
+// The CFI row for [start, end): libunwind's register-state record
+// (dwarf_reg_state_t) as unw_reg_states_iterate hands it out, applied to a
+// cursor with unw_apply_reg_state.
+struct Rule {
+  uint64_t end = 0;
+  std::unique_ptr<uint64_t[]> data;  // 8-aligned copy of the record
 };
 
-// One process address space as libunwind sees it: its own register-rule
-// cache, valid while the process's mappings keep the same signature.
-struct Space {
-  Space() = default;
-  Space(const Space&) = delete;
-  Space& operator=(const Space&) = delete;
-  unw_addr_space_t as = nullptr;
-  uint64_t signature = 0;
-  std::vector<Placed> placed;
-  ~Space() {
-    if (as != nullptr) unw_destroy_addr_space(as);
-  }
+// One ELF image at one load bias, with the rules found in it so far. Rules
+// are kept per bias, not per file: a rule whose CFA is a DWARF expression
+// (PLT entries) holds the runtime address of that expression.
+struct Placement {
+  const ElfImage* img = nullptr;
+  uint64_t bias = 0;                               // runtime - link-time address
+  uint64_t lo = 0, hi = 0;                         // runtime range of the image's PT_LOADs
+  std::map<uint64_t, Rule> rules;                  // by runtime start address
+  std::unordered_map<uint64_t, const Rule*> memo;  // looked-up address -> rule
 };
+
+// What one process's address space holds, as far as unwinding has needed
+// it; forgotten when the process's mappings change.
+struct Space {
+  uint64_t signature = 0;
+  std::vector<Placement*> placed;
+};
+
+class Unwinder;
 
 // The sample being unwound: what the accessors read from.
 struct Ctx {
   const Sample* sample = nullptr;
   const ProcessTable* table = nullptr;
   const CookieTable* cookies = nullptr;
-  class Unwinder* self = nullptr;
+  Unwinder* self = nullptr;
   Space* space = nullptr;
   uint64_t sp = 0;
   int reg_index[UNW_TDEP_LAST_REG + 1];  // libunwind reg -> index in regs, -1
+  // The address whose CFI is wanted (ip for the leaf, return address - 1
+  // for callers, so a call that ends a function finds that function) and
+  // where rules found for it go.
+  uint64_t lookup = 0;
+  Placement* collect = nullptr;
   // Why the walk stopped, set by the accessors.
   std::string status;
   std::string where;
-  const Placed* last = nullptr;  // the image of the last lookup, to try first
+  Placement* last = nullptr;  // the image of the last memory read, tried first
 };
 
 // libunwind x86-64 register numbers -> perf_regs.h bits.
@@ -277,6 +295,12 @@ int PerfRegOf(int unw_reg) {
   }
 }
 
+// Why libunwind's own stepping (unw_step) is not used: with a register-rule
+// cache its every step takes the cache lock with sigprocmask (two syscalls a
+// frame, 3/4 of the time of a first version), and without one it parses the
+// FDE again for every frame. Instead the rules of a whole FDE are taken once
+// with unw_reg_states_iterate, kept per image placement, and applied with
+// unw_apply_reg_state — the external-cache API libunwind provides for this.
 class Unwinder : public DwarfUnwinder {
  public:
   Unwinder() {
@@ -289,7 +313,14 @@ class Unwinder : public DwarfUnwinder {
     accessors_.access_fpreg = &AccessFpreg;
     accessors_.resume = &Resume;
     accessors_.get_proc_name = &GetProcName;
+    as_ = unw_create_addr_space(&accessors_, 0);
+    unw_set_caching_policy(as_, UNW_CACHE_NONE);
   }
+  ~Unwinder() override {
+    if (as_ != nullptr) unw_destroy_addr_space(as_);
+  }
+  Unwinder(const Unwinder&) = delete;
+  Unwinder& operator=(const Unwinder&) = delete;
 
   const UnwindStats& stats() const override { return stats_; }
 
@@ -321,35 +352,45 @@ class Unwinder : public DwarfUnwinder {
     ips.push_back(ip);
 
     unw_cursor_t cursor;
-    int r = unw_init_remote(&cursor, ctx.space->as, &ctx);
-    while (r >= 0 && ips.size() < kMaxFrames) {
-      r = unw_step(&cursor);
-      if (r <= 0) break;
-      unw_word_t next = 0;
-      unw_get_reg(&cursor, UNW_REG_IP, &next);
-      if (next == 0) {
-        r = 0;
+    int r = unw_init_remote(&cursor, as_, &ctx);
+    if (r < 0) {
+      Finish(note, "error", fmt::format("unw_init_remote: {}", unw_strerror(r)));
+      return ips;
+    }
+    bool complete = false;
+    while (ips.size() < kMaxFrames) {
+      ctx.lookup = ips.size() == 1 ? ip : ip - 1;
+      const Rule* rule = FindRule(&ctx, &cursor);
+      if (rule == nullptr) break;
+      r = unw_apply_reg_state(&cursor, rule->data.get());
+      if (r < 0) {
+        if (ctx.status.empty()) {
+          ctx.status = "error";
+          ctx.where = fmt::format("{}: {}", Describe(ctx, ip, ips.size() == 1),
+                                  unw_strerror(static_cast<unw_error_t>(-r)));
+        }
         break;
       }
-      ips.push_back(next);
+      unw_word_t next = 0;
+      unw_get_reg(&cursor, UNW_REG_IP, &next);
+      // An undefined return address column (r == 0) is the ABI's end of the
+      // call chain (_start, clone); so is a null return address.
+      if (r == 0 || next == 0) {
+        complete = true;
+        break;
+      }
+      ip = next;
+      ips.push_back(ip);
     }
     stats_.frames += ips.size();
-    if (r == 0) {
+    if (complete) {
       ++stats_.complete;
       note->status = "ok";
       note->where.clear();
-      return ips;
-    }
-    if (ips.size() >= kMaxFrames) {
+    } else if (ips.size() >= kMaxFrames) {
       Finish(note, "truncated", fmt::format("{} frames (the limit)", kMaxFrames));
-      return ips;
-    }
-    std::string where = ctx.where.empty() ? Describe(ctx, ips.back(), ips.size() == 1) : ctx.where;
-    if (ctx.status.empty()) {
-      Finish(note, "error",
-             fmt::format("{}: {}", where, unw_strerror(static_cast<unw_error_t>(-r))));
     } else {
-      Finish(note, ctx.status, where);
+      Finish(note, ctx.status.empty() ? "error" : ctx.status, ctx.where);
     }
     return ips;
   }
@@ -369,14 +410,15 @@ class Unwinder : public DwarfUnwinder {
     uint64_t look = leaf ? ip : ip - 1;
     const Mapping* m = ctx.table->Lookup(ctx.sample->pid, look);
     if (m == nullptr) return fmt::format("{:#x} (unmapped)", ip);
-    if (m->cookie == 0)
+    if (m->cookie == 0) {
       return fmt::format("{}+{:#x}", m->name.empty() ? "[anon]" : m->name, ip - m->start);
+    }
     const attribution::Cookie* c = ctx.cookies->Get(m->cookie);
     return fmt::format("{}+{:#x}", c ? c->path : "?", look - m->start + m->pgoff);
   }
 
   // The process's mappings, hashed: a changed signature (exec, dlopen over a
-  // dlclosed library) empties the space's caches.
+  // dlclosed library) makes the space forget where its images were.
   static uint64_t Signature(const ProcessTable& table, uint32_t pid) {
     const attribution::Process* p = table.Find(pid);
     if (p == nullptr) return 0;
@@ -396,65 +438,47 @@ class Unwinder : public DwarfUnwinder {
 
   Space* SpaceFor(uint32_t pid, const ProcessTable& table) {
     uint64_t sig = Signature(table, pid);
-    auto it = spaces_.find(pid);
-    if (it != spaces_.end()) {
-      Space* sp = &*it->second;
-      lru_.splice(lru_.begin(), lru_, it->second);
-      if (sp->signature != sig) {
-        unw_flush_cache(sp->as, 0, 0);
-        sp->placed.clear();
-        sp->signature = sig;
-      }
-      return sp;
+    Space& sp = spaces_[pid];
+    if (sp.signature != sig) {
+      sp.placed.clear();
+      sp.signature = sig;
     }
-    if (lru_.size() >= kMaxSpaces) {
-      spaces_.erase(lru_.back().pid);
-      lru_.pop_back();
-    }
-    lru_.emplace_front();
-    Entry& e = lru_.front();
-    e.pid = pid;
-    e.as = unw_create_addr_space(&accessors_, 0);
-    // Per address space (one per process): the global cache is this space's
-    // own, and the cache holds kCacheEntries register-rule sets.
-    unw_set_caching_policy(e.as, UNW_CACHE_GLOBAL);
-    unw_set_cache_size(e.as, kCacheEntries, 0);
-    e.signature = sig;
-    spaces_[pid] = lru_.begin();
-    return &e;
+    return &sp;
   }
 
-  const ElfImage* Image(const attribution::Cookie& c, Ctx* ctx) {
+  const ElfImage* Image(const attribution::Cookie& c) {
     std::string key = c.path + '\n' + c.build_id;
     auto it = images_.find(key);
     if (it != images_.end()) return it->second.get();
     std::unique_ptr<ElfImage> img;
-    std::string bid = attribution::HexBuildId(attribution::ReadBuildId(c.path));
-    if (access(c.path.c_str(), R_OK) != 0 || (!c.build_id.empty() && bid != c.build_id)) {
+    bool readable = access(c.path.c_str(), R_OK) == 0;
+    if (!readable || (!c.build_id.empty() &&
+                      attribution::HexBuildId(attribution::ReadBuildId(c.path)) != c.build_id)) {
+      // Gone, or rebuilt since: its CFI would describe other code.
       img = std::make_unique<ElfImage>();
       img->path = c.path;
       img->status = "missing_file";
+      img->detail = readable ? "build-id differs" : "not found";
     } else {
       img = LoadImage(c.path);
     }
-    (void)ctx;
     return images_.emplace(key, std::move(img)).first->second.get();
   }
 
-  // The image containing a runtime address of this space, placing it (from
-  // the process table's executable mapping) on first use.
-  const Placed* Place(Ctx* ctx, uint64_t addr) {
-    if (ctx->last && addr >= ctx->last->lo && addr < ctx->last->hi) return ctx->last;
-    for (const auto& p : ctx->space->placed) {
-      if (addr >= p.lo && addr < p.hi) return ctx->last = &p;
+  // The placed image containing a runtime address of the sample's process,
+  // placing it (from the process table's executable mapping) on first use.
+  Placement* Place(Ctx* ctx, uint64_t addr) {
+    for (Placement* p : ctx->space->placed) {
+      if (addr >= p->lo && addr < p->hi) return p;
     }
     const Mapping* m = ctx->table->Lookup(ctx->sample->pid, addr);
     if (m == nullptr) {
       ctx->status = "error";
-      ctx->where = fmt::format("{:#x}: no mapping", addr);
+      ctx->where = fmt::format("{:#x}: not in any mapping", addr);
       return nullptr;
     }
     if (m->cookie == 0) {
+      // [vdso], JIT code, anonymous memory: no file to read CFI from.
       ctx->status = "missing_file";
       ctx->where = fmt::format("{}+{:#x}", m->name.empty() ? "[anon]" : m->name, addr - m->start);
       return nullptr;
@@ -465,29 +489,82 @@ class Unwinder : public DwarfUnwinder {
       ctx->where = fmt::format("{:#x}: unknown file", addr);
       return nullptr;
     }
-    const ElfImage* img = Image(*c, ctx);
+    const ElfImage* img = Image(*c);
     uint64_t vaddr = 0;
     if (img->status != "ok" || !img->VaddrOfOffset(m->pgoff, &vaddr)) {
       ctx->status = img->status == "ok" ? "no_unwind_info" : img->status;
       ctx->where = fmt::format("{}+{:#x}", c->path, addr - m->start + m->pgoff);
+      if (!img->detail.empty()) ctx->where += " (" + img->detail + ")";
       return nullptr;
     }
-    Placed p;
-    p.bias = m->start - vaddr;
-    p.lo = img->lo + p.bias;
-    p.hi = img->hi + p.bias;
-    p.img = img;
-    ctx->space->placed.push_back(p);
-    ctx->last = nullptr;  // the vector may have moved
-    return &ctx->space->placed.back();
+    uint64_t bias = m->start - vaddr;
+    auto& slot = placements_[{img, bias}];
+    if (!slot) {
+      slot = std::make_unique<Placement>();
+      slot->img = img;
+      slot->bias = bias;
+      slot->lo = img->lo + bias;
+      slot->hi = img->hi + bias;
+    }
+    ctx->space->placed.push_back(slot.get());
+    return slot.get();
+  }
+
+  // The rule for ctx->lookup: from the placement's rules, or by reading the
+  // FDE that covers it (all of its rows at once).
+  const Rule* FindRule(Ctx* ctx, unw_cursor_t* cursor) {
+    Placement* p = Place(ctx, ctx->lookup);
+    if (p == nullptr) return nullptr;
+    if (auto it = p->memo.find(ctx->lookup); it != p->memo.end()) return it->second;
+    const Rule* rule = RuleIn(*p, ctx->lookup);
+    if (rule == nullptr) {
+      ctx->collect = p;
+      int r = unw_reg_states_iterate(cursor, &Collect, ctx);
+      ctx->collect = nullptr;
+      if (r < 0) {
+        if (ctx->status.empty()) {
+          ctx->status = "error";
+          ctx->where = fmt::format("{}+{:#x}: {}", p->img->path, ctx->lookup - p->bias,
+                                   unw_strerror(static_cast<unw_error_t>(-r)));
+        }
+        return nullptr;
+      }
+      rule = RuleIn(*p, ctx->lookup);
+      if (rule == nullptr) {
+        ctx->status = "no_unwind_info";
+        ctx->where = fmt::format("{}+{:#x} (no CFI row)", p->img->path, ctx->lookup - p->bias);
+        return nullptr;
+      }
+    }
+    p->memo.emplace(ctx->lookup, rule);
+    return rule;
+  }
+
+  static const Rule* RuleIn(const Placement& p, uint64_t addr) {
+    auto it = p.rules.upper_bound(addr);
+    if (it == p.rules.begin()) return nullptr;
+    --it;
+    return addr < it->second.end ? &it->second : nullptr;
+  }
+
+  static int Collect(void* token, void* data, size_t size, unw_word_t start, unw_word_t end) {
+    Ctx* ctx = static_cast<Ctx*>(token);
+    Rule rule;
+    rule.end = end;
+    rule.data.reset(new uint64_t[(size + 7) / 8]);
+    std::memcpy(rule.data.get(), data, size);
+    ctx->collect->rules.emplace(start, std::move(rule));
+    return 0;
   }
 
   // ---- libunwind accessors (arg = Ctx*)
 
-  static int FindProcInfo(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi,
+  static int FindProcInfo(unw_addr_space_t as, unw_word_t, unw_proc_info_t* pi,
                           int need_unwind_info, void* arg) {
     Ctx* ctx = static_cast<Ctx*>(arg);
-    const Placed* p = ctx->self->Place(ctx, ip);
+    // libunwind asks for the cursor's ip; the row wanted is ctx->lookup's.
+    unw_word_t ip = ctx->lookup;
+    Placement* p = ctx->self->Place(ctx, ip);
     // A hard error, not -UNW_ENOINFO: libunwind would then guess the caller
     // from rbp (Gstep.c), which without frame pointers is a wrong frame.
     if (p == nullptr) return -UNW_EINVAL;
@@ -524,13 +601,12 @@ class Unwinder : public DwarfUnwinder {
       return 0;
     }
     // Code and unwind tables: from the file behind the image.
-    const Placed* p = nullptr;
-    if (ctx->last && addr >= ctx->last->lo && addr < ctx->last->hi) {
-      p = ctx->last;
-    } else {
-      for (const auto& q : ctx->space->placed) {
-        if (addr >= q.lo && addr < q.hi) {
-          p = ctx->last = &q;
+    Placement* p = ctx->last;
+    if (p == nullptr || addr < p->lo || addr >= p->hi) {
+      p = nullptr;
+      for (Placement* q : ctx->space->placed) {
+        if (addr >= q->lo && addr < q->hi) {
+          p = ctx->last = q;
           break;
         }
       }
@@ -574,13 +650,10 @@ class Unwinder : public DwarfUnwinder {
     return -UNW_EINVAL;
   }
 
-  static constexpr size_t kMaxSpaces = 64;
-  struct Entry : Space {
-    uint32_t pid = 0;
-  };
   unw_accessors_t accessors_;
-  std::list<Entry> lru_;  // most recently used first
-  std::unordered_map<uint32_t, std::list<Entry>::iterator> spaces_;
+  unw_addr_space_t as_ = nullptr;
+  std::unordered_map<uint32_t, Space> spaces_;
+  std::map<std::pair<const ElfImage*, uint64_t>, std::unique_ptr<Placement>> placements_;
   std::unordered_map<std::string, std::unique_ptr<ElfImage>> images_;
   UnwindStats stats_;
 };

@@ -7,8 +7,9 @@
 //
 // Why libunwind remote rather than libdw's dwfl_frame: the remote API lets
 // every memory access be answered from the sample's copy or from an mmap of
-// the file without a Dwfl per process, and its per-address-space cache of
-// register rules makes a repeated frame cost one hash lookup
+// the file without a Dwfl per process, and its register-state API
+// (unw_reg_states_iterate / unw_apply_reg_state) lets the rows of each FDE be
+// read once and kept, so a repeated frame costs one hash lookup
 // (docs/BENCHMARKS.md, "DWARF unwinding").
 //
 // A stack that cannot be unwound completely is never guessed: libunwind's
@@ -38,8 +39,6 @@ struct UnwindStats {
 
 class DwarfUnwinder : public attribution::UserUnwinder {
  public:
-  // Register-rule cache entries per address space (libunwind's rs_cache).
-  static constexpr int kCacheEntries = 1024;
   // Frames beyond this are cut (perf's default kernel.perf_event_max_stack is
   // 127; a DWARF copy of 64 KiB rarely holds more).
   static constexpr size_t kMaxFrames = 256;

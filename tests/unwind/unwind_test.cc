@@ -75,14 +75,20 @@ class UnwindTest : public ::testing::Test {
 TEST_F(UnwindTest, FramePointersSeeAtMostThreeUserFramesOfTheDeepProgram) {
   auto samples = Record("fp", "1");
   ASSERT_GE(samples.size(), 200u);
-  size_t hot = 0;
+  const auto expected = Expected();
+  size_t in_chain = 0;
   for (const auto& s : samples) {
-    auto names = UserFunctions(s);
-    EXPECT_LE(names.size(), 3u) << s.dump();
     EXPECT_FALSE(s.contains("unwind")) << "no DWARF note without --call-graph dwarf";
-    if (!names.empty() && names[0] == "fr_deep_hot") ++hot;
+    auto names = UserFunctions(s);
+    // Samples in the chain's code. (Elsewhere, e.g. in libc at exit, the
+    // kernel's frame-pointer walk may follow garbage: not this test's point.)
+    if (names.empty() || std::find(expected.begin(), expected.end(), names[0]) == expected.end()) {
+      continue;
+    }
+    ++in_chain;
+    EXPECT_LE(names.size(), 3u) << s.dump();
   }
-  EXPECT_GE(hot, samples.size() * 9 / 10) << "the hot function is where the time goes";
+  EXPECT_GE(in_chain, samples.size() * 9 / 10) << "the hot function is where the time goes";
 }
 
 TEST_F(UnwindTest, DwarfFindsAllTwentyFramesInOrderInNearlyEverySample) {
