@@ -141,6 +141,9 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
   std::string pidfd_from = "none";
   if (a.pidfd >= 0) {
     pid_t p = PidfdPid(a.pidfd);
+    if (p == 0) {
+      return refuse(fmt::format("fd {} (%F) is not a pidfd: no metadata", a.pidfd));
+    }
     if (p != a.pid) {
       return refuse(fmt::format("the kernel's pidfd (fd {}) names pid {}, not {}: no metadata",
                                 a.pidfd, p, a.pid));
@@ -196,12 +199,17 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
   // the same pid is not this crash.
   if (st.contains("Uid") && static_cast<uid_t>(std::strtoul(st["Uid"].get<std::string>().c_str(),
                                                             nullptr, 10)) != a.uid) {
-    return refuse(fmt::format("process {} belongs to uid {}, the crash to uid {}: no metadata",
-                              a.pid, st["Uid"].get<std::string>(), a.uid));
+    return refuse(
+        fmt::format("process {} belongs to uid {}, the crash to uid {}: no metadata", a.pid,
+                    std::strtoul(st["Uid"].get<std::string>().c_str(), nullptr, 10), a.uid));
   }
   nlohmann::json m;
   m["status"] = st;
   m["exe"] = ReadLinkAt(dir.get(), "exe");
+  // A process in a core dump still has its memory; a zombie has none left.
+  if (m["exe"].get<std::string>().empty()) {
+    return refuse(fmt::format("process {} has exited (no executable): no metadata", a.pid));
+  }
   // Through the directory fd: /proc/PID/exe opens the process's own image,
   // even one deleted or replaced on disk since.
   {

@@ -3,12 +3,17 @@
 // recorderd's history; cores extracted byte for byte; bad input on the hook's
 // stdin; a crash storm. The previous core_pattern is restored afterwards,
 // whatever happens.
+#include <elf.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/personality.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,8 +23,10 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/scoped_fd.h"
 #include "tests/cli/run_util.h"
 #include "tests/recorder/daemon_util.h"
 #include "tests/store/test_util.h"
@@ -180,26 +187,52 @@ TEST_F(CoredumpTest, RealCrashesAreStoredWithBacktraceAndHistory) {
 struct HookRun {
   int exit_code = -1;
   long max_rss_kb = 0;
+  double seconds = 0;
   std::string err;
+  // The record id from the hook's log line, empty if nothing was stored.
+  std::string id() const {
+    size_t at = err.find("stored as ");
+    return at == std::string::npos ? "" : err.substr(at + 10, 23);
+  }
 };
-HookRun RunHookOn(const std::string& store, const std::string& sock, pid_t pid,
-                  const std::string& input, const std::vector<std::string>& extra = {}) {
+// What the kernel would pass for a crash of `pid`.
+struct FakeCrash {
+  pid_t pid = 0;
+  int64_t time_s = 0;  // 0: now
+  uid_t uid = 0;
+  int dumpable = 1;
+  std::string comm = "fr_test";
+  int pidfd = -1;  // installed as fd 3 and passed as %F, like the kernel does
+};
+HookRun RunHook(const std::string& store, const std::string& sock, const FakeCrash& c,
+                const std::string& input, const std::vector<std::string>& extra = {}) {
   std::string errfile = input + ".err";  // next to the input, not in a (full) store
+  auto t0 = std::chrono::steady_clock::now();
   pid_t child = fork();
   if (child == 0) {
+    if (c.pidfd >= 0) {
+      dup2(c.pidfd, 3);
+      fcntl(3, F_SETFD, 0);  // dup2 onto itself keeps O_CLOEXEC
+    }
     int in = open(input.c_str(), O_RDONLY);
     dup2(in, 0);
     int err = open(errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(err, 2);
-    std::vector<std::string> args = {BuildPath("coredump-hook/recorder-coredump"), "--store", store,
-                                     "--socket", sock};
+    std::vector<std::string> args = {BuildPath("coredump-hook/recorder-coredump"),
+                                     "--config",
+                                     "/nonexistent",
+                                     "--store",
+                                     store,
+                                     "--socket",
+                                     sock};
     args.insert(args.end(), extra.begin(), extra.end());
     for (const auto& v :
-         {std::to_string(pid), std::to_string(pid), std::to_string(pid), std::string("11"),
-          std::to_string(time(nullptr)), std::string("-1"), std::string("0"), std::string("0"),
-          std::string("1"), std::string("fr_test")}) {
+         {std::to_string(c.pid), std::to_string(c.pid), std::to_string(c.pid), std::string("11"),
+          std::to_string(c.time_s ? c.time_s : time(nullptr)), std::string("-1"),
+          std::to_string(c.uid), std::to_string(c.uid), std::to_string(c.dumpable), c.comm}) {
       args.push_back(v);
     }
+    if (c.pidfd >= 0) args.push_back("3");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -210,10 +243,160 @@ HookRun RunHookOn(const std::string& store, const std::string& sock, pid_t pid,
   rusage ru{};
   wait4(child, &st, 0, &ru);
   HookRun r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   r.max_rss_kb = ru.ru_maxrss;
   r.err = ReadFile(errfile);
   return r;
+}
+HookRun RunHookOn(const std::string& store, const std::string& sock, pid_t pid,
+                  const std::string& input, const std::vector<std::string>& extra = {}) {
+  FakeCrash c;
+  c.pid = pid;
+  return RunHook(store, sock, c, input, extra);
+}
+
+// `recorder crash info ID --json` on `store`, as root.
+nlohmann::json CrashInfo(const std::string& store, const std::string& id) {
+  auto r = RunCommand(
+      {BuildPath("recorder/cli/recorder"), "--store", store, "crash", "info", id, "--json"});
+  if (r.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(r.out, nullptr, false);
+}
+
+// Starts argv as uid (gid = uid), stdout to /dev/null.
+pid_t SpawnAs(uid_t uid, const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
+      _exit(126);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The ELF layout of a core: every program header, and each note's owner, type
+// and size — what two cores of the same program, run the same way without
+// address randomization, have in common (memory contents, times and pids
+// differ).
+std::vector<std::string> CoreShape(const std::string& path) {
+  std::string b = ReadFile(path);
+  std::vector<std::string> out;
+  if (b.size() < sizeof(Elf64_Ehdr)) return out;
+  Elf64_Ehdr eh;
+  memcpy(&eh, b.data(), sizeof(eh));
+  out.push_back(fmt::format("type {} machine {} phnum {}", eh.e_type, eh.e_machine, eh.e_phnum));
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    size_t off = eh.e_phoff + i * sizeof(ph);
+    if (off + sizeof(ph) > b.size()) break;
+    memcpy(&ph, b.data() + off, sizeof(ph));
+    out.push_back(fmt::format("phdr {} off {} vaddr {:#x} filesz {} memsz {} flags {}", ph.p_type,
+                              ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz, ph.p_flags));
+    if (ph.p_type != PT_NOTE) continue;
+    size_t n = ph.p_offset, end = std::min<size_t>(b.size(), ph.p_offset + ph.p_filesz);
+    while (n + sizeof(Elf64_Nhdr) <= end) {
+      Elf64_Nhdr nh;
+      memcpy(&nh, b.data() + n, sizeof(nh));
+      std::string name(b.data() + n + sizeof(nh), nh.n_namesz ? nh.n_namesz - 1 : 0);
+      out.push_back(fmt::format("note {} {} {}", name, nh.n_type, nh.n_descsz));
+      n += sizeof(nh) + ((nh.n_namesz + 3) & ~3u) + ((nh.n_descsz + 3) & ~3u);
+    }
+  }
+  out.push_back(fmt::format("size {}", b.size()));
+  return out;
+}
+
+// Puts back the core_pattern found at construction (for a test that points
+// it elsewhere for a moment).
+class ScopedPattern {
+ public:
+  explicit ScopedPattern(const std::string& pattern)
+      : saved_(ReadFile("/proc/sys/kernel/core_pattern")) {
+    std::ofstream("/proc/sys/kernel/core_pattern") << pattern;
+  }
+  ~ScopedPattern() { std::ofstream("/proc/sys/kernel/core_pattern") << saved_; }
+
+ private:
+  std::string saved_;
+};
+
+// fr_crash segv without address randomization, as `personality -R` would.
+pid_t CrashNoAslr(const std::string& core_dir) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    personality(ADDR_NO_RANDOMIZE);
+    rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+    setrlimit(RLIMIT_CORE, &unlimited);
+    if (chdir(core_dir.c_str()) != 0) _exit(126);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execle(BuildPath("tests/programs/fr_crash").c_str(), "fr_crash", "segv", "50",
+           static_cast<char*>(nullptr), static_cast<char**>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV ? pid : -1;
+}
+
+TEST_F(CoredumpTest, StoredCoreIsTheKernelsCoreByteForByte) {
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  const std::string hook = fs::canonical(BuildPath("coredump-hook/recorder-coredump")).string();
+  // 1. Exactly the kernel's bytes: a core_pattern handler that copies the
+  // kernel's stream to a file on its way into the hook (same bytes, one
+  // crash), then `crash core` must give back that file.
+  {
+    const std::string tee = tmp.path() + "/tee-hook";
+    std::ofstream(tee) << "#!/bin/sh\ntee " << tmp.path() << "/kernel.core.$1 | exec " << hook
+                       << " \"$@\"\n";
+    chmod(tee.c_str(), 0755);
+    ScopedPattern p("|" + tee + " %P %i %I %s %t %c %u %g %d %e");
+    int sig = 0;
+    pid_t pid = Crash("threads", &sig);
+    ASSERT_EQ(sig, SIGSEGV);
+    auto crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+    const std::string out = tmp.path() + "/stored.core";
+    auto r = daemon_->Cli({"crash", "core", crash["id"], "-o", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string kernel = ReadFile(tmp.path() + "/kernel.core." + std::to_string(pid));
+    ASSERT_GT(kernel.size(), 4096u);
+    EXPECT_EQ(kernel.compare(0, 4,
+                             "\x7f"
+                             "ELF"),
+              0);
+    EXPECT_TRUE(ReadFile(out) == kernel)
+        << "stored " << fs::file_size(out) << " bytes, kernel " << kernel.size();
+  }
+  // 2. Against a core the kernel wrote to a plain file: the same program run
+  // the same way gives a core of the same layout through the hook.
+  std::string plain;
+  {
+    ScopedPattern p(tmp.path() + "/plain.core.%p");
+    pid_t pid = CrashNoAslr(tmp.path());
+    ASSERT_GT(pid, 0);
+    plain = tmp.path() + "/plain.core." + std::to_string(pid);
+    ASSERT_TRUE(fs::exists(plain));
+  }
+  pid_t pid = CrashNoAslr(tmp.path());
+  ASSERT_GT(pid, 0);
+  auto crash = WaitForCrash(pid);
+  ASSERT_FALSE(crash.is_null());
+  const std::string hooked = tmp.path() + "/hooked.core";
+  ASSERT_EQ(daemon_->Cli({"crash", "core", crash["id"], "-o", hooked}).exit_code, 0);
+  auto a = CoreShape(plain), b = CoreShape(hooked);
+  ASSERT_GT(a.size(), 10u);
+  EXPECT_EQ(a, b);
 }
 
 TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
@@ -266,8 +449,9 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
   HookRun g = RunHookOn(store, nosock, gone, tmp.path() + "/garbage");
   EXPECT_EQ(g.exit_code, 0) << g.err;
   EXPECT_NE(g.err.find("is gone"), std::string::npos) << g.err;
-  // A 20 GiB stream of zeros with a 256 MiB limit: truncated, flagged, and
-  // the hook's memory stays small.
+  // A 20 GiB stream of zeros (sparse: written by a generator, no file) with
+  // a 19 GiB limit: cut at exactly the limit, flagged, and the hook's memory
+  // stays small whatever it reads.
   {
     std::string fifo = tmp.path() + "/zeros";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
@@ -277,21 +461,26 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
       int fd = open(fifo.c_str(), O_WRONLY);
       std::vector<char> zeros(1 << 20, 0);
       for (int i = 0; i < 20 * 1024; ++i) {
-        if (write(fd, zeros.data(), zeros.size()) < 0) _exit(0);
+        if (write(fd, zeros.data(), zeros.size()) < 0) _exit(1);
       }
       _exit(0);
     }
-    HookRun z = RunHookOn(store, nosock, sleeper, fifo, {"--max-core-size", "256M"});
-    kill(writer, SIGKILL);
-    waitpid(writer, nullptr, 0);
+    HookRun z = RunHookOn(store, nosock, sleeper, fifo, {"--max-core-size", "19G"});
+    int wst = 0;
+    waitpid(writer, &wst, 0);
     EXPECT_EQ(z.exit_code, 0) << z.err;
     EXPECT_NE(z.err.find("truncated"), std::string::npos) << z.err;
     EXPECT_LE(z.max_rss_kb, 64 * 1024) << "peak RSS of the hook";
+    auto j = CrashInfo(store, z.id());
+    ASSERT_FALSE(j.is_null()) << z.err;
+    EXPECT_EQ(j["crash"]["core_size"].get<uint64_t>(), 19ull << 30);
+    EXPECT_TRUE(j["crash"]["truncated"].get<bool>());
+    std::printf("20 GiB stream: %.1f s, peak RSS %ld KiB\n", z.seconds, z.max_rss_kb);
   }
   // Malformed arguments: refused with a reason, exit 2.
   auto bad = RunCommand({BuildPath("coredump-hook/recorder-coredump"), "--store", store, "1", "x"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("expected the 10 core_pattern values"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("expected the core_pattern values"), std::string::npos) << bad.err;
   // A full filesystem: refused with the reason, nothing half-written.
   {
     std::string mnt = tmp.path() + "/full";
@@ -308,6 +497,127 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
   }
   kill(sleeper, SIGKILL);
   waitpid(sleeper, nullptr, 0);
+}
+
+TEST_F(CoredumpTest, APidThatWasReusedGetsNoMetadata) {
+  store::testing::TempDir tmp;
+  const std::string store = tmp.path() + "/store", nosock = tmp.path() + "/no.sock";
+  const std::string input = tmp.path() + "/garbage";
+  std::ofstream(input) << std::string(4096, 'x');
+  pid_t sleeper = Spawn({"/bin/sleep", "60"});
+  // The sleeper is alive, but started after this "crash": another process
+  // with the crashed one's pid. The core is stored; /proc is not trusted.
+  FakeCrash c;
+  c.pid = sleeper;
+  c.time_s = time(nullptr) - 600;
+  HookRun r = RunHook(store, nosock, c, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("the pid was reused"), std::string::npos) << r.err;
+  auto j = CrashInfo(store, r.id());
+  ASSERT_FALSE(j.is_null()) << r.err;
+  EXPECT_FALSE(j["metadata"]["verified"].get<bool>());
+  EXPECT_FALSE(j["metadata"].contains("cmdline")) << j["metadata"].dump();
+  EXPECT_TRUE(j["crash"]["core_stored"].get<bool>());
+  // Another uid than the crash's: the same.
+  c.time_s = 0;
+  c.uid = 4242;
+  r = RunHook(store, nosock, c, input);
+  EXPECT_NE(r.err.find("belongs to uid 0, the crash to uid 4242"), std::string::npos) << r.err;
+  // The kernel's pidfd (%F) names the process for certain: one of another
+  // pid is refused, the right one is used.
+  pid_t other = Spawn({"/bin/sleep", "60"});
+  ScopedFd wrong(static_cast<int>(syscall(SYS_pidfd_open, other, 0)));
+  ScopedFd right(static_cast<int>(syscall(SYS_pidfd_open, sleeper, 0)));
+  ASSERT_TRUE(wrong && right);
+  c.uid = 0;
+  c.pidfd = wrong.get();
+  r = RunHook(store, nosock, c, input);
+  EXPECT_NE(r.err.find(fmt::format("names pid {}, not {}", other, sleeper)), std::string::npos)
+      << r.err;
+  c.pidfd = right.get();
+  r = RunHook(store, nosock, c, input);
+  j = CrashInfo(store, r.id());
+  ASSERT_FALSE(j.is_null()) << r.err;
+  EXPECT_TRUE(j["metadata"]["verified"].get<bool>()) << r.err;
+  EXPECT_EQ(j["metadata"]["pidfd"], "kernel");
+  EXPECT_EQ(j["metadata"]["exe"], fs::canonical("/bin/sleep").string());
+  for (pid_t p : {sleeper, other}) {
+    kill(p, SIGKILL);
+    waitpid(p, nullptr, 0);
+  }
+}
+
+TEST_F(CoredumpTest, ASilentDaemonDelaysTheCoreOnlyUpToTheTimeout) {
+  store::testing::TempDir tmp;
+  const std::string store = tmp.path() + "/store", sock = tmp.path() + "/silent.sock";
+  // Listens, never accepts nor answers: a hung recorderd.
+  ScopedFd srv(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock.c_str());
+  ASSERT_EQ(bind(srv.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(srv.get(), 8), 0);
+  const std::string input = tmp.path() + "/garbage";
+  std::ofstream(input) << std::string(4096, 'x');
+  pid_t sleeper = Spawn({"/bin/sleep", "60"});
+  HookRun r = RunHookOn(store, sock, sleeper, input, {"--history-timeout", "700ms"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("did not give history within 700 ms"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 5.0) << r.err;
+  auto j = CrashInfo(store, r.id());
+  ASSERT_FALSE(j.is_null()) << r.err;
+  EXPECT_TRUE(j["crash"]["core_stored"].get<bool>());
+  EXPECT_EQ(j["crash"]["history"], "");
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+}
+
+TEST_F(CoredumpTest, ACrashOfTheHookItselfIsNotHandled) {
+  store::testing::TempDir tmp;
+  const std::string store = tmp.path() + "/store";
+  const std::string input = tmp.path() + "/garbage";
+  std::ofstream(input) << std::string(4096, 'x');
+  pid_t sleeper = Spawn({"/bin/sleep", "60"});
+  FakeCrash c;
+  c.pid = sleeper;
+  c.comm = "recorder-coredu";  // %e: the hook's comm, cut to 15 characters
+  HookRun r = RunHook(store, tmp.path() + "/no.sock", c, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("not handling a crash of recorder-coredump itself"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.id(), "");
+  // Recognised by its executable too, whatever its comm.
+  pid_t hook = fork();
+  if (hook == 0) {
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 2);
+    int p[2];
+    if (pipe(p) != 0) _exit(1);
+    dup2(p[0], 0);  // stdin that never ends: the hook waits for its core
+    const std::string pid = std::to_string(sleeper);  // its "crash" is the sleeper's
+    execl(BuildPath("coredump-hook/recorder-coredump").c_str(), "recorder-coredump", "--config",
+          "/nonexistent", "--store", (tmp.path() + "/other").c_str(), "--socket",
+          (tmp.path() + "/no.sock").c_str(), pid.c_str(), pid.c_str(), pid.c_str(), "11", "0", "0",
+          "0", "0", "1", "x", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The running hook (waiting for its core on stdin) is a process whose exe
+  // is the hook: a "crash" of it is refused.
+  c.pid = hook;
+  c.comm = "worker";
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (ReadFile(fmt::format("/proc/{}/comm", hook)).rfind("recorder-", 0) != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  r = RunHook(store, tmp.path() + "/no.sock", c, input);
+  EXPECT_NE(r.err.find("not handling a crash of recorder-coredump itself"), std::string::npos)
+      << r.err << CrashInfo(store, r.id()).dump();
+  EXPECT_EQ(r.id(), "");
+  for (pid_t p : {sleeper, hook}) {
+    kill(p, SIGKILL);
+    waitpid(p, nullptr, 0);
+  }
 }
 
 // Runs argv as uid/gid (nobody), capturing stdout and stderr.
@@ -373,6 +683,21 @@ TEST_F(CoredumpTest, UsersSeeAndReadOnlyTheirOwnCrashes) {
   ASSERT_FALSE(mine.is_null());
   EXPECT_EQ(mine["uid"], kNobody);
   const std::string store = daemon_->store();
+  // A crash of nobody's process that was not dumpable (%d = 0: setuid and
+  // the like): stored, but root's only.
+  pid_t sleeper = SpawnAs(kNobody, {"/bin/sleep", "60"});
+  const std::string input = tmp.path() + "/input";
+  std::ofstream(input) << std::string(4096, 'x');
+  FakeCrash nd;
+  nd.pid = sleeper;
+  nd.uid = kNobody;
+  nd.dumpable = 0;
+  HookRun hr = RunHook(store, tmp.path() + "/no.sock", nd, input);
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+  ASSERT_NE(hr.id(), "") << hr.err;
+  auto all = daemon_->Cli({"crash", "list", "--json"});
+  EXPECT_NE(all.out.find(hr.id()), std::string::npos) << "root sees the non-dumpable crash";
   auto list = RunAs(kNobody, {rec, "--store", store, "crash", "list", "--json"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
   auto j = nlohmann::json::parse(list.out);
@@ -394,10 +719,14 @@ TEST_F(CoredumpTest, UsersSeeAndReadOnlyTheirOwnCrashes) {
   EXPECT_FALSE(fs::exists(tmp.path() + "/other.core"));
   auto sql = RunAs(kNobody, {rec, "--store", store, "sql", "SELECT * FROM crashes"});
   EXPECT_NE(sql.exit_code, 0) << sql.out;
+  auto nd_info = RunAs(kNobody, {rec, "--store", store, "crash", "info", hr.id()});
+  EXPECT_NE(nd_info.exit_code, 0) << nd_info.out;
   for (const auto& e : fs::directory_iterator(store)) {
-    if (e.path().filename().string().rfind(root_crash["id"].get<std::string>(), 0) != 0) continue;
-    auto cat = RunAs(kNobody, {"/bin/cat", e.path().string()});
-    EXPECT_NE(cat.exit_code, 0) << "root's crash record is readable by nobody";
+    for (const std::string& id : {root_crash["id"].get<std::string>(), hr.id()}) {
+      if (e.path().filename().string().rfind(id, 0) != 0) continue;
+      auto cat = RunAs(kNobody, {"/bin/cat", e.path().string()});
+      EXPECT_NE(cat.exit_code, 0) << e.path() << " is readable by nobody";
+    }
   }
 }
 
