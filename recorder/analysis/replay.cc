@@ -151,6 +151,7 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
         continue;
       }
       ++stats->samples;
+      stats->pids.insert(as.pid);
       on_sample(ResolvedSample{&as, resolver.Stack(as)});
     }
   } catch (const std::exception& e) {
@@ -246,10 +247,11 @@ class ChunkPipe {
 };
 
 // Samples with the same process and the same raw call chain attribute to the
-// same frames as long as no sideband event changes the process table, so the
-// translation and symbolization of a chain are done once and reused; any
-// sideband event empties the cache. (Samples carrying a DWARF user stack are
-// unwound one by one.)
+// same frames as long as no sideband event changes that process's mappings,
+// so the translation and symbolization of a chain are done once and reused;
+// a sideband event makes the cached stacks of the process it affects stale
+// (a per-pid generation), leaving every other process's. (Samples carrying a
+// DWARF user stack are unwound one by one.)
 class StackCache {
  public:
   struct Entry {
@@ -258,11 +260,13 @@ class StackCache {
     std::vector<const attribution::Symbol*> stack;
     uint64_t no_mapping = 0;
     uint64_t id = 0;
+    uint64_t generation = 0;  // of sample.pid when attributed
   };
 
   Entry* Find(const std::string& key) {
     auto it = map_.find(XXH3_64bits(key.data(), key.size()));
     if (it == map_.end() || it->second.key != key) return nullptr;
+    if (it->second.generation != Generation(it->second.sample.pid)) return nullptr;
     return &it->second;
   }
   Entry* Insert(const std::string& key, attribution::AttributedSample as,
@@ -270,17 +274,24 @@ class StackCache {
     // A hash collision replaces the older entry: correct, only slower.
     Entry& e = map_[XXH3_64bits(key.data(), key.size())];
     e.key = key;
+    e.generation = Generation(as.pid);
     e.sample = std::move(as);
     e.stack.assign(stack.begin(), stack.end());
     e.no_mapping = no_mapping;
     e.id = ++next_id_;
     return &e;
   }
-  void Clear() { map_.clear(); }
+  // The process's mappings or name changed: its cached stacks are stale.
+  void Invalidate(uint32_t pid) { ++generations_[pid]; }
 
  private:
+  uint64_t Generation(uint32_t pid) const {
+    auto it = generations_.find(pid);
+    return it == generations_.end() ? 0 : it->second;
+  }
   std::unordered_map<uint64_t, Entry> map_;
-  uint64_t next_id_ = 0;  // ids are never reused, even across Clear()
+  std::unordered_map<uint32_t, uint64_t> generations_;
+  uint64_t next_id_ = 0;  // ids are never reused, even after invalidation
 };
 
 }  // namespace
@@ -397,7 +408,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     progress.Update(consumed + dec.position(), raw_total);
     const Sample* s = std::get_if<Sample>(&e);
     if (s == nullptr) {
-      cache.Clear();
+      if (auto pid = attribution::AffectedPid(e)) cache.Invalidate(*pid);
       attributor.Add(e);
       continue;
     }
@@ -406,6 +417,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
       continue;
     }
     ++stats.samples;
+    stats.pids.insert(s->pid);  // (a cache hit above is a pid seen here before)
     uint64_t before = attributor.no_mapping();
     auto as = attributor.Add(e);
     auto stack = resolver.Stack(*as);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,10 +64,11 @@ struct ReplayOptions {
 
 struct ReplayStats {
   uint64_t events = 0;
-  uint64_t samples = 0;       // samples handed to the consumer
-  uint64_t filtered = 0;      // samples skipped by pid/tid/time filters
-  uint64_t no_mapping = 0;    // user IPs with no known mapping
-  uint64_t files_opened = 0;  // distinct files the symbolizer read
+  uint64_t samples = 0;               // samples handed to the consumer
+  uint64_t filtered = 0;              // samples skipped by pid/tid/time filters
+  uint64_t no_mapping = 0;            // user IPs with no known mapping
+  uint64_t files_opened = 0;          // distinct files the symbolizer read
+  std::unordered_set<uint32_t> pids;  // processes of the samples handed over
 };
 
 using InfoFn = std::function<void(const RecordInfo&)>;

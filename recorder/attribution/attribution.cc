@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -281,6 +282,88 @@ std::vector<Event> ProcessTable::StateEvents(uint32_t pid, uint64_t time_ns) con
   return out;
 }
 
+void SidebandHistory::Add(const Event& e) {
+  if (std::holds_alternative<Sample>(e)) return;
+  log_.push_back(e);
+}
+
+void SidebandHistory::Trim(uint64_t cutoff_ns, size_t max_events) {
+  // Stops at the first event not old enough even if later ones are older:
+  // arrival order is the order of record, and a moved exec (see the class
+  // comment) must not be applied after the mappings that follow it.
+  while (!log_.empty() && (EventTime(log_.front()) < cutoff_ns || log_.size() > max_events)) {
+    if (EventTime(log_.front()) >= cutoff_ns) ++trimmed_early_;
+    base_.Apply(log_.front());
+    log_.pop_front();
+  }
+  base_.Prune(cutoff_ns);
+}
+
+std::optional<uint32_t> AffectedPid(const Event& e) {
+  if (auto* m = std::get_if<MmapEvent>(&e)) {
+    if (m->kernel) return std::nullopt;
+    return m->pid;
+  }
+  if (auto* c = std::get_if<CommEvent>(&e)) return c->pid;
+  if (auto* t = std::get_if<TaskEvent>(&e)) {
+    // A new process starts with a copy of its parent's mappings; a new
+    // thread or an exit changes no mapping.
+    if (!t->exit && t->pid == t->tid && t->pid != t->ppid) return t->pid;
+  }
+  return std::nullopt;
+}
+
+std::vector<Event> SidebandHistory::EventsFor(const std::vector<uint32_t>& pids, uint64_t start_ns,
+                                              uint64_t end_ns) const {
+  // Non-decreasing times in arrival order: the suffix minimum.
+  std::vector<uint64_t> t(log_.size());
+  uint64_t low = UINT64_MAX;
+  for (size_t i = log_.size(); i-- > 0;) {
+    low = std::min(low, EventTime(log_[i]));
+    t[i] = low;
+  }
+  const size_t cut =
+      static_cast<size_t>(std::lower_bound(t.begin(), t.end(), start_ns) - t.begin());
+  const size_t stop = static_cast<size_t>(std::upper_bound(t.begin(), t.end(), end_ns) - t.begin());
+  // A process forked inside the window starts from its parent's mappings at
+  // the fork: the parent's state and events are needed too, transitively.
+  std::set<uint32_t> want(pids.begin(), pids.end());
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i = cut; i < stop; ++i) {
+      auto* f = std::get_if<TaskEvent>(&log_[i]);
+      if (f && AffectedPid(log_[i]) && want.count(f->pid) && want.insert(f->ppid).second) {
+        grew = true;
+      }
+    }
+  }
+  ProcessTable state = base_;
+  for (size_t i = 0; i < cut; ++i) state.Apply(log_[i]);
+  std::vector<Event> out;
+  const uint64_t before = start_ns ? start_ns - 1 : 0;
+  for (uint32_t pid : want) {
+    for (Event& e : state.StateEvents(pid, before)) out.push_back(std::move(e));
+  }
+  for (size_t i = cut; i < stop; ++i) {
+    const Event& e = log_[i];
+    uint32_t pid = 0;
+    if (auto* m = std::get_if<MmapEvent>(&e)) {
+      pid = m->pid;
+    } else if (auto* c = std::get_if<CommEvent>(&e)) {
+      pid = c->pid;
+    } else if (auto* k = std::get_if<TaskEvent>(&e)) {
+      pid = k->pid;
+    } else {
+      continue;
+    }
+    if (!want.count(pid)) continue;
+    Event copy = e;
+    std::visit([&](auto& v) { v.time_ns = t[i]; }, copy);
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
 std::vector<MmapEvent> MapsEvents(uint32_t pid, const std::string& maps, uint64_t time_ns) {
   std::vector<MmapEvent> out;
   std::istringstream in(maps);
@@ -343,43 +426,122 @@ std::vector<Event> ScanProc(uint64_t time_ns) {
 
 // ------------------------------------------------------------ kernel
 
+uint32_t KernelSymbols::ModuleIndex(const std::string& name) {
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    if (modules_[i].name == name) return static_cast<uint32_t>(i + 1);
+  }
+  modules_.push_back(Module{name, 0, 0});
+  return static_cast<uint32_t>(modules_.size());
+}
+
+const KernelSymbols::Module* KernelSymbols::ModuleAt(uint64_t addr) const {
+  for (const auto& m : modules_) {
+    if (m.size && addr >= m.base && addr - m.base < m.size) return &m;
+  }
+  return nullptr;
+}
+
 StatusOr<KernelSymbols> KernelSymbols::FromText(const std::string& text) {
   KernelSymbols k;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
+    char name[512], module[128];
+    unsigned long long addr = 0, size = 0;
+    if (line.rfind("module ", 0) == 0) {
+      if (std::sscanf(line.c_str(), "module %127s %llx %llu", module, &addr, &size) == 3) {
+        Module& m = k.modules_[k.ModuleIndex(module) - 1];
+        m.base = addr;
+        m.size = size;
+      }
+      continue;
+    }
     char type = 0;
-    unsigned long long addr = 0;
-    char name[512];
-    if (std::sscanf(line.c_str(), "%llx %c %511s", &addr, &type, name) != 3) continue;
+    int n = std::sscanf(line.c_str(), "%llx %c %511s [%127[^]]]", &addr, &type, name, module);
+    if (n < 3) continue;
     if (addr == 0) continue;  // addresses hidden (kptr_restrict)
+    if (n == 3 && std::strcmp(name, "_etext") == 0) k.core_text_end_ = addr;
     if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue;
-    k.syms_.push_back({addr, name});
+    k.syms_.push_back({addr, name, n == 4 ? k.ModuleIndex(module) : 0});
   }
   std::sort(k.syms_.begin(), k.syms_.end(),
             [](const Sym& a, const Sym& b) { return a.addr < b.addr; });
   return k;
 }
 
-StatusOr<KernelSymbols> KernelSymbols::Load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return ErrnoStatus(fmt::format("reading {}", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return FromText(ss.str());
+void KernelSymbols::AddModules(const std::string& proc_modules) {
+  std::istringstream in(proc_modules);
+  std::string line;
+  while (std::getline(in, line)) {
+    // name size refcount deps state address [taint]
+    char name[128], deps[4096], state[32];
+    unsigned long long size = 0, base = 0;
+    int refs = 0;
+    if (std::sscanf(line.c_str(), "%127s %llu %d %4095s %31s %llx", name, &size, &refs, deps, state,
+                    &base) != 6 ||
+        base == 0) {
+      continue;  // malformed, or addresses hidden
+    }
+    Module& m = modules_[ModuleIndex(name) - 1];
+    m.base = base;
+    m.size = size;
+  }
+}
+
+StatusOr<KernelSymbols> KernelSymbols::Load(const std::string& kallsyms,
+                                            const std::string& modules) {
+  auto slurp = [](const std::string& path) -> StatusOr<std::string> {
+    std::ifstream in(path);
+    if (!in) return ErrnoStatus(fmt::format("reading {}", path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  ASSIGN_OR_RETURN(std::string text, slurp(kallsyms));
+  ASSIGN_OR_RETURN(KernelSymbols k, FromText(text));
+  // A kernel without module support has no /proc/modules: nothing to add.
+  if (auto m = slurp(modules); m.ok()) k.AddModules(*m);
+  return k;
+}
+
+KernelSymbol KernelSymbols::Lookup(uint64_t addr) const {
+  KernelSymbol r;
+  auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
+                             [](uint64_t a, const Sym& s) { return a < s.addr; });
+  if (const Module* m = ModuleAt(addr)) {
+    const uint32_t mi = static_cast<uint32_t>(m - modules_.data()) + 1;
+    // The nearest symbol below that belongs to this module, not below its base.
+    for (auto j = it; j != syms_.begin();) {
+      --j;
+      if (j->addr < m->base) break;
+      if (j->module == mi) return KernelSymbol{j->name, addr - j->addr, m->name, true};
+    }
+    return KernelSymbol{"", addr - m->base, m->name, true};
+  }
+  if (it == syms_.begin()) return r;
+  const Sym& s = *std::prev(it);
+  if (s.module == 0 && core_text_end_ && addr >= core_text_end_) {
+    return r;  // past the kernel's text and in no known module
+  }
+  if (s.module != 0 && modules_[s.module - 1].size) {
+    return r;  // the module's extent is known, and this address is not in it
+  }
+  return KernelSymbol{s.name, addr - s.addr, s.module ? modules_[s.module - 1].name : "", true};
 }
 
 std::string KernelSymbols::Resolve(uint64_t addr) const {
-  auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
-                             [](uint64_t a, const Sym& s) { return a < s.addr; });
-  if (it == syms_.begin()) return "";
-  --it;
-  return fmt::format("{}+0x{:x}", it->name, addr - it->addr);
+  KernelSymbol k = Lookup(addr);
+  if (!k.found) return "";
+  if (k.name.empty()) return fmt::format("[{}]+0x{:x}", k.module, k.offset);
+  if (!k.module.empty()) return fmt::format("{}+0x{:x} [{}]", k.name, k.offset, k.module);
+  return fmt::format("{}+0x{:x}", k.name, k.offset);
 }
 
 std::string KernelSymbols::Subset(const std::vector<uint64_t>& addrs) const {
   std::vector<size_t> idx;
+  std::set<uint32_t> mods;
   for (uint64_t a : addrs) {
+    if (const Module* m = ModuleAt(a)) mods.insert(static_cast<uint32_t>(m - modules_.data()) + 1);
     auto it = std::upper_bound(syms_.begin(), syms_.end(), a,
                                [](uint64_t x, const Sym& s) { return x < s.addr; });
     if (it == syms_.begin()) continue;
@@ -390,7 +552,19 @@ std::string KernelSymbols::Subset(const std::vector<uint64_t>& addrs) const {
   std::sort(idx.begin(), idx.end());
   idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
   std::string out;
-  for (size_t i : idx) out += fmt::format("{:016x} T {}\n", syms_[i].addr, syms_[i].name);
+  if (core_text_end_) out += fmt::format("{:016x} T _etext\n", core_text_end_);
+  for (uint32_t mi : mods) {
+    const Module& m = modules_[mi - 1];
+    out += fmt::format("module {} {:x} {}\n", m.name, m.base, m.size);
+  }
+  for (size_t i : idx) {
+    const Sym& s = syms_[i];
+    if (s.module) {
+      out += fmt::format("{:016x} T {}\t[{}]\n", s.addr, s.name, modules_[s.module - 1].name);
+    } else {
+      out += fmt::format("{:016x} T {}\n", s.addr, s.name);
+    }
+  }
   return out;
 }
 
@@ -841,10 +1015,12 @@ Symbol Symbolizer::ResolveIn(const Frame& f, const FileSyms** fs_out, uint64_t* 
   Symbol s;
   s.offset = f.offset;
   if (f.kernel) {
-    s.dso = "[kernel.kallsyms]";
-    std::string k = kernel_ ? kernel_->Resolve(f.offset) : "";
-    s.status = k.empty() ? "no_symbol" : "ok";
-    s.function = k.substr(0, k.find('+'));
+    KernelSymbol k = kernel_ ? kernel_->Lookup(f.offset) : KernelSymbol{};
+    s.dso = k.module.empty() ? "[kernel.kallsyms]" : "[" + k.module + "]";
+    s.status = k.name.empty() ? "no_symbol" : "ok";
+    s.function = k.name;
+    // A module's code without a symbol: "[module]+0xoff" from its base.
+    if (k.name.empty() && !k.module.empty()) s.offset = k.offset;
     return s;
   }
   if (f.cookie == 0) {

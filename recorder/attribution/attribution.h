@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -100,6 +101,49 @@ class ProcessTable {
   std::unordered_map<uint32_t, std::vector<MmapEvent>> mmaps_;  // per pid, for StateEvents
 };
 
+// The sideband of the history window, so a record can replay mapping changes
+// at the instant they happened: a process that execs, dlcloses or remaps
+// inside the window has its earlier samples attributed with its earlier
+// mappings. Holds a ProcessTable as of a base time plus every sideband event
+// since, in arrival order (the order the backend vouches for: the module
+// backend moves an exec before its image's mappings although the exec's
+// timestamp is later).
+//
+// Thread: the daemon's loop thread (or `recorder record`'s only thread).
+class SidebandHistory {
+ public:
+  explicit SidebandHistory(CookieTable* cookies) : base_(cookies) {}
+  // Appends a sideband event (samples are not sideband and are ignored).
+  void Add(const Event& e);
+  // Applies the events older than cutoff_ns to the base table and forgets
+  // them; drops processes that exited before cutoff_ns. Also trims when more
+  // than max_events are held (a storm of mmaps), counting what it moved early.
+  void Trim(uint64_t cutoff_ns, size_t max_events = 1'000'000);
+  // What a record of samples of `pids` in [start_ns, end_ns] needs, in stream
+  // order: events rebuilding each process's state just before start_ns (and
+  // that of the parents they fork from inside the window), then each of their
+  // sideband events up to end_ns. Times are made non-decreasing (each event
+  // takes the minimum of its own and every later event's time), so merging
+  // with samples by time keeps the arrival order.
+  std::vector<Event> EventsFor(const std::vector<uint32_t>& pids, uint64_t start_ns,
+                               uint64_t end_ns) const;
+  // The table at the base time; new processes found by a /proc scan go here.
+  ProcessTable& base() { return base_; }
+  const ProcessTable& base() const { return base_; }
+  size_t held() const { return log_.size(); }
+  uint64_t trimmed_early() const { return trimmed_early_; }
+
+ private:
+  ProcessTable base_;
+  std::deque<Event> log_;
+  uint64_t trimmed_early_ = 0;
+};
+
+// The pid whose attribution a sideband event can change (mmap, exec, comm,
+// fork child), or nullopt (exit, loss): replay keeps cached stacks of every
+// other process.
+std::optional<uint32_t> AffectedPid(const Event& e);
+
 // Events describing the processes that exist now, read from /proc (a scan at
 // start fills the table for processes that started before the daemon).
 // Tolerates processes vanishing mid-scan.
@@ -107,14 +151,35 @@ std::vector<Event> ScanProc(uint64_t time_ns);
 // The executable mappings in a /proc/PID/maps text, as mmap events.
 std::vector<MmapEvent> MapsEvents(uint32_t pid, const std::string& maps, uint64_t time_ns);
 
-// Kernel symbols, from /proc/kallsyms, sorted by address.
+// What a kernel address is: a symbol of the kernel or of a module, or a
+// module's code without a symbol.
+struct KernelSymbol {
+  std::string name;     // "" when only the module is known
+  uint64_t offset = 0;  // from the symbol, or from the module's base without one
+  std::string module;   // "" for the core kernel
+  bool found = false;
+};
+
+// Kernel symbols from /proc/kallsyms (with each module symbol's [module]) and
+// module extents from /proc/modules, so an address is named only by a symbol
+// that can contain it: inside a module, one of that module's symbols (or
+// "[module]+0xoff"); past the end of the core kernel's text or of every
+// module, nothing — never the nearest symbol below, which would mis-attribute.
 class KernelSymbols {
  public:
-  static StatusOr<KernelSymbols> Load(const std::string& path = "/proc/kallsyms");
+  static StatusOr<KernelSymbols> Load(const std::string& kallsyms = "/proc/kallsyms",
+                                      const std::string& modules = "/proc/modules");
+  // kallsyms lines ("addr type name [module]") plus, optionally, lines
+  // "module NAME BASE_HEX SIZE" (the form records store) — or /proc/modules
+  // text through AddModules.
   static StatusOr<KernelSymbols> FromText(const std::string& text);
-  // "name+0xoff" or "" if below the first symbol / addresses are hidden.
+  // /proc/modules lines: "name size refcount deps state 0xbase".
+  void AddModules(const std::string& proc_modules);
+  KernelSymbol Lookup(uint64_t addr) const;
+  // "name+0xoff", "name+0xoff [module]", "[module]+0xoff", or "" if unknown.
   std::string Resolve(uint64_t addr) const;
-  // The subset of symbols that covers addrs, as kallsyms text (for records).
+  // The subset of symbols (and module extents) that covers addrs, as text
+  // FromText reads (for records).
   std::string Subset(const std::vector<uint64_t>& addrs) const;
   bool empty() const { return syms_.empty(); }
 
@@ -122,8 +187,17 @@ class KernelSymbols {
   struct Sym {
     uint64_t addr;
     std::string name;
+    uint32_t module;  // 0 = core kernel, else index + 1 in modules_
   };
+  struct Module {
+    std::string name;
+    uint64_t base = 0, size = 0;  // size 0: extent unknown
+  };
+  uint32_t ModuleIndex(const std::string& name);
+  const Module* ModuleAt(uint64_t addr) const;
   std::vector<Sym> syms_;
+  std::vector<Module> modules_;
+  uint64_t core_text_end_ = 0;  // _etext, 0 if unknown
 };
 
 struct Frame {

@@ -78,7 +78,7 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
     std::fprintf(stderr, "wrote %s: %s of %llu samples\n", a.output.c_str(), a.format.c_str(),
                  static_cast<unsigned long long>(stats->samples));
   }
-  return OkStatus();
+  return AllExecutablesGone(reader->meta(), stats->pids);
 }
 
 }  // namespace

@@ -2,9 +2,16 @@
 // export, flamegraph): the record, and which samples to include.
 #pragma once
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
+#include <set>
 #include <string>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "common/units.h"
@@ -52,5 +59,27 @@ struct QueryArgs {
     return o;
   }
 };
+
+// Output about programs whose executables are all gone names little but
+// offsets: it is printed (offsets still locate code for someone who has the
+// binaries), and the command fails so that scripts do not take it for a
+// result.
+inline Status AllExecutablesGone(const nlohmann::json& meta,
+                                 const std::unordered_set<uint32_t>& pids) {
+  std::set<std::string> exes, missing;
+  for (const auto& p : meta.value("processes", nlohmann::json::array())) {
+    std::string exe = p.value("exe", "");
+    if (exe.empty() || pids.count(p.value("pid", 0u)) == 0) continue;
+    exes.insert(exe);
+    if (access(exe.c_str(), F_OK) != 0) missing.insert(exe);
+  }
+  if (exes.empty() || missing.size() != exes.size()) return OkStatus();
+  std::string list;
+  for (const auto& f : exes) list += (list.empty() ? "" : ", ") + f;
+  return Status(StatusCode::kNotFound,
+                fmt::format("none of the recorded programs' executables exist any more ({}); "
+                            "their samples are shown as file offsets",
+                            list));
+}
 
 }  // namespace flightrec::recorder::cli

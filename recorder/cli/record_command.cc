@@ -84,14 +84,18 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
     return backend.status();
   }
   attribution::CookieTable cookies;
-  attribution::ProcessTable table(&cookies);
+  attribution::SidebandHistory sideband(&cookies);
   for (const Event& e : attribution::ScanProc(static_cast<uint64_t>(MonotonicNs()))) {
     if (auto* m = std::get_if<MmapEvent>(&e); m && m->pid != static_cast<uint32_t>(child)) continue;
-    table.Apply(e);
+    sideband.base().Apply(e);
   }
   attribution::KernelSymbols ksyms;  // unprivileged: hidden addresses, no kernel frames
   if (auto ks = attribution::KernelSymbols::Load(); ks.ok()) ksyms = std::move(*ks);
-  auto drain = [&] { (void)(*backend)->DrainSideband([&](const Event& e) { table.Apply(e); }); };
+  auto drain = [&] {
+    (void)(*backend)->DrainSideband([&](const Event& e) { sideband.Add(e); });
+    int64_t cutoff = MonotonicNs() - 2 * history;
+    if (cutoff > 0) sideband.Trim(static_cast<uint64_t>(cutoff));
+  };
   auto dump = [&](const std::string& reason) {
     drain();
     int64_t t0 = MonotonicNs();
@@ -104,7 +108,7 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
     DumpRequest req;
     req.last_ns = last;
     req.reason = reason;
-    auto r = WriteDump(*st, req, std::move(*snap), table, ksyms, (*backend)->Describe(), t0);
+    auto r = WriteDump(*st, req, std::move(*snap), sideband, ksyms, (*backend)->Describe(), t0);
     if (r.ok())
       std::fprintf(stderr, "recorder record: %s\n", r->Summary().c_str());
     else

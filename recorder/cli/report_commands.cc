@@ -47,27 +47,6 @@ struct Row {
   uint64_t seen = 0;  // last sample number that counted this row's children
 };
 
-// A report on programs whose executables are all gone names little but
-// offsets: it is printed (offsets still locate code for someone who has the
-// binaries), and the command fails so that scripts do not take it for a
-// result.
-Status AllGone(const nlohmann::json& meta, const std::unordered_set<uint32_t>& pids) {
-  std::set<std::string> exes, missing;
-  for (const auto& p : meta.value("processes", nlohmann::json::array())) {
-    std::string exe = p.value("exe", "");
-    if (exe.empty() || pids.count(p.value("pid", 0u)) == 0) continue;
-    exes.insert(exe);
-    if (access(exe.c_str(), F_OK) != 0) missing.insert(exe);
-  }
-  if (exes.empty() || missing.size() != exes.size()) return OkStatus();
-  std::string list;
-  for (const auto& f : exes) list += (list.empty() ? "" : ", ") + f;
-  return Status(StatusCode::kNotFound,
-                fmt::format("none of the recorded programs' executables exist any more ({}); "
-                            "their samples are shown as file offsets",
-                            list));
-}
-
 Status RunReport(const CliContext& ctx, const ReportArgs& a) {
   if (a.sort != "symbol" && a.sort != "dso" && a.sort != "pid" && a.sort != "tid" &&
       a.sort != "comm") {
@@ -174,7 +153,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
     }
     out["loss"] = info.loss;
     std::printf("%s\n", out.dump(2).c_str());
-    return AllGone(reader->meta(), sampled_pids);
+    return AllExecutablesGone(reader->meta(), sampled_pids);
   }
   std::printf("# record %s: %llu samples%s\n", info.id.c_str(),
               static_cast<unsigned long long>(total), LossLine(info.loss).c_str());
@@ -205,7 +184,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
                                      a.sort == "symbol" ? "SYMBOL" : a.sort};
   if (a.sort == "symbol") header.push_back("DSO");
   std::fputs(FormatTable(header, table).c_str(), stdout);
-  return AllGone(reader->meta(), sampled_pids);
+  return AllExecutablesGone(reader->meta(), sampled_pids);
 }
 
 // ------------------------------------------------------------- timeline
@@ -265,7 +244,6 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
                                      comm_of[{s.pid, s.tid}] = s.comm;
                                      points.push_back({s.time_ns, s.cpu, s.pid, s.tid, &*it});
                                    }));
-  (void)stats;
   uint64_t start = info.window_start_ns, end = info.window_end_ns;
   if (start == 0 || end <= start) {
     start = UINT64_MAX;
@@ -344,7 +322,7 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
                                 {"bins", lane_json(lane)}});
     }
     std::printf("%s\n", out.dump(2).c_str());
-    return OkStatus();
+    return AllExecutablesGone(reader->meta(), stats.pids);
   }
   // Text: one character per bin, a letter per label (most samples first), '.'
   // for a bin without samples; the legend maps letters to labels.
@@ -389,7 +367,7 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
     std::printf("  %c  %s  (%llu samples)\n", letter[label], label.c_str(),
                 static_cast<unsigned long long>(n));
   }
-  return OkStatus();
+  return AllExecutablesGone(reader->meta(), stats.pids);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // recorder script ID [--json]: one line per sample with its attributed stack,
 // like `perf script`, replayed through the same pipeline as `report`.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -10,16 +12,25 @@
 #include "common/units.h"
 #include "recorder/analysis/replay.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/query_args.h"
 
 namespace flightrec::recorder::cli {
 namespace {
 
-Status RunScript(const CliContext& ctx, const std::string& id, bool json, bool live) {
+struct ScriptArgs : QueryArgs {
+  bool live = false;
+};
+
+Status RunScript(const CliContext& ctx, const ScriptArgs& a) {
+  ASSIGN_OR_RETURN(analysis::ReplayOptions opts, a.Options());
   ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(id));
+  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
   int64_t to_wall = 0;
-  analysis::ReplayOptions opts;
-  opts.live = live;
+  const bool json = a.json;
+  opts.live = a.live;
+  // The samples go to stdout line by line: a progress line on a terminal
+  // would be mixed into them.
+  opts.progress = !isatty(STDOUT_FILENO);
   ASSIGN_OR_RETURN(
       auto stats,
       analysis::Replay(
@@ -66,26 +77,22 @@ Status RunScript(const CliContext& ctx, const std::string& id, bool json, bool l
             }
             std::printf("\n");
           }));
-  (void)stats;
-  return OkStatus();
+  return AllExecutablesGone(reader->meta(), stats.pids);
 }
 
 }  // namespace
 
 void AddScriptCommands(CLI::App& app, CliContext& ctx) {
-  auto id = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
+  auto a = std::make_shared<ScriptArgs>();
   auto* script = app.add_subcommand(
-      "script", "One line per sample with its attributed stack, like `perf script`");
-  script->add_option("ID", *id, "Record id, unique prefix, or -1")->required();
-  auto live = std::make_shared<bool>(false);
-  script->add_flag("--json", *json, "One JSON object per line");
-  script->add_flag("--live", *live,
+      "script",
+      "One line per sample with its attributed stack, like `perf script` (--json: one JSON "
+      "object per line)");
+  a->Register(script);
+  script->add_flag("--live", a->live,
                    "Show the frames recorderd attributed at capture time (records written with "
                    "`recorder dump --live-attribution`) instead of re-attributing the events");
-  script->callback([&ctx, id, json, live] {
-    ctx.action = [&ctx, id, json, live] { return RunScript(ctx, *id, *json, *live); };
-  });
+  script->callback([&ctx, a] { ctx.action = [&ctx, a] { return RunScript(ctx, *a); }; });
 }
 
 }  // namespace flightrec::recorder::cli

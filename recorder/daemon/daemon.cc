@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -27,7 +28,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   d->options_ = options;
   d->start_ns_ = MonotonicNs();
   d->dump_limiter_ = RateLimiter(options.dumps_per_hour, 3600'000'000'000LL);
-  d->table_ = std::make_unique<attribution::ProcessTable>(&d->cookies_);
+  d->history_ = std::make_unique<attribution::SidebandHistory>(&d->cookies_);
 
   std::string backend = options.backend;
   bool module_present = access("/dev/flightrec", F_OK) == 0;
@@ -78,12 +79,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
 
   // Processes that already exist have no mmap events coming: read them now.
   for (const Event& e : attribution::ScanProc(static_cast<uint64_t>(MonotonicNs())))
-    d->table_->Apply(e);
-  auto ks = attribution::KernelSymbols::Load();
-  if (ks.ok())
-    d->ksyms_ = std::move(*ks);
-  else
-    spdlog::warn("kernel symbols unavailable: {}", ks.status().message());
+    d->history_->base().Apply(e);
+  d->RefreshKernelSymbols();
 
   ipc::ServerOptions io_opts;
   io_opts.path = options.socket_path;
@@ -160,10 +157,10 @@ void Daemon::Drain() {
         it = build_id_cache_.emplace(key, attribution::ReadBuildId(copy.filename)).first;
       }
       copy.build_id = it->second;
-      table_->Apply(copy);
+      history_->Add(copy);
       return;
     }
-    table_->Apply(e);
+    history_->Add(e);
   });
   if (!st.ok()) spdlog::warn("sideband: {}", st.message());
 }
@@ -173,9 +170,11 @@ void Daemon::Tick() {
   tick_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     Drain();
-    // Exited processes stay attributable for twice the history window.
+    // Mapping changes (and exited processes) stay replayable for twice the
+    // history window: a dump may ask for more than --history when the rings
+    // were sized larger (--ring-pages).
     int64_t cutoff = MonotonicNs() - 2 * options_.history_ns;
-    if (cutoff > 0) table_->Prune(static_cast<uint64_t>(cutoff));
+    if (cutoff > 0) history_->Trim(static_cast<uint64_t>(cutoff));
     Tick();
   });
 }
@@ -200,6 +199,21 @@ void Daemon::AwaitSignal() {
   });
 }
 
+void Daemon::RefreshKernelSymbols() {
+  // Modules loaded since the last read have symbols of their own: reload
+  // when /proc/modules changed (or on the first call).
+  std::ifstream in("/proc/modules");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!ksyms_.empty() && text == modules_text_) return;
+  auto ks = attribution::KernelSymbols::Load();
+  if (!ks.ok()) {
+    spdlog::warn("kernel symbols unavailable: {}", ks.status().message());
+    return;
+  }
+  ksyms_ = std::move(*ks);
+  modules_text_ = std::move(text);
+}
+
 StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req) {
   int64_t t0 = MonotonicNs();
   if (!dump_limiter_.Allow(t0)) {
@@ -214,7 +228,8 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req) {
     return snap.status();
   }
   Drain();  // sideband written up to the freeze instant
-  auto r = WriteDump(*store_, req, std::move(*snap), *table_, ksyms_, backend_->Describe(), t0);
+  RefreshKernelSymbols();
+  auto r = WriteDump(*store_, req, std::move(*snap), *history_, ksyms_, backend_->Describe(), t0);
   if (!r.ok()) {
     ++dump_failures_;
     last_dump_error_ = r.status().message();
@@ -247,7 +262,9 @@ nlohmann::json Daemon::StatusJson() const {
           {"history_held_s", stats.value("history_held_s", 0.0)},
           {"rings", stats},
           {"sideband_events", sideband_events_},
-          {"processes_tracked", table_->size()},
+          {"processes_tracked", history_->base().size()},
+          {"sideband_held", history_->held()},
+          {"sideband_trimmed_early", history_->trimmed_early()},
           {"dumps", dumps_},
           {"dump_failures", dump_failures_},
           {"last_dump_error", last_dump_error_},

@@ -82,8 +82,11 @@ class Daemon {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<ipc::Server> server_;
   attribution::CookieTable cookies_;
-  std::unique_ptr<attribution::ProcessTable> table_;
+  // Mappings and process lifetimes over the history window (attribution).
+  std::unique_ptr<attribution::SidebandHistory> history_;
   attribution::KernelSymbols ksyms_;
+  std::string modules_text_;  // /proc/modules when ksyms_ was read
+  void RefreshKernelSymbols();
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> side_fds_;
   std::vector<std::unique_ptr<Trigger>> triggers_;
   uint64_t next_trigger_id_ = 1;

@@ -7,6 +7,7 @@
 
 #include "common/units.h"
 #include "recorder/model/event_codec.h"
+#include "recorder/unwind/dwarf_unwinder.h"
 
 namespace flightrec::recorder {
 
@@ -34,7 +35,7 @@ std::string DumpResult::Summary() const {
 }
 
 StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snapshot snap,
-                               const attribution::ProcessTable& table,
+                               const attribution::SidebandHistory& history,
                                const attribution::KernelSymbols& ksyms,
                                const nlohmann::json& backend_description, int64_t started_ns) {
   std::set<uint32_t> want(req.pids.begin(), req.pids.end());
@@ -45,6 +46,9 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     filtered = static_cast<uint64_t>(snap.samples.end() - keep);
     snap.samples.erase(keep, snap.samples.end());
   }
+  // Replay merges by time; backends hand samples over per CPU.
+  std::stable_sort(snap.samples.begin(), snap.samples.end(),
+                   [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
   std::set<uint32_t> pids;
   std::vector<uint64_t> kaddrs;
   for (const auto& s : snap.samples) {
@@ -52,24 +56,54 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     for (uint64_t a : s.kernel_chain) kaddrs.push_back(a);
     if (s.kernel_chain.empty() && s.mode == CpuMode::kKernel) kaddrs.push_back(s.ip);
   }
-  // The mappings each process had, as events placed before the window, then
-  // the samples: replay rebuilds the same process table the daemon had.
+  // The state of the sampled processes just before the window, then their
+  // sideband events merged with the samples by time: replay applies each
+  // mapping change (exec, dlopen, dlclose + dlopen, exit) at the instant it
+  // happened, as the daemon saw them.
+  uint64_t first = snap.window_start_ns;
+  if (!snap.samples.empty()) first = std::min(first, snap.samples.front().time_ns);
+  std::vector<Event> side = history.EventsFor(std::vector<uint32_t>(pids.begin(), pids.end()),
+                                              first, snap.freeze_time_ns);
+  // The daemon's own attribution of the same stream (the "live" side of one
+  // pipeline): the same Attributor that replay runs, fed from memory instead
+  // of from the stored bytes.
+  attribution::Attributor live;
+  std::unique_ptr<unwind::DwarfUnwinder> unwinder;
+  if (req.live_attribution) {
+    unwinder = unwind::MakeDwarfUnwinder();
+    live.set_unwinder(unwinder.get());
+  }
+  nlohmann::json live_samples = nlohmann::json::array();
   EventEncoder enc;
-  nlohmann::json processes = nlohmann::json::array();
-  attribution::CookieTable cookies;
-  uint64_t state_time = snap.window_start_ns ? snap.window_start_ns - 1 : 0;
-  for (uint32_t pid : pids) {
-    for (const Event& e : table.StateEvents(pid, state_time)) {
-      if (auto* m = std::get_if<MmapEvent>(&e)) cookies.Intern(*m);
-      enc.Add(e);
+  size_t next_side = 0;
+  auto emit_side = [&](uint64_t until) {
+    for (; next_side < side.size() && EventTime(side[next_side]) <= until; ++next_side) {
+      enc.Add(side[next_side]);
+      live.Add(side[next_side]);
     }
-    const attribution::Process* p = table.Find(pid);
+  };
+  for (const auto& s : snap.samples) {
+    emit_side(s.time_ns);
+    enc.Add(s);
+    if (!req.live_attribution) continue;
+    // [time, cpu, pid, tid, period, comm, [[kernel, cookie, offset, special]...]]
+    attribution::AttributedSample a =
+        attribution::Attribute(s, live.table(), live.cookies(), unwinder.get(), nullptr);
+    nlohmann::json frames = nlohmann::json::array();
+    for (const auto& f : a.frames)
+      frames.push_back({f.kernel ? 1 : 0, f.cookie, f.offset, f.special});
+    live_samples.push_back({a.time_ns, a.cpu, a.pid, a.tid, a.period, a.comm, std::move(frames)});
+  }
+  emit_side(UINT64_MAX);
+  nlohmann::json processes = nlohmann::json::array();
+  for (uint32_t pid : pids) {
+    const attribution::Process* p = live.table().Find(pid);
     processes.push_back({{"pid", pid},
                          {"comm", p ? p->comm : ""},
                          {"exe", p ? p->exe : ""},
                          {"exited", p ? p->exited : false}});
   }
-  for (const auto& s : snap.samples) enc.Add(s);
+  const attribution::CookieTable& cookies = live.cookies();
 
   const int64_t to_wall = MonotonicToWallOffset();
   nlohmann::json loss = snap.counters;
@@ -87,29 +121,15 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                            {"mono_to_wall_ns", to_wall},
                            {"freeze_copy_ns", snap.copy_ns}};
 
-  std::string live;
+  std::string live_text;
   if (req.live_attribution) {
-    // One JSON document: the live cookie table, then one array per sample
-    // [time, cpu, pid, tid, period, comm, [[kernel, cookie, offset, special]...]].
-    nlohmann::json samples = nlohmann::json::array();
-    std::set<uint32_t> used;
-    for (const auto& s : snap.samples) {
-      attribution::AttributedSample a =
-          attribution::Attribute(s, table, table.cookies(), nullptr, nullptr);
-      nlohmann::json frames = nlohmann::json::array();
-      for (const auto& f : a.frames) {
-        if (f.cookie) used.insert(f.cookie);
-        frames.push_back({f.kernel ? 1 : 0, f.cookie, f.offset, f.special});
-      }
-      samples.push_back({a.time_ns, a.cpu, a.pid, a.tid, a.period, a.comm, std::move(frames)});
-    }
-    nlohmann::json cookies_json = nlohmann::json::array();
-    for (const auto& c : table.cookies().all()) cookies_json.push_back(c.ToJson());
-    live = nlohmann::json{{"cookies", cookies_json}, {"samples", samples}}.dump();
+    live_text = nlohmann::json{{"cookies", cookies.ToJson()}, {"samples", live_samples}}.dump();
   }
 
   ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
-  if (!live.empty()) RETURN_IF_ERROR(rec->writer().AddSection("live_attribution", live));
+  if (!live_text.empty()) {
+    RETURN_IF_ERROR(rec->writer().AddSection("live_attribution", live_text));
+  }
   RETURN_IF_ERROR(rec->writer().AddSection("events", enc.buffer()));
   RETURN_IF_ERROR(rec->writer().AddSection("kallsyms", ksyms.Subset(kaddrs)));
   RETURN_IF_ERROR(rec->writer().AddSection("config", config.dump()));

@@ -42,7 +42,7 @@ struct DumpResult {
 // Filters the snapshot, writes sections `events`, `kallsyms`, `config`,
 // `loss` and commits the record with its index metadata.
 StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snapshot snap,
-                               const attribution::ProcessTable& table,
+                               const attribution::SidebandHistory& history,
                                const attribution::KernelSymbols& ksyms,
                                const nlohmann::json& backend_description, int64_t started_ns);
 

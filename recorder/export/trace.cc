@@ -29,6 +29,7 @@ struct Lane {
   uint64_t id = 0;
   std::vector<std::string> open;  // outermost first
   uint64_t last_end = 0;
+  std::string comm;  // thread lanes: the name the lane was last given
 };
 
 // What a trace format writes.
@@ -36,8 +37,10 @@ class TraceSink {
  public:
   virtual ~TraceSink() = default;
   virtual void Start(const analysis::RecordInfo& info, std::ostream* out) = 0;
-  // First use of a lane: process/thread names or the CPU's name.
-  virtual void NewLane(const LaneKey& key, uint64_t id, const std::string& comm) = 0;
+  // First use of a lane: process/thread names or the CPU's name. Called
+  // again with renamed = true when the thread's name changes inside the
+  // window (an exec): viewers keep the last name given.
+  virtual void NewLane(const LaneKey& key, uint64_t id, const std::string& comm, bool renamed) = 0;
   virtual void Begin(const LaneKey& key, uint64_t id, uint64_t ts, const std::string& name,
                      const std::string& dso) = 0;
   virtual void End(const LaneKey& key, uint64_t id, uint64_t ts) = 0;
@@ -104,7 +107,11 @@ class TraceExporter : public Exporter {
     auto [it, fresh] = lanes_.try_emplace(key);
     if (fresh) {
       it->second.id = ++next_id_;
-      sink_->NewLane(key, it->second.id, comm);
+      it->second.comm = comm;
+      sink_->NewLane(key, it->second.id, comm, false);
+    } else if (!key.cpu && it->second.comm != comm) {
+      it->second.comm = comm;
+      sink_->NewLane(key, it->second.id, comm, true);
     }
     return it->second;
   }
@@ -137,7 +144,7 @@ class ChromeSink : public TraceSink {
           << static_cast<int64_t>(info.window_start_ns) + info.mono_to_wall_ns
           << "},\"traceEvents\":[\n";
   }
-  void NewLane(const LaneKey& key, uint64_t, const std::string& comm) override {
+  void NewLane(const LaneKey& key, uint64_t, const std::string& comm, bool renamed) override {
     if (key.cpu) {
       if (!cpu_named_) {
         Emit(
@@ -152,7 +159,7 @@ class ChromeSink : public TraceSink {
                       kCpuPid, key.tid, key.tid));
       return;
     }
-    if (named_pids_.insert(key.pid).second) {
+    if (named_pids_.insert(key.pid).second || (renamed && key.pid == key.tid)) {
       Emit(
           fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":{},"
                       "\"args\":{{\"name\":\"{}\"}}}}",
@@ -205,14 +212,14 @@ class ChromeSink : public TraceSink {
 class PerfettoSink : public TraceSink {
  public:
   void Start(const analysis::RecordInfo&, std::ostream* out) override { out_ = out; }
-  void NewLane(const LaneKey& key, uint64_t id, const std::string& comm) override {
+  void NewLane(const LaneKey& key, uint64_t id, const std::string& comm, bool renamed) override {
     ProtoWriter td;
     td.Varint(1, Uuid(id));
     if (key.cpu) {
       td.Bytes(2, fmt::format("CPU {}", key.tid));
     } else {
       uint64_t puuid = ProcessUuid(key.pid);
-      if (named_pids_.insert(key.pid).second) {
+      if (named_pids_.insert(key.pid).second || (renamed && key.pid == key.tid)) {
         ProtoWriter pd, ptd;
         pd.Varint(1, key.pid);
         pd.Bytes(6, comm);

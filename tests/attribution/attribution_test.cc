@@ -23,6 +23,11 @@ namespace fs = std::filesystem;
 
 std::string Recorder() { return BuildPath("recorder/cli/recorder"); }
 
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 // Line number of the first source line containing marker (so the test never
 // hard-codes line numbers).
 uint32_t LineOf(const std::string& file, const std::string& marker) {
@@ -255,6 +260,19 @@ TEST_F(AttributionTest, RecordWhoseBinariesAreAllGoneSaysSoAndFails) {
   EXPECT_NE(r.err.find("fr_attr_main"), std::string::npos) << r.err;
   // What can be shown still is: file offsets.
   EXPECT_NE(r.out.find(dir + "/fr_attr_main+0x"), std::string::npos) << r.out;
+  // Every other query over the record says the same, after its output.
+  const std::string out = tmp_.path() + "/gone.folded";
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"script", "-1"},
+                                       {"script", "-1", "--json"},
+                                       {"timeline", "-1"},
+                                       {"export", "-1", "-f", "folded", "-o", out}}) {
+    std::vector<std::string> argv = {Recorder(), "--store", store()};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    auto q = RunCommand(argv);
+    EXPECT_NE(q.exit_code, 0) << cmd[0];
+    EXPECT_NE(q.err.find("none of the recorded programs"), std::string::npos) << q.err;
+  }
+  EXPECT_NE(ReadFileOrEmpty(out).find("fr_attr_main+0x"), std::string::npos);
 }
 
 }  // namespace

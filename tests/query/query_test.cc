@@ -36,7 +36,13 @@ class QueryTest : public ::testing::Test {
     pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "1.5"});
     pid_t dl = Spawn({BuildPath("tests/programs/fr_dlopen"),
                       BuildPath("tests/programs/libfr_plugin.so"), "0.5"});
+    // One pid, two images inside the window: exec_spin, then fr_spin.
+    pid_t ex = Spawn(
+        {BuildPath("tests/programs/fr_exec"), "0.6", BuildPath("tests/programs/fr_spin"), "0.8"});
     int st = 0;
+    waitpid(ex, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    exec_pid_ = ex;
     waitpid(dl, &st, 0);
     ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     waitpid(spin, &st, 0);
@@ -56,12 +62,14 @@ class QueryTest : public ::testing::Test {
   static Daemon* daemon_;
   static std::string id_;
   static pid_t spin_pid_;
+  static pid_t exec_pid_;
 };
 
 store::testing::TempDir* QueryTest::dir_ = nullptr;
 Daemon* QueryTest::daemon_ = nullptr;
 std::string QueryTest::id_;
 pid_t QueryTest::spin_pid_ = 0;
+pid_t QueryTest::exec_pid_ = 0;
 
 std::vector<std::string> Lines(const std::string& s) {
   std::vector<std::string> out;
@@ -79,16 +87,60 @@ TEST_F(QueryTest, LiveAttributionAndReplayOfTheRecordAreIdentical) {
   auto a = Lines(replay.out), b = Lines(live.out);
   ASSERT_GT(a.size(), 500u) << "too few samples to compare";
   ASSERT_EQ(a.size(), b.size());
-  size_t plugin = 0, spin = 0;
+  size_t plugin = 0, spin = 0, before_exec = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i], b[i]) << "sample " << i << " differs between live and replay";
     if (a[i].find("\"plugin_burn\"") != std::string::npos) ++plugin;
     if (a[i].find("\"spin_a\"") != std::string::npos) ++spin;
+    if (a[i].find("\"exec_spin\"") != std::string::npos) ++before_exec;
   }
   // The comparison covered the cases that matter: the dlopened library of an
-  // exited process, and a running program.
+  // exited process, a process that exec'd inside the window, and a running
+  // program.
   EXPECT_GT(plugin, 50u);
   EXPECT_GT(spin, 200u);
+  EXPECT_GT(before_exec, 20u);
+}
+
+// The user frames of a sample's JSON line: (function, dso) innermost first.
+std::vector<std::pair<std::string, std::string>> UserFrames(const nlohmann::json& j) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& f : j["frames"]) {
+    std::string dso = f.value("dso", "");
+    if (dso == "[kernel.kallsyms]") continue;
+    out.emplace_back(f.value("function", ""), dso);
+  }
+  return out;
+}
+
+TEST_F(QueryTest, AProcessThatExecsInsideTheWindowIsAttributedToEachImageInTurn) {
+  auto r = Cli({"script", id_, "--json", "--pid", std::to_string(exec_pid_)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t last_before = 0, first_after = UINT64_MAX;
+  size_t before = 0, after = 0;
+  for (const auto& line : Lines(r.out)) {
+    auto j = nlohmann::json::parse(line);
+    auto frames = UserFrames(j);
+    if (frames.empty()) continue;  // in the kernel (the exec itself)
+    const auto& [fn, dso] = frames.front();
+    uint64_t t = j["time_ns"];
+    // The leaf lies in a mapped file (one of the two images, the fork's
+    // parent, libc, ld.so) or the vDSO: never unmapped. (Callers of code
+    // without frame pointers can be garbage in a frame-pointer chain.)
+    EXPECT_NE(dso, "[unknown]") << line;
+    if (fn == "exec_spin") {
+      EXPECT_NE(dso.find("fr_exec"), std::string::npos) << line;
+      ++before;
+      last_before = std::max(last_before, t);
+    } else if (fn == "spin_a" || fn == "spin_b") {
+      EXPECT_NE(dso.find("fr_spin"), std::string::npos) << line;
+      ++after;
+      first_after = std::min(first_after, t);
+    }
+  }
+  EXPECT_GT(before, 20u) << r.out;
+  EXPECT_GT(after, 30u) << r.out;
+  EXPECT_LT(last_before, first_after) << "the old image's samples all precede the new one's";
 }
 
 TEST_F(QueryTest, ReportFiltersAndSortKeys) {

@@ -1,0 +1,206 @@
+// Unit tests of the attribution pipeline's pure logic: kernel symbol bounds
+// (core text, modules, gaps) and the sideband history a record is cut from.
+// Real binaries are tested in tests/attribution.
+#include "recorder/attribution/attribution.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+namespace flightrec::recorder::attribution {
+namespace {
+
+constexpr const char* kKallsyms =
+    "ffffffff81000000 T _text\n"
+    "ffffffff81000100 T do_one\n"
+    "ffffffff81000200 t do_two\n"
+    "ffffffff81001000 T _etext\n"
+    "ffffffff82000000 D some_data\n"
+    "ffffffffc0001000 t mod_a_fn\t[mod_a]\n"
+    "ffffffffc0001400 t mod_a_other\t[mod_a]\n"
+    "ffffffffc0200000 t bpf_prog_1\t[bpf]\n";
+constexpr const char* kModules =
+    "mod_a 16384 0 - Live 0xffffffffc0000000\n"
+    "mod_b 8192 0 - Live 0xffffffffc0100000 (OE)\n";
+
+KernelSymbols Load() {
+  auto k = KernelSymbols::FromText(kKallsyms);
+  EXPECT_TRUE(k.ok());
+  k->AddModules(kModules);
+  return std::move(*k);
+}
+
+TEST(KernelSymbolsTest, CoreAddressesResolveWithinTheKernelText) {
+  KernelSymbols k = Load();
+  EXPECT_EQ(k.Resolve(0xffffffff81000104), "do_one+0x4");
+  EXPECT_EQ(k.Resolve(0xffffffff81000fff), "do_two+0xdff");
+  // Past _etext (data, freed init text) and below every symbol: unknown.
+  EXPECT_EQ(k.Resolve(0xffffffff81001004), "");
+  EXPECT_EQ(k.Resolve(0xffffffff82000010), "");
+  EXPECT_EQ(k.Resolve(0xffffffff80000000), "");
+}
+
+TEST(KernelSymbolsTest, ModuleAddressesNameTheModule) {
+  KernelSymbols k = Load();
+  EXPECT_EQ(k.Resolve(0xffffffffc0001410), "mod_a_other+0x10 [mod_a]");
+  // Inside mod_a, below its first symbol: the module and the offset.
+  KernelSymbol s = k.Lookup(0xffffffffc0000010);
+  EXPECT_TRUE(s.found);
+  EXPECT_EQ(s.name, "");
+  EXPECT_EQ(s.module, "mod_a");
+  EXPECT_EQ(s.offset, 0x10u);
+  EXPECT_EQ(k.Resolve(0xffffffffc0000010), "[mod_a]+0x10");
+  // mod_b has no symbols (stripped): never named after mod_a's.
+  EXPECT_EQ(k.Resolve(0xffffffffc0100020), "[mod_b]+0x20");
+  // Between mod_a's end and mod_b: in no module, unknown.
+  EXPECT_EQ(k.Resolve(0xffffffffc0004000), "");
+  // A pseudo-module without an extent ([bpf]): its nearest symbol.
+  EXPECT_EQ(k.Resolve(0xffffffffc0200008), "bpf_prog_1+0x8 [bpf]");
+}
+
+TEST(KernelSymbolsTest, SubsetResolvesItsAddressesLikeTheWhole) {
+  KernelSymbols k = Load();
+  std::vector<uint64_t> addrs = {0xffffffff81000104, 0xffffffffc0001410, 0xffffffffc0000010,
+                                 0xffffffffc0100020, 0xffffffff81001004, 0xffffffffc0004000};
+  auto sub = KernelSymbols::FromText(k.Subset(addrs));
+  ASSERT_TRUE(sub.ok());
+  for (uint64_t a : addrs) EXPECT_EQ(sub->Resolve(a), k.Resolve(a)) << std::hex << a;
+}
+
+TEST(KernelSymbolsTest, MalformedTextIsSkippedNotFatal) {
+  auto k = KernelSymbols::FromText("garbage\nffff\nmodule x\nmodule y zz 1\n0 T hidden\n");
+  ASSERT_TRUE(k.ok());
+  EXPECT_TRUE(k->empty());
+  k->AddModules("a b c\n\nm 1 0 - Live 0x0\n");
+  EXPECT_EQ(k->Resolve(0x1234), "");
+}
+
+MmapEvent Map(uint64_t t, uint32_t pid, uint64_t start, const std::string& file) {
+  MmapEvent m;
+  m.time_ns = t;
+  m.pid = m.tid = pid;
+  m.start = start;
+  m.len = 0x1000;
+  m.prot = PROT_READ | PROT_EXEC;
+  m.filename = file;
+  m.ino = std::hash<std::string>()(file);
+  return m;
+}
+CommEvent Exec(uint64_t t, uint32_t pid, const std::string& comm) {
+  CommEvent c;
+  c.time_ns = t;
+  c.pid = c.tid = pid;
+  c.comm = comm;
+  c.exec = true;
+  return c;
+}
+Sample At(uint64_t t, uint32_t pid, uint64_t ip) {
+  Sample s;
+  s.time_ns = t;
+  s.pid = s.tid = pid;
+  s.mode = CpuMode::kUser;
+  s.ip = ip;
+  return s;
+}
+
+// Replays EventsFor + samples merged by time, as WriteDump does; returns each
+// sample's leaf file.
+std::vector<std::string> Attribute(const SidebandHistory& h, std::vector<Sample> samples,
+                                   uint64_t start, uint64_t end) {
+  std::vector<uint32_t> pids;
+  for (const auto& s : samples) pids.push_back(s.pid);
+  std::vector<Event> side = h.EventsFor(pids, start, end);
+  for (size_t i = 1; i < side.size(); ++i) {
+    EXPECT_LE(EventTime(side[i - 1]), EventTime(side[i])) << "times must not decrease";
+  }
+  Attributor a;
+  std::vector<std::string> out;
+  size_t next = 0;
+  for (const auto& s : samples) {
+    while (next < side.size() && EventTime(side[next]) <= s.time_ns) a.Add(side[next++]);
+    auto as = a.Add(s);
+    const Cookie* c = as->frames.empty() ? nullptr : a.cookies().Get(as->frames[0].cookie);
+    out.push_back(c ? c->path : "?");
+  }
+  return out;
+}
+
+TEST(SidebandHistoryTest, AnExecInsideTheWindowSwitchesImagesAtItsTime) {
+  CookieTable cookies;
+  SidebandHistory h(&cookies);
+  h.Add(Exec(10, 7, "old"));
+  h.Add(Map(11, 7, 0x1000, "/old"));
+  h.Add(Exec(100, 7, "new"));
+  h.Add(Map(101, 7, 0x1000, "/new"));
+  auto files = Attribute(h, {At(50, 7, 0x1010), At(99, 7, 0x1010), At(150, 7, 0x1010)}, 40, 200);
+  EXPECT_EQ(files, (std::vector<std::string>{"/old", "/old", "/new"}));
+  // The same after the events before the window moved into the base table.
+  h.Trim(30);
+  EXPECT_EQ(h.held(), 2u);
+  files = Attribute(h, {At(50, 7, 0x1010), At(150, 7, 0x1010)}, 40, 200);
+  EXPECT_EQ(files, (std::vector<std::string>{"/old", "/new"}));
+}
+
+TEST(SidebandHistoryTest, AMovedExecKeepsItsArrivalOrder) {
+  // The module backend reports an exec after its image's mappings and moves
+  // it before them; its timestamp stays the later one.
+  CookieTable cookies;
+  SidebandHistory h(&cookies);
+  h.Add(Map(5, 7, 0x1000, "/old"));
+  h.Add(Exec(120, 7, "new"));
+  h.Add(Map(101, 7, 0x1000, "/new"));
+  auto files = Attribute(h, {At(50, 7, 0x1010), At(110, 7, 0x1010)}, 40, 200);
+  EXPECT_EQ(files, (std::vector<std::string>{"/old", "/new"}));
+}
+
+TEST(SidebandHistoryTest, AChildForkedInsideTheWindowStartsFromItsParent) {
+  CookieTable cookies;
+  SidebandHistory h(&cookies);
+  h.Add(Map(5, 1, 0x1000, "/parent"));
+  TaskEvent fork;
+  fork.time_ns = 60;
+  fork.pid = fork.tid = 2;
+  fork.ppid = fork.ptid = 1;
+  h.Add(fork);
+  h.Add(Map(70, 1, 0x1000, "/parent-later"));  // the parent's, after the fork
+  // Only the child was sampled; its parent's state comes along.
+  auto files = Attribute(h, {At(80, 2, 0x1010)}, 40, 200);
+  EXPECT_EQ(files, (std::vector<std::string>{"/parent"}));
+}
+
+TEST(SidebandHistoryTest, TrimKeepsExitedProcessesOnlyUntilTheCutoff) {
+  CookieTable cookies;
+  SidebandHistory h(&cookies);
+  h.Add(Map(5, 3, 0x1000, "/gone"));
+  TaskEvent exit;
+  exit.time_ns = 20;
+  exit.pid = exit.tid = exit.ppid = exit.ptid = 3;
+  exit.exit = true;
+  h.Add(exit);
+  h.Trim(10);
+  EXPECT_NE(h.base().Find(3), nullptr);
+  h.Trim(30);
+  EXPECT_EQ(h.base().Find(3), nullptr);
+  // A storm beyond the bound is moved into the base early, and counted.
+  for (uint64_t t = 100; t < 110; ++t) h.Add(Map(t, 4, 0x1000 * t, "/x"));
+  h.Trim(50, 4);
+  EXPECT_EQ(h.held(), 4u);
+  EXPECT_EQ(h.trimmed_early(), 6u);
+}
+
+TEST(AffectedPidTest, OnlyMappingChangesInvalidate) {
+  EXPECT_EQ(AffectedPid(Map(1, 9, 0, "/x")), 9u);
+  EXPECT_EQ(AffectedPid(Exec(1, 9, "x")), 9u);
+  TaskEvent t;
+  t.pid = t.tid = 9;
+  t.ppid = t.ptid = 8;
+  EXPECT_EQ(AffectedPid(t), 9u);
+  t.exit = true;
+  EXPECT_FALSE(AffectedPid(t).has_value());
+  TaskEvent thread;
+  thread.pid = thread.ppid = 9;
+  thread.tid = 10;
+  EXPECT_FALSE(AffectedPid(thread).has_value());
+}
+
+}  // namespace
+}  // namespace flightrec::recorder::attribution
