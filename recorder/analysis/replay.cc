@@ -64,8 +64,11 @@ struct FrameKeyHash {
 // Symbol pointers, whichever way the frames were attributed.
 class Resolver {
  public:
-  Resolver(const attribution::CookieTable* cookies, const attribution::KernelSymbols* ksyms)
-      : symbolizer_(cookies, ksyms) {}
+  Resolver(const attribution::CookieTable* cookies, const attribution::KernelSymbols* ksyms,
+           bool source_lines)
+      : symbolizer_(cookies, ksyms) {
+    symbolizer_.set_want_lines(source_lines);
+  }
 
   std::span<const attribution::Symbol* const> Stack(const attribution::AttributedSample& as) {
     stack_.clear();
@@ -130,7 +133,7 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
   }
   ASSIGN_OR_RETURN(auto cookies,
                    attribution::CookieTable::FromJson(j.value("cookies", nlohmann::json::array())));
-  Resolver resolver(&cookies, &ksyms);
+  Resolver resolver(&cookies, &ksyms, opts.source_lines);
   try {
     for (const auto& s : j.at("samples")) {
       attribution::AttributedSample as;
@@ -255,42 +258,70 @@ class ChunkPipe {
 class StackCache {
  public:
   struct Entry {
-    std::string key;                       // the sample's encoded identity
+    std::string key;                       // version 1: the sample's encoded identity
     attribution::AttributedSample sample;  // per-sample fields are overwritten
     std::vector<const attribution::Symbol*> stack;
     uint64_t no_mapping = 0;
-    uint64_t id = 0;
+    uint64_t id = 0;          // 0: empty
     uint64_t generation = 0;  // of sample.pid when attributed
   };
 
+  // Version 1 streams: by the stack's encoded bytes.
   Entry* Find(const std::string& key) {
     auto it = map_.find(XXH3_64bits(key.data(), key.size()));
     if (it == map_.end() || it->second.key != key) return nullptr;
-    if (it->second.generation != Generation(it->second.sample.pid)) return nullptr;
-    return &it->second;
+    return Fresh(&it->second);
   }
   Entry* Insert(const std::string& key, attribution::AttributedSample as,
                 std::span<const attribution::Symbol* const> stack, uint64_t no_mapping) {
     // A hash collision replaces the older entry: correct, only slower.
     Entry& e = map_[XXH3_64bits(key.data(), key.size())];
     e.key = key;
-    e.generation = Generation(as.pid);
-    e.sample = std::move(as);
-    e.stack.assign(stack.begin(), stack.end());
-    e.no_mapping = no_mapping;
-    e.id = ++next_id_;
-    return &e;
+    return Fill(&e, std::move(as), stack, no_mapping);
+  }
+  // Streams with a stack table: by the table id, an index.
+  Entry* Find(uint32_t stack_id) {
+    return stack_id < by_id_.size() ? Fresh(&by_id_[stack_id]) : nullptr;
+  }
+  Entry* Insert(uint32_t stack_id, attribution::AttributedSample as,
+                std::span<const attribution::Symbol* const> stack, uint64_t no_mapping) {
+    if (stack_id >= by_id_.size()) by_id_.resize(std::max<size_t>(stack_id + 1, by_id_.size() * 2));
+    return Fill(&by_id_[stack_id], std::move(as), stack, no_mapping);
   }
   // The process's mappings or name changed: its cached stacks are stale.
-  void Invalidate(uint32_t pid) { ++generations_[pid]; }
+  void Invalidate(uint32_t pid) {
+    ++generations_[pid];
+    memo_pid_ = UINT32_MAX;
+  }
 
  private:
-  uint64_t Generation(uint32_t pid) const {
+  // Consecutive samples are mostly of one process: its generation is kept
+  // at hand.
+  uint64_t Generation(uint32_t pid) {
+    if (pid == memo_pid_) return memo_generation_;
     auto it = generations_.find(pid);
-    return it == generations_.end() ? 0 : it->second;
+    memo_pid_ = pid;
+    memo_generation_ = it == generations_.end() ? 0 : it->second;
+    return memo_generation_;
+  }
+  Entry* Fresh(Entry* e) {
+    if (e->id == 0 || e->generation != Generation(e->sample.pid)) return nullptr;
+    return e;
+  }
+  Entry* Fill(Entry* e, attribution::AttributedSample as,
+              std::span<const attribution::Symbol* const> stack, uint64_t no_mapping) {
+    e->generation = Generation(as.pid);
+    e->sample = std::move(as);
+    e->stack.assign(stack.begin(), stack.end());
+    e->no_mapping = no_mapping;
+    e->id = ++next_id_;
+    return e;
   }
   std::unordered_map<uint64_t, Entry> map_;
+  std::vector<Entry> by_id_;
   std::unordered_map<uint32_t, uint64_t> generations_;
+  uint32_t memo_pid_ = UINT32_MAX;
+  uint64_t memo_generation_ = 0;
   uint64_t next_id_ = 0;  // ids are never reused, even after invalidation
 };
 
@@ -323,7 +354,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     unwinder = unwind::MakeDwarfUnwinder();
     attributor.set_unwinder(unwinder.get());
   }
-  Resolver resolver(&attributor.cookies(), &ksyms);
+  Resolver resolver(&attributor.cookies(), &ksyms, opts.source_lines);
   StackCache cache;
   Progress progress(opts.progress);
   // The events section is decompressed in chunks and decoded as it comes, so
@@ -358,25 +389,30 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   static_assert(ChunkPipe::kChunk > EventDecoder::kMaxEventBytes);
   SampleHead head;
   std::string key;
+  uint32_t stack_id = 0;
   auto filtered = [&](uint32_t pid, uint32_t tid, uint64_t t) {
     return (opts.pid && pid != *opts.pid) || (opts.tid && tid != *opts.tid) ||
            (opts.since_ns && static_cast<int64_t>(t - info.window_start_ns) < *opts.since_ns) ||
            (opts.until_ns && static_cast<int64_t>(t - info.window_start_ns) > *opts.until_ns);
   };
   for (;;) {
-    // Fast path: a sample whose stack was seen since the last sideband event
-    // is recognised by its encoded bytes, without decoding its call chain.
-    // (At the end of a chunk it declines, and the slow path below refills.)
-    bool skimmed = false;
+    // Fast path: a sample whose stack was attributed since its process's
+    // last mapping change is recognised by its stack table id (or, in
+    // version 1 streams, by its encoded bytes) without decoding its call
+    // chain. (At the end of a chunk it declines, and the slow path below
+    // refills.)
     auto before_skim = dec.Save();
-    if (dec.SkimSample(&head, &key)) {
-      skimmed = true;
+    const auto skim = dec.SkimSample(&head, &key, &stack_id);
+    const bool skimmed = skim != EventDecoder::Skim::kNone;
+    if (skimmed) {
       if (filtered(head.pid, head.tid, head.time_ns)) {
         ++stats.events;
         ++stats.filtered;
         continue;
       }
-      if (StackCache::Entry* hit = cache.Find(key)) {
+      StackCache::Entry* hit =
+          skim == EventDecoder::Skim::kStackRef ? cache.Find(stack_id) : cache.Find(key);
+      if (hit != nullptr) {
         ++stats.events;
         ++stats.samples;
         stats.no_mapping += hit->no_mapping;
@@ -425,8 +461,10 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
       on_sample(ResolvedSample{&*as, stack});
       continue;
     }
-    StackCache::Entry* hit =
-        cache.Insert(key, std::move(*as), stack, attributor.no_mapping() - before);
+    const uint64_t misses = attributor.no_mapping() - before;
+    StackCache::Entry* hit = skim == EventDecoder::Skim::kStackRef
+                                 ? cache.Insert(dec.last_stack_id(), std::move(*as), stack, misses)
+                                 : cache.Insert(key, std::move(*as), stack, misses);
     on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id});
   }
   stats.no_mapping += attributor.no_mapping();

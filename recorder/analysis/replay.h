@@ -60,6 +60,9 @@ struct ReplayOptions {
   // instead of re-attributing the events. Same symbolization either way.
   bool live = false;
   bool progress = true;  // show progress on a terminal for work over a second
+  // Source file:line on frames (DWARF line tables); off for consumers that
+  // show only functions, which then replay faster.
+  bool source_lines = true;
 };
 
 struct ReplayStats {

@@ -804,24 +804,27 @@ class DwarfFile {
   // Appends the inline chain at link-time address vaddr, innermost first;
   // the last entry is the containing (non-inlined) function. Returns false if
   // the address has no DWARF.
-  bool Frames(uint64_t vaddr, std::vector<Symbol>* out) {
+  bool Frames(uint64_t vaddr, bool lines, std::vector<Symbol>* out) {
     Dwarf_Die cudie;
     if (dwarf_addrdie(dwarf_, vaddr, &cudie) == nullptr) return false;
     std::string file;
     int line = 0;
-    if (Dwarf_Line* l = dwarf_getsrc_die(&cudie, vaddr)) {
-      if (const char* f = dwarf_linesrc(l, nullptr, nullptr)) file = f;
-      dwarf_lineno(l, &line);
-    }
     Dwarf_Files* files = nullptr;
     size_t nfiles = 0;
-    if (dwarf_getsrcfiles(&cudie, &files, &nfiles) != 0) files = nullptr;
-    Dwarf_Die* scopes = nullptr;
-    int n = dwarf_getscopes(&cudie, vaddr, &scopes);
+    // A CU's line table is its biggest part to read (libdw decodes and sorts
+    // all of it on first use): only when file:line is wanted.
+    if (lines) {
+      if (Dwarf_Line* l = dwarf_getsrc_die(&cudie, vaddr)) {
+        if (const char* f = dwarf_linesrc(l, nullptr, nullptr)) file = f;
+        dwarf_lineno(l, &line);
+      }
+      if (dwarf_getsrcfiles(&cudie, &files, &nfiles) != 0) files = nullptr;
+    }
+    std::vector<Dwarf_Die> scopes = Scopes(&cudie, vaddr);
+    const int n = static_cast<int>(scopes.size());
     bool found = false;
     for (int i = 0; i < n; ++i) {
       int tag = dwarf_tag(&scopes[i]);
-      if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
       Symbol s;
       s.function = DieFunctionName(&scopes[i]);
       s.file = file;
@@ -838,11 +841,10 @@ class DwarfFile {
         const char* f = dwarf_filesrc(files, v, nullptr, nullptr);
         file = f ? f : "";
       }
-      if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &v) == 0) {
+      if (lines && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &v) == 0) {
         line = static_cast<int>(v);
       }
     }
-    free(scopes);
     if (found && out->back().inlined) {
       // No subprogram scope (e.g. some GCC clones): the containing function's
       // name comes from the symbol table, its position is the call site.
@@ -863,9 +865,81 @@ class DwarfFile {
 
  private:
   DwarfFile() = default;
+
+  struct FuncRange {
+    uint64_t lo, hi;
+    Dwarf_Die die;
+  };
+
+  // The CU's subprograms that have code, by address: read once per CU
+  // (dwarf_getfuncs walks it once), where dwarf_getscopes would walk the
+  // whole CU again for every address.
+  const std::vector<FuncRange>& Funcs(Dwarf_Die* cudie) {
+    auto [it, fresh] = funcs_.try_emplace(dwarf_dieoffset(cudie));
+    if (fresh) {
+      auto add = [](Dwarf_Die* die, void* arg) -> int {
+        auto* v = static_cast<std::vector<FuncRange>*>(arg);
+        Dwarf_Addr base = 0, lo = 0, hi = 0;
+        for (ptrdiff_t off = 0; (off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0;) {
+          if (hi > lo) v->push_back({lo, hi, *die});
+        }
+        return DWARF_CB_OK;
+      };
+      dwarf_getfuncs(cudie, add, &it->second, 0);
+      std::sort(it->second.begin(), it->second.end(),
+                [](const FuncRange& a, const FuncRange& b) { return a.lo < b.lo; });
+    }
+    return it->second;
+  }
+
+  // Appends the inlined subroutines under `die` that contain vaddr,
+  // outermost first; true if vaddr lies under `die` in a child with addresses.
+  static bool Descend(Dwarf_Die* die, uint64_t vaddr, std::vector<Dwarf_Die>* path, int depth) {
+    Dwarf_Die child;
+    if (depth > 64 || dwarf_child(die, &child) != 0) return false;
+    do {
+      int tag = dwarf_tag(&child);
+      if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_lexical_block) continue;
+      bool has_pc = dwarf_hasattr(&child, DW_AT_low_pc) || dwarf_hasattr(&child, DW_AT_ranges);
+      if (has_pc) {
+        if (dwarf_haspc(&child, vaddr) != 1) continue;
+        if (tag == DW_TAG_inlined_subroutine) path->push_back(child);
+        Descend(&child, vaddr, path, depth + 1);
+        return true;
+      }
+      // A lexical block without addresses still holds its inlined calls.
+      if (tag == DW_TAG_lexical_block && Descend(&child, vaddr, path, depth + 1)) return true;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return false;
+  }
+
+  // The subprogram containing vaddr and the inlined subroutines inside it
+  // that contain vaddr, innermost first — dwarf_getscopes' answer restricted
+  // to the tags the caller uses, found by walking only that function's DIEs.
+  std::vector<Dwarf_Die> Scopes(Dwarf_Die* cudie, uint64_t vaddr) {
+    std::vector<Dwarf_Die> path;
+    const auto& funcs = Funcs(cudie);
+    auto it = std::upper_bound(funcs.begin(), funcs.end(), vaddr,
+                               [](uint64_t a, const FuncRange& f) { return a < f.lo; });
+    // Functions' ranges do not overlap, except a nested function (GNU C)
+    // inside its parent's: look back past a few that end too early.
+    const FuncRange* hit = nullptr;
+    for (int back = 0; it != funcs.begin() && back < 8 && hit == nullptr; ++back) {
+      --it;
+      if (vaddr < it->hi) hit = &*it;
+    }
+    if (hit == nullptr) return path;
+    Dwarf_Die f = hit->die;
+    path.push_back(f);
+    Descend(&f, vaddr, &path, 0);
+    std::reverse(path.begin(), path.end());
+    return path;
+  }
+
   ScopedFd fd_;
   ElfPtr elf_;
   Dwarf* dwarf_ = nullptr;
+  std::unordered_map<Dwarf_Off, std::vector<FuncRange>> funcs_;  // by CU DIE offset
 };
 
 FileSyms::FileSyms() = default;
@@ -925,10 +999,6 @@ const FileSyms& Symbolizer::Load(uint32_t cookie_id) {
   return *fs;
 }
 
-void Symbolizer::Preload(const std::vector<Cookie>& files) {
-  for (const auto& c : files) LoadFile(c.path, c.build_id);
-}
-
 const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string& build_id) {
   std::string key = path + '\n' + build_id;
   auto it = by_file_.find(key);
@@ -963,7 +1033,9 @@ const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string&
     if (!dwarf_path.empty()) fs->dwarf = DwarfFile::Open(DecompressedCopy(dwarf_path));
   }
   for (auto& [off, vaddr, sz] : segs) fs->segs.push_back({off, vaddr, sz});
-  for (auto& [addr, size, name] : syms) fs->syms.push_back({addr, size, Demangle(name)});
+  // Names stay mangled here: a file has thousands of symbols, a replay hits a
+  // few; ResolveIn demangles the ones it returns.
+  for (auto& [addr, size, name] : syms) fs->syms.push_back({addr, size, std::move(name)});
   std::sort(fs->syms.begin(), fs->syms.end(),
             [](const FileSyms::Sym& a, const FileSyms::Sym& b) { return a.addr < b.addr; });
   auto& ref = *fs;
@@ -988,7 +1060,7 @@ std::vector<Symbol> Symbolizer::ResolveInline(const Frame& f) {
   uint64_t vaddr = 0;
   Symbol outer = ResolveIn(f, &fs, &vaddr);
   std::vector<Symbol> chain;
-  if (fs == nullptr || fs->dwarf == nullptr || !fs->dwarf->Frames(vaddr, &chain)) {
+  if (fs == nullptr || fs->dwarf == nullptr || !fs->dwarf->Frames(vaddr, want_lines_, &chain)) {
     return {std::move(outer)};
   }
   for (auto& s : chain) {
@@ -1060,7 +1132,7 @@ Symbol Symbolizer::ResolveIn(const Frame& f, const FileSyms** fs_out, uint64_t* 
     s.status = "no_symbol";
     return s;
   }
-  s.function = it->name;
+  s.function = Demangle(it->name);
   return s;
 }
 

@@ -313,11 +313,10 @@ class Symbolizer {
   // file has DWARF line info.
   std::vector<Symbol> ResolveInline(const Frame& f);
   void set_debug_dirs(std::vector<std::string> dirs) { debug_dirs_ = std::move(dirs); }
+  // Source file:line of frames (default on). Off for callers that show only
+  // functions: a file's line tables are the costliest part of its DWARF.
+  void set_want_lines(bool on) { want_lines_ = on; }
   size_t files_loaded() const { return by_file_.size(); }
-  // Reads these files now (symbols, debug files, DWARF). Used to load a
-  // record's files on another thread while its events are decoded; the
-  // caller must not use the Symbolizer from two threads at once.
-  void Preload(const std::vector<Cookie>& files);
 
  private:
   const FileSyms& Load(uint32_t cookie);
@@ -328,6 +327,7 @@ class Symbolizer {
   const CookieTable* cookies_;
   const KernelSymbols* kernel_;
   std::vector<std::string> debug_dirs_;
+  bool want_lines_ = true;
   std::unordered_map<uint32_t, const FileSyms*> files_;  // by cookie id
   // By path and build-id: what a file's symbols depend on.
   std::unordered_map<std::string, std::unique_ptr<FileSyms>> by_file_;

@@ -44,7 +44,7 @@ struct Row {
   bool inlined = false;
   uint64_t self = 0;
   uint64_t children = 0;
-  uint64_t seen = 0;  // last sample number that counted this row's children
+  uint64_t seen = 0;  // last stack (or sample) that counted this row's children
 };
 
 Status RunReport(const CliContext& ctx, const ReportArgs& a) {
@@ -53,6 +53,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
     return InvalidArgument("--sort must be one of symbol, dso, pid, tid, comm");
   }
   ASSIGN_OR_RETURN(auto opts, a.Options());
+  opts.source_lines = false;  // rows are functions
   ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
   ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
   std::vector<Row> rows;
@@ -61,8 +62,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
   // without hashing its name again for every sample.
   std::unordered_map<const attribution::Symbol*, size_t> by_symbol;
   std::set<std::string> changed_files, missing_files;
-  std::unordered_set<uint32_t> sampled_pids;
-  uint64_t total = 0;
+  uint64_t total = 0, total_stacks = 0;
   analysis::RecordInfo info;
   auto row_of = [&](const std::string& key, const std::string& dso, bool inlined) {
     auto [it, fresh] = by_key.emplace(key + '\0' + dso, rows.size());
@@ -70,24 +70,17 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
     return it->second;
   };
   std::vector<size_t> keys;
-  std::unordered_map<uint64_t, std::vector<size_t>> by_stack;
   // The rows a sample counts in, innermost first.
   auto rows_of = [&](const analysis::ResolvedSample& rs) -> const std::vector<size_t>& {
     const auto& s = *rs.sample;
+    keys.clear();
     if (a.sort != "symbol" && a.sort != "dso") {
-      keys.clear();
       keys.push_back(row_of(a.sort == "pid"   ? std::to_string(s.pid)
                             : a.sort == "tid" ? std::to_string(s.tid)
                                               : s.comm,
                             "", false));
       return keys;
     }
-    // Identical stacks recur: their rows are looked up once.
-    if (rs.stack_id != 0) {
-      auto memo = by_stack.find(rs.stack_id);
-      if (memo != by_stack.end()) return memo->second;
-    }
-    keys.clear();
     for (const auto* sym : rs.stack) {
       auto it = by_symbol.find(sym);
       if (it == by_symbol.end()) {
@@ -100,24 +93,43 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
       keys.push_back(it->second);
     }
     if (keys.empty()) keys.push_back(row_of("[no frames]", "", false));
-    if (rs.stack_id != 0) return by_stack.emplace(rs.stack_id, keys).first->second;
     return keys;
   };
+  auto count = [&](const std::vector<size_t>& ks, uint64_t n) {
+    rows[ks.front()].self += n;
+    ++total_stacks;
+    for (size_t k : ks) {
+      if (rows[k].seen != total_stacks) {  // a recursive function counts once
+        rows[k].seen = total_stacks;
+        rows[k].children += n;
+      }
+    }
+  };
+  // Samples of one stack id share pid, comm and stack (not tid): they are
+  // counted per id, one increment each, and spread over their rows at the end.
+  const bool by_stack = a.sort != "tid";
+  std::vector<uint64_t> stack_count;
+  std::vector<std::vector<size_t>> stack_rows;
   ASSIGN_OR_RETURN(auto stats,
                    analysis::Replay(
                        *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
                        [&](const analysis::ResolvedSample& rs) {
                          ++total;
-                         sampled_pids.insert(rs.sample->pid);
-                         const std::vector<size_t>& ks = rows_of(rs);
-                         rows[ks.front()].self++;
-                         for (size_t k : ks) {
-                           if (rows[k].seen != total) {  // a recursive function counts once
-                             rows[k].seen = total;
-                             rows[k].children++;
-                           }
+                         const uint64_t id = rs.stack_id;
+                         if (id == 0 || !by_stack) {
+                           count(rows_of(rs), 1);
+                           return;
                          }
+                         if (id >= stack_count.size()) {
+                           stack_count.resize(std::max<size_t>(id + 1, stack_count.size() * 2));
+                           stack_rows.resize(stack_count.size());
+                         }
+                         if (stack_count[id]++ == 0) stack_rows[id] = rows_of(rs);
                        }));
+  for (size_t id = 0; id < stack_count.size(); ++id) {
+    if (stack_count[id]) count(stack_rows[id], stack_count[id]);
+  }
+  const std::unordered_set<uint32_t>& sampled_pids = stats.pids;
   std::vector<const Row*> sorted;
   for (const auto& r : rows) {
     if (a.children ? r.children > 0 : r.self > 0) sorted.push_back(&r);
@@ -206,6 +218,7 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
     return InvalidArgument("--by must be function or comm");
   }
   ASSIGN_OR_RETURN(auto opts, a.Options());
+  opts.source_lines = false;  // bins are labelled by function or comm
   int bins = a.bins;
   if (bins == 0) {
     winsize ws{};

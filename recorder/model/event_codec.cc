@@ -11,6 +11,8 @@ enum Tag : uint8_t {
   kTagComm = 3,
   kTagTask = 4,
   kTagLost = 5,
+  kTagStack = 6,      // defines the next stack table entry
+  kTagSampleRef = 7,  // a sample whose stack is a table entry
 };
 
 // Bounds that keep a hostile stream from making us allocate without limit.
@@ -27,27 +29,80 @@ uint64_t ZigZag(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
 }
 
-}  // namespace
-
-void EventEncoder::PutVarint(uint64_t v) {
+void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
-    buf_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
     v >>= 7;
   }
-  buf_.push_back(static_cast<char>(v));
+  out->push_back(static_cast<char>(v));
 }
 
-void EventEncoder::PutSigned(int64_t v) { PutVarint(ZigZag(v)); }
+void PutSigned(std::string* out, int64_t v) { PutVarint(out, ZigZag(v)); }
 
-void EventEncoder::PutBytes(std::string_view s) {
-  PutVarint(s.size());
-  buf_.append(s);
+void PutBytes(std::string* out, std::string_view s) {
+  PutVarint(out, s.size());
+  out->append(s);
 }
+
+// Frames are coded relative to the previous one: neighbouring return
+// addresses share their high bits.
+void PutChain(std::string* out, const std::vector<uint64_t>& chain, uint64_t ip) {
+  PutVarint(out, chain.size());
+  uint64_t prev = ip;
+  for (uint64_t f : chain) {
+    PutSigned(out, static_cast<int64_t>(f - prev));
+    prev = f;
+  }
+}
+
+}  // namespace
 
 void EventEncoder::PutTime(uint64_t t) {
   // Events arrive nearly sorted; a signed delta keeps out-of-order ones small.
-  PutSigned(static_cast<int64_t>(t - last_time_));
+  PutSigned(&buf_, static_cast<int64_t>(t - last_time_));
   last_time_ = t;
+}
+
+void EventEncoder::Add(const Sample& e) {
+  if (e.user_stack.regs.empty() && e.user_stack.stack.empty()) {
+    // The stack's identity: pid, mode, ip, call chains (tag 6's fields).
+    stack_key_.clear();
+    PutVarint(&stack_key_, e.pid);
+    PutVarint(&stack_key_, static_cast<uint8_t>(e.mode));
+    PutVarint(&stack_key_, e.ip);
+    PutChain(&stack_key_, e.kernel_chain, e.ip);
+    PutChain(&stack_key_, e.user_chain, e.ip);
+    auto [it, fresh] = stack_ids_.try_emplace(stack_key_, 0);
+    if (fresh) {
+      it->second = static_cast<uint32_t>(stack_ids_.size());
+      buf_.push_back(static_cast<char>(kTagStack));
+      buf_.append(stack_key_);
+    }
+    buf_.push_back(static_cast<char>(kTagSampleRef));
+    PutTime(e.time_ns);
+    PutVarint(&buf_, e.cpu);
+    PutVarint(&buf_, e.tid);
+    PutSigned(&buf_, static_cast<int64_t>(e.period - last_period_));
+    last_period_ = e.period;
+    PutVarint(&buf_, it->second);
+    return;
+  }
+  buf_.push_back(static_cast<char>(kTagSample));
+  PutTime(e.time_ns);
+  PutVarint(&buf_, e.cpu);
+  PutVarint(&buf_, e.pid);
+  PutVarint(&buf_, e.tid);
+  PutVarint(&buf_, static_cast<uint8_t>(e.mode));
+  PutVarint(&buf_, e.ip);
+  PutVarint(&buf_, e.period);
+  PutChain(&buf_, e.kernel_chain, e.ip);
+  PutChain(&buf_, e.user_chain, e.ip);
+  PutVarint(&buf_, e.user_stack.regs_mask);
+  PutVarint(&buf_, e.user_stack.regs.size());
+  for (uint64_t r : e.user_stack.regs) PutVarint(&buf_, r);
+  PutBytes(&buf_, std::string_view(reinterpret_cast<const char*>(e.user_stack.stack.data()),
+                                   e.user_stack.stack.size()));
+  PutVarint(&buf_, e.user_stack.dyn_size);
 }
 
 void EventEncoder::Add(const Event& event) {
@@ -55,67 +110,44 @@ void EventEncoder::Add(const Event& event) {
       [this](const auto& e) {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, Sample>) {
-          buf_.push_back(static_cast<char>(kTagSample));
-          PutTime(e.time_ns);
-          PutVarint(e.cpu);
-          PutVarint(e.pid);
-          PutVarint(e.tid);
-          PutVarint(static_cast<uint8_t>(e.mode));
-          PutVarint(e.ip);
-          PutVarint(e.period);
-          for (const auto* chain : {&e.kernel_chain, &e.user_chain}) {
-            PutVarint(chain->size());
-            // Frames are coded relative to the previous one: neighbouring
-            // return addresses share their high bits.
-            uint64_t prev = e.ip;
-            for (uint64_t f : *chain) {
-              PutSigned(static_cast<int64_t>(f - prev));
-              prev = f;
-            }
-          }
-          PutVarint(e.user_stack.regs_mask);
-          PutVarint(e.user_stack.regs.size());
-          for (uint64_t r : e.user_stack.regs) PutVarint(r);
-          PutBytes(std::string_view(reinterpret_cast<const char*>(e.user_stack.stack.data()),
-                                    e.user_stack.stack.size()));
-          PutVarint(e.user_stack.dyn_size);
+          Add(e);
         } else if constexpr (std::is_same_v<T, MmapEvent>) {
           buf_.push_back(static_cast<char>(kTagMmap));
           PutTime(e.time_ns);
-          PutVarint(e.pid);
-          PutVarint(e.tid);
-          PutVarint(e.start);
-          PutVarint(e.len);
-          PutVarint(e.pgoff);
-          PutVarint(e.maj);
-          PutVarint(e.min);
-          PutVarint(e.ino);
-          PutVarint(e.prot);
-          PutVarint(e.flags);
-          PutBytes(e.build_id);
-          PutBytes(e.filename);
-          PutVarint(e.kernel ? 1 : 0);
+          PutVarint(&buf_, e.pid);
+          PutVarint(&buf_, e.tid);
+          PutVarint(&buf_, e.start);
+          PutVarint(&buf_, e.len);
+          PutVarint(&buf_, e.pgoff);
+          PutVarint(&buf_, e.maj);
+          PutVarint(&buf_, e.min);
+          PutVarint(&buf_, e.ino);
+          PutVarint(&buf_, e.prot);
+          PutVarint(&buf_, e.flags);
+          PutBytes(&buf_, e.build_id);
+          PutBytes(&buf_, e.filename);
+          PutVarint(&buf_, e.kernel ? 1 : 0);
         } else if constexpr (std::is_same_v<T, CommEvent>) {
           buf_.push_back(static_cast<char>(kTagComm));
           PutTime(e.time_ns);
-          PutVarint(e.pid);
-          PutVarint(e.tid);
-          PutBytes(e.comm);
-          PutVarint(e.exec ? 1 : 0);
+          PutVarint(&buf_, e.pid);
+          PutVarint(&buf_, e.tid);
+          PutBytes(&buf_, e.comm);
+          PutVarint(&buf_, e.exec ? 1 : 0);
         } else if constexpr (std::is_same_v<T, TaskEvent>) {
           buf_.push_back(static_cast<char>(kTagTask));
           PutTime(e.time_ns);
-          PutVarint(e.pid);
-          PutVarint(e.ppid);
-          PutVarint(e.tid);
-          PutVarint(e.ptid);
-          PutVarint(e.exit ? 1 : 0);
+          PutVarint(&buf_, e.pid);
+          PutVarint(&buf_, e.ppid);
+          PutVarint(&buf_, e.tid);
+          PutVarint(&buf_, e.ptid);
+          PutVarint(&buf_, e.exit ? 1 : 0);
         } else if constexpr (std::is_same_v<T, LostEvent>) {
           buf_.push_back(static_cast<char>(kTagLost));
           PutTime(e.time_ns);
-          PutVarint(e.cpu);
-          PutVarint(static_cast<uint8_t>(e.cause));
-          PutVarint(e.count);
+          PutVarint(&buf_, e.cpu);
+          PutVarint(&buf_, static_cast<uint8_t>(e.cause));
+          PutVarint(&buf_, e.count);
         }
       },
       event);
@@ -142,26 +174,11 @@ bool EventDecoder::GetVarintSlow(uint64_t* v) {
   return false;
 }
 
-bool EventDecoder::GetU32(uint32_t* v) {
-  uint64_t u = 0;
-  if (!GetVarint(&u) || u > UINT32_MAX) return false;
-  *v = static_cast<uint32_t>(u);
-  return true;
-}
-
 bool EventDecoder::GetBytes(std::string* s, size_t max) {
   uint64_t n = 0;
   if (!GetVarint(&n) || n > max || n > data_.size() - pos_) return false;
   s->assign(data_.substr(pos_, n));
   pos_ += n;
-  return true;
-}
-
-bool EventDecoder::GetTime(uint64_t* t) {
-  int64_t d = 0;
-  if (!GetSigned(&d)) return false;
-  last_time_ += static_cast<uint64_t>(d);
-  *t = last_time_;
   return true;
 }
 
@@ -178,14 +195,51 @@ bool EventDecoder::GetChain(std::vector<uint64_t>* chain) {
   return true;
 }
 
-bool EventDecoder::SkimSample(SampleHead* head, std::string* key) {
-  if (pos_ >= data_.size() || static_cast<uint8_t>(data_[pos_]) != kTagSample) return false;
+bool EventDecoder::GetStackDef() {
+  if (stacks_.size() >= kMaxStacks) return false;
+  StackDef& d = stacks_.emplace_back();
+  uint64_t mode = 0;
+  bool ok = GetU32(&d.pid) && GetVarint(&mode) && mode <= 4 && GetVarint(&d.ip) &&
+            GetChain(&d.kernel_chain) && GetChain(&d.user_chain);
+  if (!ok) {
+    stacks_.pop_back();
+    return false;
+  }
+  d.mode = static_cast<CpuMode>(mode);
+  for (auto* chain : {&d.kernel_chain, &d.user_chain}) {
+    uint64_t prev = d.ip;
+    for (auto& f : *chain) {
+      f += prev;
+      prev = f;
+    }
+  }
+  return true;
+}
+
+EventDecoder::Skim EventDecoder::SkimSample(SampleHead* head, std::string* key,
+                                            uint32_t* stack_id) {
+  if (pos_ >= data_.size()) return Skim::kNone;
+  const uint8_t tag = static_cast<uint8_t>(data_[pos_]);
+  if (tag != kTagSample && tag != kTagSampleRef) return Skim::kNone;
   const State start = Save();
   auto fail = [&] {
     Restore(start);
-    return false;
+    return Skim::kNone;
   };
   ++pos_;
+  if (tag == kTagSampleRef) {
+    int64_t dperiod = 0;
+    uint64_t id = 0;
+    if (!GetTime(&head->time_ns) || !GetU32(&head->cpu) || !GetU32(&head->tid) ||
+        !GetSigned(&dperiod) || !GetVarint(&id) || id == 0 || id > stacks_.size()) {
+      return fail();
+    }
+    last_period_ += static_cast<uint64_t>(dperiod);
+    head->period = last_period_;
+    head->pid = stacks_[id - 1].pid;
+    *stack_id = static_cast<uint32_t>(id);
+    return Skim::kStackRef;
+  }
   uint64_t mode = 0, ip = 0, v = 0;
   if (!GetTime(&head->time_ns) || !GetU32(&head->cpu)) return fail();
   const size_t pid0 = pos_;
@@ -215,17 +269,52 @@ bool EventDecoder::SkimSample(SampleHead* head, std::string* key) {
   key->assign(data_.data() + pid0, pid1 - pid0);
   key->append(data_.data() + ip0, ip1 - ip0);
   key->append(data_.data() + chain0, chain1 - chain0);
-  return true;
+  return Skim::kBytes;
 }
 
 StatusOr<bool> EventDecoder::Next(Event* out) {
-  if (pos_ >= data_.size()) return false;
   size_t start = pos_;
   auto corrupt = [&](const char* what) {
     return Corrupt(fmt::format("events section: malformed {} at byte {}", what, start));
   };
+  // Stack definitions are the decoder's own state, not events: read them and
+  // go on to the event that follows.
+  while (pos_ < data_.size() && static_cast<uint8_t>(data_[pos_]) == kTagStack) {
+    start = pos_++;
+    if (!GetStackDef()) {
+      return stacks_.size() >= kMaxStacks ? corrupt("stack (more than the table's bound)")
+                                          : corrupt("stack");
+    }
+  }
+  if (pos_ >= data_.size()) return false;
+  start = pos_;
+  last_stack_id_ = 0;
   uint8_t tag = static_cast<uint8_t>(data_[pos_++]);
   switch (tag) {
+    case kTagSampleRef: {
+      Sample& s = out->index() == 0 ? std::get<Sample>(*out) : out->emplace<Sample>();
+      int64_t dperiod = 0;
+      uint64_t id = 0;
+      if (!GetTime(&s.time_ns) || !GetU32(&s.cpu) || !GetU32(&s.tid) || !GetSigned(&dperiod) ||
+          !GetVarint(&id)) {
+        return corrupt("sample");
+      }
+      if (id == 0 || id > stacks_.size()) return corrupt("sample (undefined stack)");
+      last_period_ += static_cast<uint64_t>(dperiod);
+      s.period = last_period_;
+      const StackDef& d = stacks_[id - 1];
+      s.pid = d.pid;
+      s.mode = d.mode;
+      s.ip = d.ip;
+      s.kernel_chain.assign(d.kernel_chain.begin(), d.kernel_chain.end());
+      s.user_chain.assign(d.user_chain.begin(), d.user_chain.end());
+      s.user_stack.regs_mask = 0;
+      s.user_stack.regs.clear();
+      s.user_stack.stack.clear();
+      s.user_stack.dyn_size = 0;
+      last_stack_id_ = static_cast<uint32_t>(id);
+      return true;
+    }
     case kTagSample: {
       // Decode into the caller's Sample when it holds one, reusing its
       // vectors: replaying a million samples should not allocate a million

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "common/status.h"
 #include "recorder/model/events.h"
@@ -21,12 +23,18 @@
 namespace flightrec::recorder {
 
 // Version of the events-section encoding; bumped on incompatible changes.
-inline constexpr uint32_t kEventCodecVersion = 1;
+// 2: a stack table (tag 6 defines a stack, tag 7 is a sample that refers to
+// one). Version 1 streams (tag 1 samples only) still decode.
+inline constexpr uint32_t kEventCodecVersion = 2;
 
 class EventEncoder {
  public:
-  // Appends the encoding of `event` to the internal buffer.
+  // Appends the encoding of `event` to the internal buffer. A sample without
+  // a user stack copy is written as a reference into the stream's stack
+  // table (its pid, mode, ip and call chains, defined where first used):
+  // samples repeat a few thousand stacks, and a reference is a few bytes.
   void Add(const Event& event);
+  void Add(const Sample& sample);
   const std::string& buffer() const { return buf_; }
   // Hands the bytes to the caller (e.g. to stream a chunk into the store) and
   // starts a new chunk; delta coding continues across chunks.
@@ -34,13 +42,13 @@ class EventEncoder {
   size_t size() const { return buf_.size(); }
 
  private:
-  void PutVarint(uint64_t v);
-  void PutSigned(int64_t v);
-  void PutBytes(std::string_view s);
   void PutTime(uint64_t t);
 
   std::string buf_;
   uint64_t last_time_ = 0;
+  uint64_t last_period_ = 0;
+  std::string stack_key_;                                // scratch
+  std::unordered_map<std::string, uint32_t> stack_ids_;  // encoded stack -> id
 };
 
 // The per-sample fields of a sample that SkimSample reads; the rest
@@ -55,14 +63,19 @@ struct SampleHead {
 
 class EventDecoder {
  public:
+  enum class Skim {
+    kNone,      // not a sample without a stack copy (or malformed): use Next()
+    kBytes,     // a version 1 sample: *key holds its stack's encoded bytes
+    kStackRef,  // a sample referring to stack table entry *stack_id
+  };
   // Fast path for replay: if the next event is a sample without a user
-  // stack copy, reads its per-sample fields into *head, sets *key to the
-  // encoded bytes that identify its stack (pid, mode, ip, call chains — the
-  // encoding is canonical, so equal bytes mean equal values) and returns
-  // true. Otherwise (another event, a sample with a stack copy, bytes that do
-  // not parse) returns false with nothing consumed; Next() then decodes it,
-  // or reports what is wrong with it.
-  bool SkimSample(SampleHead* head, std::string* key);
+  // stack copy, reads its per-sample fields into *head and says how its
+  // stack is identified — by the stack table id it refers to, or (version 1
+  // streams) by the encoded bytes of its pid, mode, ip and call chains (the
+  // encoding is canonical, so equal bytes mean equal values). Otherwise
+  // returns kNone with nothing consumed; Next() then decodes it, or reports
+  // what is wrong with it.
+  Skim SkimSample(SampleHead* head, std::string* key, uint32_t* stack_id);
   explicit EventDecoder(std::string_view data) : data_(data) {}
   size_t position() const { return pos_; }  // bytes consumed so far
   // Upper bound of one encoded event (two maximal chains, registers and a
@@ -73,11 +86,15 @@ class EventDecoder {
   struct State {
     size_t pos;
     uint64_t last_time;
+    uint64_t last_period;
+    size_t stacks;
   };
-  State Save() const { return {pos_, last_time_}; }
+  State Save() const { return {pos_, last_time_, last_period_, stacks_.size()}; }
   void Restore(const State& s) {
     pos_ = s.pos;
     last_time_ = s.last_time;
+    last_period_ = s.last_period;
+    stacks_.resize(s.stacks);  // a definition decoded since is decoded again
   }
   // Continues on a new buffer holding the bytes that follow position(), for
   // streaming: the time-delta state carries over.
@@ -89,13 +106,38 @@ class EventDecoder {
   // malformed stream yields a kCorrupt status naming the byte offset.
   StatusOr<bool> Next(Event* out);
   size_t offset() const { return pos_; }
+  // The stack table id of the sample Next() returned last, 0 if it carried
+  // its stack itself (a version 1 sample, or one with a stack copy).
+  uint32_t last_stack_id() const { return last_stack_id_; }
+  // Upper bound of a stream's stack table: a hostile stream cannot make the
+  // decoder hold more.
+  static constexpr size_t kMaxStacks = 1u << 24;
 
  private:
-  // Most values (deltas, small ids) fit one byte: that path is inline.
+  // Most values (deltas, ids, thread ids) fit three bytes: that path is
+  // inline and, with ten bytes left (the longest varint), unchecked per byte.
   bool GetVarint(uint64_t* v) {
-    if (pos_ < data_.size() && static_cast<uint8_t>(data_[pos_]) < 0x80) {
-      *v = static_cast<uint8_t>(data_[pos_++]);
-      return true;
+    if (data_.size() - pos_ >= 10) {
+      const auto* p = reinterpret_cast<const uint8_t*>(data_.data()) + pos_;
+      uint64_t r = p[0];
+      if (r < 0x80) {
+        *v = r;
+        pos_ += 1;
+        return true;
+      }
+      r &= 0x7f;
+      r |= static_cast<uint64_t>(p[1] & 0x7f) << 7;
+      if (p[1] < 0x80) {
+        *v = r;
+        pos_ += 2;
+        return true;
+      }
+      r |= static_cast<uint64_t>(p[2] & 0x7f) << 14;
+      if (p[2] < 0x80) {
+        *v = r;
+        pos_ += 3;
+        return true;
+      }
     }
     return GetVarintSlow(v);
   }
@@ -106,14 +148,35 @@ class EventDecoder {
     *v = static_cast<int64_t>(u >> 1) ^ -static_cast<int64_t>(u & 1);  // zigzag
     return true;
   }
-  bool GetU32(uint32_t* v);
+  bool GetU32(uint32_t* v) {
+    uint64_t u = 0;
+    if (!GetVarint(&u) || u > UINT32_MAX) return false;
+    *v = static_cast<uint32_t>(u);
+    return true;
+  }
   bool GetBytes(std::string* s, size_t max);
-  bool GetTime(uint64_t* t);
+  bool GetTime(uint64_t* t) {
+    int64_t d = 0;
+    if (!GetSigned(&d)) return false;
+    last_time_ += static_cast<uint64_t>(d);
+    *t = last_time_;
+    return true;
+  }
   bool GetChain(std::vector<uint64_t>* chain);
+  bool GetStackDef();
 
+  struct StackDef {
+    uint32_t pid = 0;
+    CpuMode mode = CpuMode::kUnknown;
+    uint64_t ip = 0;
+    std::vector<uint64_t> kernel_chain, user_chain;
+  };
   std::string_view data_;
   size_t pos_ = 0;
   uint64_t last_time_ = 0;
+  uint64_t last_period_ = 0;
+  uint32_t last_stack_id_ = 0;
+  std::vector<StackDef> stacks_;  // id = index + 1
 };
 
 }  // namespace flightrec::recorder

@@ -168,31 +168,164 @@ TEST(EventCodecTest, SkimSampleKeysTheStackAndLeavesOtherEventsAlone) {
   std::string data = enc.Take();
   EventDecoder dec(data);
   SampleHead h;
-  std::string k1, k2, k3, k;
-  ASSERT_TRUE(dec.SkimSample(&h, &k1));
-  EXPECT_EQ(h.time_ns, 100u);
-  EXPECT_EQ(h.pid, 42u);
-  EXPECT_EQ(h.period, 1000u);
-  ASSERT_TRUE(dec.SkimSample(&h, &k2));
-  EXPECT_EQ(h.time_ns, 200u);
-  EXPECT_EQ(h.tid, 43u);
-  ASSERT_TRUE(dec.SkimSample(&h, &k3));
-  EXPECT_EQ(k1, k2);  // per-sample fields are not part of the key
-  EXPECT_NE(k1, k3);
-  // A comm event and a sample with a stack copy are left to Next().
-  EXPECT_FALSE(dec.SkimSample(&h, &k));
+  std::string k;
+  uint32_t id = 0;
+  using Skim = EventDecoder::Skim;
+  // A stack's first use carries its definition: Next() reads both.
+  EXPECT_EQ(dec.SkimSample(&h, &k, &id), Skim::kNone);
   Event e;
   ASSERT_TRUE(*dec.Next(&e));
+  EXPECT_EQ(std::get<Sample>(e).time_ns, 100u);
+  EXPECT_EQ(dec.last_stack_id(), 1u);
+  // The same stack again: a reference, skimmed.
+  ASSERT_EQ(dec.SkimSample(&h, &k, &id), Skim::kStackRef);
+  EXPECT_EQ(id, 1u);
+  EXPECT_EQ(h.time_ns, 200u);
+  EXPECT_EQ(h.pid, 42u);
+  EXPECT_EQ(h.tid, 43u);
+  EXPECT_EQ(h.period, 1000u);
+  // Another caller: a new definition.
+  EXPECT_EQ(dec.SkimSample(&h, &k, &id), Skim::kNone);
+  ASSERT_TRUE(*dec.Next(&e));
+  EXPECT_EQ(dec.last_stack_id(), 2u);
+  EXPECT_EQ(std::get<Sample>(e).user_chain, (std::vector<uint64_t>{0x401000, 0x403000}));
+  EXPECT_EQ(std::get<Sample>(e).tid, 42u);
+  // A comm event and a sample with a stack copy are left to Next().
+  EXPECT_EQ(dec.SkimSample(&h, &k, &id), Skim::kNone);
+  ASSERT_TRUE(*dec.Next(&e));
   EXPECT_TRUE(std::holds_alternative<CommEvent>(e));
-  EXPECT_FALSE(dec.SkimSample(&h, &k));
+  EXPECT_EQ(dec.SkimSample(&h, &k, &id), Skim::kNone);
   ASSERT_TRUE(*dec.Next(&e));
   ASSERT_TRUE(std::holds_alternative<Sample>(e));
   EXPECT_EQ(std::get<Sample>(e).time_ns, 500u);  // time deltas survived the skims
   EXPECT_EQ(std::get<Sample>(e).user_stack.regs.size(), 2u);
+  EXPECT_EQ(dec.last_stack_id(), 0u);
   EXPECT_FALSE(*dec.Next(&e));
-  // A cut sample is declined, not misread.
+  // A cut reference is declined, not misread.
   EventDecoder cut(std::string_view(data).substr(0, 5));
-  EXPECT_FALSE(cut.SkimSample(&h, &k));
+  EXPECT_EQ(cut.SkimSample(&h, &k, &id), Skim::kNone);
+}
+
+TEST(EventCodecTest, ManySamplesOfFewStacksTakeAFewBytesEach) {
+  EventEncoder enc;
+  Sample s;
+  s.pid = s.tid = 4242;
+  s.mode = CpuMode::kUser;
+  s.period = 1'001'001;
+  s.kernel_chain = {0xffffffff81000000, 0xffffffff81000100, 0xffffffff81000200};
+  for (int i = 0; i < 10000; ++i) {
+    s.time_ns = 1'000'000'000ull + i * 50'000ull;
+    s.cpu = i % 2;
+    s.period = 1'001'001 + (i % 3);
+    s.ip = 0x555500001000 + (i % 4) * 0x40;
+    s.user_chain = {s.ip, 0x555500002000, 0x7f0000001000, 0x7f0000002000};
+    enc.Add(s);
+  }
+  EXPECT_LT(enc.size(), 10000u * 12) << "references, not stacks";
+  EventDecoder dec(enc.buffer());
+  Event e;
+  for (int i = 0; i < 10000; ++i) {
+    ASSERT_TRUE(*dec.Next(&e)) << i;
+    const Sample& got = std::get<Sample>(e);
+    ASSERT_EQ(got.time_ns, 1'000'000'000ull + i * 50'000ull);
+    ASSERT_EQ(got.period, 1'001'001u + (i % 3));
+    ASSERT_EQ(got.ip, 0x555500001000u + (i % 4) * 0x40);
+    ASSERT_EQ(got.user_chain.size(), 4u);
+    ASSERT_EQ(got.kernel_chain, s.kernel_chain);
+    ASSERT_EQ(dec.last_stack_id(), static_cast<uint32_t>(i % 4 + 1));
+  }
+}
+
+TEST(EventCodecTest, ARetryAfterACutRedefinesTheSameStacks) {
+  // Replay decodes chunk by chunk; an event cut by a chunk's end is retried
+  // from a saved state. A definition read before the cut must not be kept
+  // twice, or every later id would be off by one.
+  EventEncoder enc;
+  Sample s;
+  s.pid = s.tid = 7;
+  s.mode = CpuMode::kUser;
+  s.ip = 0x1000;
+  s.user_chain = {0x1000, 0x2000};
+  s.time_ns = 10;
+  enc.Add(s);
+  s.ip = 0x1100;
+  s.time_ns = 20;
+  enc.Add(s);
+  const std::string full = enc.buffer();
+  for (size_t cut = 1; cut < full.size(); ++cut) {
+    EventDecoder dec(std::string_view(full).substr(0, cut));
+    Event e;
+    auto saved = dec.Save();
+    auto r = dec.Next(&e);
+    size_t got = 0;
+    while (r.ok() && *r) {
+      ++got;
+      saved = dec.Save();
+      r = dec.Next(&e);
+    }
+    dec.Restore(saved);
+    dec.Rebase(std::string_view(full).substr(saved.pos));
+    while (*dec.Next(&e)) ++got;
+    EXPECT_EQ(got, 2u) << "cut at " << cut;
+    EXPECT_EQ(std::get<Sample>(e).ip, 0x1100u) << "cut at " << cut;
+    EXPECT_EQ(dec.last_stack_id(), 2u) << "cut at " << cut;
+  }
+}
+
+TEST(EventCodecTest, VersionOneSamplesStillDecodeAndSkimByBytes) {
+  // A version 1 stream (tag 1 samples, no stack table), written by hand.
+  std::string v1;
+  auto put = [&v1](uint64_t v) {
+    while (v >= 0x80) {
+      v1.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    v1.push_back(static_cast<char>(v));
+  };
+  for (uint64_t t : {100, 200}) {
+    v1.push_back(1);                 // tag: Sample
+    put(t == 100 ? 200 : 200);       // time delta 100, zig-zag
+    put(1);                          // cpu
+    put(42);                         // pid
+    put(t == 100 ? 42 : 43);         // tid
+    put(2);                          // mode user
+    put(0x401000);                   // ip
+    put(1000);                       // period
+    put(0);                          // kernel chain
+    put(2);                          // user chain: 2 frames, deltas from ip
+    put(0);                          // 0x401000
+    put(0x1000 << 1);                // +0x1000
+    put(0), put(0), put(0), put(0);  // regs mask, regs, stack bytes, dyn size
+  }
+  EventDecoder dec(v1);
+  SampleHead h;
+  std::string k1, k2;
+  uint32_t id = 0;
+  ASSERT_EQ(dec.SkimSample(&h, &k1, &id), EventDecoder::Skim::kBytes);
+  EXPECT_EQ(h.time_ns, 100u);
+  ASSERT_EQ(dec.SkimSample(&h, &k2, &id), EventDecoder::Skim::kBytes);
+  EXPECT_EQ(h.tid, 43u);
+  EXPECT_EQ(k1, k2);
+  EventDecoder full(v1);
+  Event e;
+  ASSERT_TRUE(*full.Next(&e));
+  EXPECT_EQ(std::get<Sample>(e).user_chain, (std::vector<uint64_t>{0x401000, 0x402000}));
+  EXPECT_EQ(full.last_stack_id(), 0u);
+}
+
+TEST(EventCodecTest, AReferenceToAnUndefinedStackIsCorrupt) {
+  // tag 7: time, cpu, tid, period delta, stack id 5 — never defined.
+  const std::string bad("\x07\x02\x00\x01\x00\x05", 6);
+  EventDecoder dec(bad);
+  Event e;
+  auto r = dec.Next(&e);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("undefined stack"), std::string::npos);
+  SampleHead h;
+  std::string k;
+  uint32_t id = 0;
+  EventDecoder skim(bad);
+  EXPECT_EQ(skim.SkimSample(&h, &k, &id), EventDecoder::Skim::kNone);
 }
 
 }  // namespace
