@@ -994,13 +994,15 @@ const FileSyms& Symbolizer::Load(uint32_t cookie_id) {
     f->status = "file_missing";
     return f;
   }();
-  const FileSyms* fs = c ? &LoadFile(c->path, c->build_id) : kMissing;
+  const FileSyms* fs = c ? &LoadFile(c->path, c->build_id, c->ino) : kMissing;
   files_[cookie_id] = fs;
   return *fs;
 }
 
-const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string& build_id) {
-  std::string key = path + '\n' + build_id;
+const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string& build_id,
+                                     uint64_t ino) {
+  // Without a build-id, the inode the mapping had is the file's identity.
+  std::string key = path + '\n' + (build_id.empty() ? "ino:" + std::to_string(ino) : build_id);
   auto it = by_file_.find(key);
   if (it != by_file_.end()) return *it->second;
   auto fs = std::make_unique<FileSyms>();
@@ -1013,6 +1015,12 @@ const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string&
     fs->status = "file_missing";
   } else if (!c->build_id.empty() && HexBuildId(facts.build_id) != c->build_id) {
     // Never attribute to a different binary's symbols.
+    fs->status = "file_changed";
+    syms.clear();
+  } else if (struct stat st; c->build_id.empty() && ino != 0 &&
+                             (stat(c->path.c_str(), &st) != 0 || st.st_ino != ino)) {
+    // No build-id to compare: a file replaced since (a rebuild writes a new
+    // inode) is another file, whatever its contents.
     fs->status = "file_changed";
     syms.clear();
   } else {

@@ -320,7 +320,7 @@ class Symbolizer {
 
  private:
   const FileSyms& Load(uint32_t cookie);
-  const FileSyms& LoadFile(const std::string& path, const std::string& build_id);
+  const FileSyms& LoadFile(const std::string& path, const std::string& build_id, uint64_t ino);
   Symbol ResolveIn(const Frame& f, const FileSyms** fs, uint64_t* vaddr);
   std::string FindDebugFile(const std::string& path, const std::string& build_id,
                             const std::string& debuglink) const;

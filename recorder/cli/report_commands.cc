@@ -151,7 +151,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
                           {"rows", nlohmann::json::array()}};
     size_t n = 0;
     for (const Row* r : sorted) {
-      if (n++ == a.limit) break;
+      if (a.limit && n++ == a.limit) break;
       nlohmann::json j = {{"key", r->key},
                           {"self", r->self},
                           {"children", r->children},
@@ -185,7 +185,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
   std::vector<std::vector<std::string>> table;
   size_t n = 0;
   for (const Row* r : sorted) {
-    if (n++ == a.limit) break;
+    if (a.limit && n++ == a.limit) break;
     std::vector<std::string> row = {
         fmt::format("{:6.2f}%", pct(r->self)), fmt::format("{:6.2f}%", pct(r->children)),
         std::to_string(r->self), r->inlined ? r->key + " (inlined)" : r->key};
@@ -391,7 +391,7 @@ void AddReportCommands(CLI::App& app, CliContext& ctx) {
       "report", "Top functions of a record with self and children percentages, like `perf report`");
   ra->Register(report);
   report->add_option("--sort", ra->sort, "symbol, dso, pid, tid or comm")->capture_default_str();
-  report->add_option("--limit", ra->limit, "Rows to print")->capture_default_str();
+  report->add_option("--limit", ra->limit, "Rows to print (0: all)")->capture_default_str();
   report->add_flag("--children", ra->children,
                    "Sort by inclusive share (samples with the function anywhere on the stack)");
   report->callback([&ctx, ra] { ctx.action = [&ctx, ra] { return RunReport(ctx, *ra); }; });

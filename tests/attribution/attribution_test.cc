@@ -249,6 +249,34 @@ TEST_F(AttributionTest, RebuiltBinaryIsReportedAsChangedNotMisattributed) {
   EXPECT_NE(text.out.find("changed since the record was made"), std::string::npos) << text.out;
 }
 
+TEST_F(AttributionTest, RebuiltBinaryWithoutABuildIdIsKnownByItsInode) {
+  const std::string dir = tmp_.path() + "/nobuildid";
+  Install(dir, 1);
+  const std::string exe = dir + "/fr_attr_main";
+  MustRun({"/usr/bin/objcopy", "--remove-section=.note.gnu.build-id", exe});
+  ASSERT_EQ(BuildIdHex(exe), "");
+  RecordIn(dir);
+  // The same file: symbolized.
+  auto r = Report();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["files_changed"], nlohmann::json::array()) << r.out;
+  EXPECT_NE(Find(j["rows"], "attr::Worker"), nullptr) << r.out;
+  // Rebuilt (another inode), still without a build-id: reported as changed,
+  // never attributed to the new file's symbols.
+  const std::string v2 = tmp_.path() + "/v2-nobuildid";
+  fs::copy_file(BuildPath("tests/attribution/fr_attr_main_v2"), v2);
+  MustRun({"/usr/bin/objcopy", "--remove-section=.note.gnu.build-id", v2});
+  fs::remove(exe);
+  fs::rename(v2, exe);
+  r = Report();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["files_changed"], nlohmann::json::array({exe})) << r.out;
+  EXPECT_EQ(Find(j["rows"], "variant_two_only"), nullptr);
+  EXPECT_EQ(Find(j["rows"], "attr::Worker"), nullptr);
+}
+
 TEST_F(AttributionTest, RecordWhoseBinariesAreAllGoneSaysSoAndFails) {
   const std::string dir = tmp_.path() + "/gone";
   Install(dir, 1);

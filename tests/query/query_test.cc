@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -164,14 +165,65 @@ TEST_F(QueryTest, ReportFiltersAndSortKeys) {
   const auto cj = nlohmann::json::parse(comm.out);
   for (const auto& r : cj["rows"]) comms.insert(r["key"].get<std::string>());
   EXPECT_TRUE(comms.count("fr_spin") && comms.count("fr_dlopen")) << comm.out;
-  // --since/--until split the window: the halves add up to the whole.
-  auto first = Cli({"report", id_, "--json", "--until", "2.5s"});
-  auto second = Cli({"report", id_, "--json", "--since", "2500000001ns"});
+  // --since/--until split the window at the median sample: both halves hold
+  // samples and add up to the whole.
+  auto info = nlohmann::json::parse(Cli({"info", id_, "--json"}).out);
+  const int64_t window_start =
+      info["end_ns"].get<int64_t>() - info["meta"]["asked_ns"].get<int64_t>();
+  std::vector<int64_t> offsets;
+  for (const auto& line : Lines(Cli({"script", id_, "--json"}).out)) {
+    offsets.push_back(nlohmann::json::parse(line)["wall_ns"].get<int64_t>() - window_start);
+  }
+  ASSERT_GT(offsets.size(), 100u);
+  std::sort(offsets.begin(), offsets.end());
+  const int64_t split = offsets[offsets.size() / 2];
+  auto first = Cli({"report", id_, "--json", "--until", std::to_string(split) + "ns"});
+  auto second = Cli({"report", id_, "--json", "--since", std::to_string(split + 1) + "ns"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_EQ(second.exit_code, 0) << second.err;
-  EXPECT_EQ(nlohmann::json::parse(first.out)["samples"].get<uint64_t>() +
-                nlohmann::json::parse(second.out)["samples"].get<uint64_t>(),
-            aj["samples"].get<uint64_t>());
+  const uint64_t n1 = nlohmann::json::parse(first.out)["samples"];
+  const uint64_t n2 = nlohmann::json::parse(second.out)["samples"];
+  EXPECT_GT(n1, offsets.size() / 4);
+  EXPECT_GT(n2, offsets.size() / 4);
+  EXPECT_EQ(n1 + n2, aj["samples"].get<uint64_t>());
+  // --tid and the other sort keys.
+  auto tid = Cli({"report", id_, "--json", "--tid", std::to_string(spin_pid_), "--sort", "tid"});
+  ASSERT_EQ(tid.exit_code, 0) << tid.err;
+  auto tj = nlohmann::json::parse(tid.out);
+  ASSERT_EQ(tj["rows"].size(), 1u) << tid.out;
+  EXPECT_EQ(tj["rows"][0]["key"], std::to_string(spin_pid_));
+  EXPECT_EQ(tj["samples"], oj["samples"]);
+  auto pid = Cli({"report", id_, "--json", "--sort", "pid", "--limit", "0"});
+  auto pj = nlohmann::json::parse(pid.out);
+  uint64_t pid_total = 0;
+  bool spin_row = false;
+  for (const auto& r : pj["rows"]) {
+    pid_total += r["self"].get<uint64_t>();
+    if (r["key"] == std::to_string(spin_pid_)) {
+      spin_row = true;
+      EXPECT_EQ(r["self"], oj["samples"]);
+    }
+  }
+  EXPECT_TRUE(spin_row) << pid.out;
+  EXPECT_EQ(pid_total, aj["samples"].get<uint64_t>());
+  auto dso = Cli({"report", id_, "--json", "--pid", std::to_string(spin_pid_), "--sort", "dso"});
+  auto dj = nlohmann::json::parse(dso.out);
+  ASSERT_FALSE(dj["rows"].empty());
+  EXPECT_NE(dj["rows"][0]["key"].get<std::string>().find("fr_spin"), std::string::npos) << dso.out;
+  // --children: the callers of the hot functions come first, main above
+  // spin_a (everything spin_a does, main does).
+  auto ch = Cli({"report", id_, "--json", "--pid", std::to_string(spin_pid_), "--children"});
+  auto cj2 = nlohmann::json::parse(ch.out);
+  double main_children = -1, spin_children = -1, prev = 101;
+  for (const auto& r : cj2["rows"]) {
+    double c = r["children_pct"];
+    EXPECT_LE(c, prev) << "rows not ordered by children";
+    prev = c;
+    if (r["key"] == "main") main_children = c;
+    if (r["key"] == "spin_a") spin_children = c;
+  }
+  EXPECT_GT(main_children, 85.0) << ch.out;
+  EXPECT_GT(main_children, spin_children);
   auto bad = Cli({"report", id_, "--sort", "colour"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--sort must be one of"), std::string::npos) << bad.err;
@@ -220,6 +272,45 @@ void ExpectCleanFailure(const RunResult& r, const std::string& what, const std::
 
 const std::vector<std::vector<std::string>> kQueries = {
     {"report"}, {"script"}, {"script", "--json"}, {"timeline"}, {"info"}};
+
+TEST_F(QueryTest, ProgressIsShownOnATerminalAndNeverWhenPiped) {
+  const std::string cmd = BuildPath("recorder/cli/recorder") + " --store " + daemon_->store() +
+                          " report " + id_ + " >/dev/null";
+  // script(1) gives the command a terminal; the threshold is lowered from a
+  // second to nothing so that a small record shows progress too.
+  auto tty = RunCommand({"/usr/bin/env", "FLIGHTREC_PROGRESS_AFTER_MS=0", "/usr/bin/script", "-qec",
+                         cmd, "/dev/null"});
+  ASSERT_EQ(tty.exit_code, 0) << tty.err;
+  EXPECT_NE(tty.out.find("replaying: "), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("\r\033[K"), std::string::npos) << "erased when done";
+  auto piped =
+      RunCommand({"/usr/bin/env", "FLIGHTREC_PROGRESS_AFTER_MS=0",
+                  BuildPath("recorder/cli/recorder"), "--store", daemon_->store(), "report", id_});
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.err.find("replaying"), std::string::npos) << piped.err;
+  EXPECT_EQ(piped.out.find("replaying"), std::string::npos);
+  // script prints its samples on stdout: no progress line among them, even
+  // on a terminal.
+  auto script_tty = RunCommand(
+      {"/usr/bin/env", "FLIGHTREC_PROGRESS_AFTER_MS=0", "/usr/bin/script", "-qec",
+       BuildPath("recorder/cli/recorder") + " --store " + daemon_->store() + " script " + id_,
+       "/dev/null"});
+  ASSERT_EQ(script_tty.exit_code, 0);
+  EXPECT_EQ(script_tty.out.find("replaying"), std::string::npos);
+}
+
+TEST_F(QueryTest, HelpExplainsEveryQueryCommand) {
+  for (const char* cmd : {"report", "script", "timeline", "export", "flamegraph"}) {
+    auto r = RunCommand({BuildPath("recorder/cli/recorder"), cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("ID"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--pid"), std::string::npos) << cmd << ": " << r.out;
+  }
+  auto r = RunCommand({BuildPath("recorder/cli/recorder"), "report", "--help"});
+  for (const char* opt : {"--sort", "--children", "--since", "--until", "--tid", "--json"}) {
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+  }
+}
 
 TEST_F(QueryTest, UnknownIdIsAClearError) {
   for (const auto& q : kQueries) {
