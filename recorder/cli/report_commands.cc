@@ -148,6 +148,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
                           {"sort", a.sort},
                           {"files_changed", changed_files},
                           {"files_missing", missing_files},
+                          {"files_read", stats.files_opened},
                           {"rows", nlohmann::json::array()}};
     size_t n = 0;
     for (const Row* r : sorted) {

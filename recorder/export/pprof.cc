@@ -50,15 +50,15 @@ class Pprof : public Exporter {
     ProtoWriter sample;
     sample.Packed(1, locs);
     sample.Packed(2, {1, s.period});
-    Label(&sample, "pid", s.pid);
-    Label(&sample, "tid", s.tid);
-    Label(&sample, "cpu", s.cpu);
+    // Identifiers are string labels: pprof drops a numeric label whose value
+    // is 0 and has no unit (profile/encode.go), which would lose CPU 0 and
+    // the idle task's pid 0.
+    StrLabel(&sample, "pid", std::to_string(s.pid));
+    StrLabel(&sample, "tid", std::to_string(s.tid));
+    StrLabel(&sample, "cpu", std::to_string(s.cpu));
+    StrLabel(&sample, "comm", s.comm);
     Label(&sample, "timestamp_ns", static_cast<uint64_t>(s.time_ns + info_.mono_to_wall_ns),
           "nanoseconds");
-    ProtoWriter comm;
-    comm.Varint(1, Str("comm"));
-    comm.Varint(2, Str(s.comm));
-    sample.Message(3, comm);
     samples_.Message(2, sample);
   }
 
@@ -109,6 +109,12 @@ class Pprof : public Exporter {
     auto [it, fresh] = string_ids_.try_emplace(s, strings_.size());
     if (fresh) strings_.push_back(s);
     return it->second;
+  }
+  void StrLabel(ProtoWriter* sample, const char* key, const std::string& value) {
+    ProtoWriter l;
+    l.Varint(1, Str(key));
+    l.Varint(2, Str(value));
+    sample->Message(3, l);
   }
   void Label(ProtoWriter* sample, const char* key, uint64_t num, const char* unit = nullptr) {
     ProtoWriter l;

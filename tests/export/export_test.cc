@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -99,6 +100,42 @@ TEST_F(ExportTest, GoToolPprofShowsTheSameTopFunctionsAsReport) {
     EXPECT_NEAR(pprof_rows[i].second, rows[i]["self_pct"].get<double>(), 1.0) << top.out;
   }
   EXPECT_EQ(pprof_rows[0].first, "spin_a");
+  // Every sample keeps its time, thread and CPU as labels pprof can filter on.
+  auto tags = RunCommand({"/usr/bin/go", "tool", "pprof", "-tags", Out("profile.pb.gz")},
+                         {"HOME=" + dir_->path(), "GOCACHE=" + dir_->path() + "/gocache",
+                          "PPROF_TMPDIR=" + dir_->path()});
+  ASSERT_EQ(tags.exit_code, 0) << tags.err;
+  // Each tag covers every sample (a label pprof drops, such as a numeric 0,
+  // would make its total smaller than the others').
+  std::set<std::string> totals;
+  for (const char* key : {"timestamp_ns", "tid", "pid", "cpu", "comm"}) {
+    size_t at = tags.out.find(std::string(" ") + key + ": Total ");
+    ASSERT_NE(at, std::string::npos) << key << " missing from\n" << tags.out;
+    size_t from = at + std::strlen(key) + 9;
+    totals.insert(tags.out.substr(from, tags.out.find('\n', from) - from));
+  }
+  EXPECT_EQ(totals.size(), 1u) << tags.out;
+  EXPECT_NE(tags.out.find("fr_spin"), std::string::npos) << tags.out;
+}
+
+TEST_F(ExportTest, ReportReadsEachFileOnce) {
+  auto rep = daemon_->Cli({"report", id_, "--json", "--limit", "0"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  auto j = nlohmann::json::parse(rep.out);
+  // Files named by the rows (kernel and [vdso]-like specials are not files)
+  // were read, and no file more than once: at most one read per file
+  // identity the record holds, whatever the number of samples.
+  std::set<std::string> files;
+  for (const auto& r : j["rows"]) {
+    std::string dso = r.value("dso", "");
+    if (!dso.empty() && dso[0] == '/') files.insert(dso);
+  }
+  auto info = nlohmann::json::parse(daemon_->Cli({"info", id_, "--json"}).out);
+  const size_t identities = info["meta"]["cookies"].size();
+  ASSERT_GE(files.size(), 1u) << rep.out;
+  EXPECT_GE(j["files_read"].get<size_t>(), files.size()) << rep.out;
+  EXPECT_LE(j["files_read"].get<size_t>(), identities) << info.dump();
+  EXPECT_GT(j["samples"].get<size_t>(), 50 * j["files_read"].get<size_t>());
 }
 
 TEST_F(ExportTest, ChromeTraceHasRequiredFieldsAndOrderedLanes) {
