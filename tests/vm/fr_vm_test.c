@@ -11,6 +11,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/capability.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -85,11 +87,18 @@ SAMPLED void spin_a(uint64_t ms)
 	}
 }
 
+/* Workload children die with the test: a FAIL exit must not leave them holding its stdout. */
+static void die_with_parent(void)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
 static pid_t spawn_spin(uint64_t ms)
 {
 	pid_t p = fork();
 
 	if (p == 0) {
+		die_with_parent();
 		spin_a(ms);
 		_exit(0);
 	}
@@ -679,17 +688,46 @@ static int cmd_storm(int n)
 }
 
 /*
- * FREEZE returns only after sample handlers already running on other CPUs
- * have finished.  With spinners on every CPU and tiny rings rewritten every
- * few milliseconds, after each FREEZE the heads must not move and a full read
- * of every ring must find nothing torn (a writer still running would
- * overwrite what the read copies).  @iterations FREEZE/THAW rounds.
+ * A spinner with 96 KiB of touched stack below its caller's frames, so a
+ * sample's stack copy (up to 64 KiB) succeeds whole and the handler runs long.
  */
+SAMPLED void deep_spin(uint64_t ms)
+{
+	volatile char pad[96 << 10];
+
+	for (size_t i = 0; i < sizeof(pad); i += 512)
+		pad[i] = (char)i;
+	spin_a(ms);
+	pad[0] = pad[512];
+}
+
+/*
+ * FREEZE returns only after sample handlers already running on other CPUs
+ * have finished.  Spinners with deep stacks keep every CPU's handler busy
+ * copying 64 KiB of stack per sample (run with stack_bytes=65536 and a short
+ * period), so at many freezes a handler is mid-sample on another CPU.  The
+ * freezer runs on CPU 0, the spinners on the others.  Right after each FREEZE
+ * (no STATS first: its seqcount retry would wait for such a handler by
+ * itself) the other CPUs' DATA rings, then every AUX ring, are read whole:
+ * each read must see its head stay put during the copy and nothing torn, and
+ * STATS afterwards the same heads.  @iterations FREEZE/THAW rounds.
+ */
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		FAIL("sched_setaffinity %d: %s", cpu, strerror(errno));
+}
+
 static int cmd_freeze(int iterations)
 {
 	uint32_t nk = info.nr_cpus < 8 ? info.nr_cpus : 8;
 	uint64_t moved = 0, prev[256] = { 0 }, torn0 = 0, torn1 = 0;
-	struct flightrec_cpu_stats a[256], *b;
+	uint64_t heads[256][2];
+	struct flightrec_cpu_stats *b;
 	struct flightrec_stats s;
 	size_t cap = info.aux_ring_bytes > info.data_ring_bytes ? info.aux_ring_bytes :
 								    info.data_ring_bytes;
@@ -698,8 +736,18 @@ static int cmd_freeze(int iterations)
 
 	if (info.nr_cpus > 256)
 		FAIL("nr_cpus %u > 256", info.nr_cpus);
-	for (uint32_t k = 0; k < nk; k++)
-		kids[k] = spawn_spin(600000);
+	if (info.nr_cpus < 2)
+		FAIL("freeze: needs 2 CPUs");
+	pin(0);
+	for (uint32_t k = 0; k < nk; k++) {
+		kids[k] = fork();
+		if (kids[k] == 0) {
+			die_with_parent();
+			pin(1 + k % (info.nr_cpus - 1));
+			deep_spin(600000);
+			_exit(0);
+		}
+	}
 	b = get_stats(&s);
 	for (uint32_t c = 0; c < s.count; c++)
 		torn0 += b[c].torn_on_read;
@@ -712,27 +760,29 @@ static int cmd_freeze(int iterations)
 			;
 		if (ioctl(fd, FLIGHTREC_IOC_FREEZE, 0))
 			FAIL("FREEZE: %s", strerror(errno));
-		memcpy(a, get_stats(&s), sizeof(a[0]) * s.count);
-		for (uint32_t c = 0; c < s.count; c++) {
-			for (uint32_t ring = 0; ring < 2; ring++) {
+		for (uint32_t i = 0; i < 2 * info.nr_cpus; i++) {
+			/* DATA of CPUs 1.., DATA of 0, then AUX likewise */
+			uint32_t ring = i / info.nr_cpus, c = (i + 1) % info.nr_cpus;
+
+			{
 				struct flightrec_read r = { .cpu = c, .ring = ring,
 							    .buf = (uintptr_t)buf, .buf_len = cap };
-				uint64_t head = ring ? a[c].aux_head : a[c].data_head;
 
 				if (ioctl(fd, FLIGHTREC_IOC_READ_RING, &r))
 					FAIL("READ_RING: %s", strerror(errno));
-				if (r.data_offset || r.head != head || r.next != head)
-					FAIL("freeze %d cpu %u ring %u: head %llu -> %llu, %llu bytes torn",
-					     it, c, ring, (unsigned long long)head,
+				if (r.data_offset || r.next != r.head)
+					FAIL("freeze %d cpu %u ring %u: head %llu -> %llu during the read, %llu bytes torn",
+					     it, c, ring, (unsigned long long)r.next,
 					     (unsigned long long)r.head,
 					     (unsigned long long)r.data_offset);
+				heads[c][ring] = r.head;
 			}
 		}
 		b = get_stats(&s);
 		for (uint32_t c = 0; c < s.count; c++) {
-			if (b[c].data_head != a[c].data_head || b[c].aux_head != a[c].aux_head)
+			if (b[c].data_head != heads[c][0] || b[c].aux_head != heads[c][1])
 				FAIL("freeze %d cpu %u: heads moved while frozen (%llu -> %llu)", it, c,
-				     (unsigned long long)a[c].data_head,
+				     (unsigned long long)heads[c][0],
 				     (unsigned long long)b[c].data_head);
 			moved += b[c].data_head - prev[c];
 			prev[c] = b[c].data_head;

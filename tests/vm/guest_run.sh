@@ -101,9 +101,10 @@ scen_loss() {
   local out fr
   out=$("$T" loss 2>&1) || { result loss FAIL "$(echo "$out" | tail -3 | tr '\n' ' ')"; return; }
   rmmod flightrec || { result loss FAIL "rmmod failed"; return; }
-  # FREEZE waits for handlers in flight: tiny rings that user samples (512
-  # bytes of stack, 5 per AUX ring) rewrite every few ms, 300 freezes.
-  insmod "$KO" data_ring_kb=4 aux_ring_kb=4 stack_bytes=512 || { result loss FAIL "insmod 2 failed"; return; }
+  # FREEZE waits for handlers in flight: long handlers (64 KiB stack copies,
+  # every 250 us), a DATA ring rewritten every 2 ms, 300 freezes.
+  insmod "$KO" data_ring_kb=4 aux_ring_kb=256 stack_bytes=65536 ||
+    { result loss FAIL "insmod 2 failed"; return; }
   fr=$("$T" freeze 300 2>&1) || { result loss FAIL "$(echo "$fr" | tail -3 | tr '\n' ' ')"; return; }
   result loss PASS "$(echo "$out" | tail -1); $(echo "$fr" | tail -1)"
 }

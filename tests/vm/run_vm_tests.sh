@@ -43,6 +43,10 @@ make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" W=1 modules > "$WORK/build.l
 if grep -i "warning" "$WORK/build.log" | grep -v "Skipping BTF"; then
   echo "module build has warnings"; exit 1
 fi
+# The uapi header's and the module's kernel-doc comments (the script ships
+# with the headers, in linux-kbuild).
+perl "/lib/modules/$KVER/build/scripts/kernel-doc" -none -Werror \
+  "$SRC/module/uapi/flightrec.h" "$SRC/module/flightrec.c" || { echo "kernel-doc warnings"; exit 1; }
 t1=$(date +%s.%N)
 
 # initramfs: busybox + the 9p/virtio modules + /init.
