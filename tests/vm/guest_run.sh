@@ -101,8 +101,9 @@ scen_loss() {
   local out fr
   out=$("$T" loss 2>&1) || { result loss FAIL "$(echo "$out" | tail -3 | tr '\n' ' ')"; return; }
   rmmod flightrec || { result loss FAIL "rmmod failed"; return; }
-  # FREEZE waits for handlers in flight: long handlers (64 KiB stack copies,
-  # every 250 us), a DATA ring rewritten every 2 ms, 300 freezes.
+  # FREEZE waits for handlers in flight: long handlers (64 KiB stack copies
+  # by spinners on the other CPU), a DATA ring rewritten every 8 ms, 300
+  # freezes, each followed at once by ring reads (see cmd_freeze).
   insmod "$KO" data_ring_kb=4 aux_ring_kb=256 stack_bytes=65536 ||
     { result loss FAIL "insmod 2 failed"; return; }
   fr=$("$T" freeze 300 2>&1) || { result loss FAIL "$(echo "$fr" | tail -3 | tr '\n' ' ')"; return; }
