@@ -36,7 +36,6 @@
 #include <linux/timekeeping.h>
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
-#include <linux/version.h>
 #include <linux/vmalloc.h>
 #ifdef CONFIG_X86_64
 #include <asm/unwind.h>
@@ -307,7 +306,13 @@ static void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, stru
 		aux_len = sizeof(a) + round_down(stack_bytes, 8);
 
 	WRITE_ONCE(c->seq, c->seq + 1);
-	smp_wmb();
+	/*
+	 * Full barrier: the odd @seq store must be visible before fr_frozen is
+	 * read.  Pairs with smp_mb() in fr_freeze(), the store-buffering pattern
+	 * of tools/memory-model/litmus-tests/SB+fencembonceonces.litmus: either
+	 * this handler sees the freeze or fr_freeze() sees it in flight and waits.
+	 */
+	smp_mb();
 	c->produced++;
 	if (READ_ONCE(fr_frozen)) {
 		c->dropped_frozen++;
@@ -320,7 +325,7 @@ static void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, stru
 
 	pos = c->data.head;
 	WRITE_ONCE(c->data.reserve, pos + FR_REC);
-	smp_wmb();
+	smp_wmb();	/* reserve before the record bytes; pairs with the readers' smp_rmb() */
 	s = c->data.buf + (pos & (c->data.size - 1));
 	memset(s, 0, FR_REC);
 	s->time_ns = ktime_get_mono_fast_ns();
@@ -337,7 +342,7 @@ static void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, stru
 		fr_user_frames(s, uregs);
 		apos = c->aux.head;
 		WRITE_ONCE(c->aux.reserve, apos + aux_len);
-		smp_wmb();
+		smp_wmb();	/* reserve before the blob bytes, as for DATA */
 		slen = fr_ring_put_user(&c->aux, apos + sizeof(a),
 					user_stack_pointer(uregs), aux_len - sizeof(a));
 		memset(&a, 0, sizeof(a));
@@ -349,14 +354,14 @@ static void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, stru
 		s->aux_pos = apos;
 		s->aux_len = a.len;
 		s->flags |= FLIGHTREC_SAMPLE_HAS_AUX;
-		smp_wmb();
+		smp_wmb();	/* blob bytes before the AUX head that publishes them */
 		WRITE_ONCE(c->aux.head, apos + a.len);
 		WRITE_ONCE(c->aux.reserve, apos + a.len);
 	}
-	smp_wmb();
+	smp_wmb();	/* record bytes before the DATA head; pairs with smp_load_acquire(head) */
 	WRITE_ONCE(c->data.head, pos + FR_REC);
 out:
-	smp_wmb();
+	smp_wmb();	/* counters and heads before the even @seq (STATS, fr_freeze()) */
 	WRITE_ONCE(c->seq, c->seq + 1);
 }
 
@@ -375,7 +380,7 @@ static void fr_sb_emit(struct flightrec_sideband *r)
 	} else {
 		r->seq = div_u64(pos, FR_SB_REC);
 		fr_ring_put(&fr_sb, pos, r, FR_SB_REC);
-		smp_wmb();
+		smp_wmb();	/* record before head: READ_RING reads head under the lock */
 		WRITE_ONCE(fr_sb.head, pos + FR_SB_REC);
 	}
 	raw_spin_unlock_irqrestore(&fr_sb_lock, flags);
@@ -464,9 +469,9 @@ static struct {
 	void *probe;
 	struct tracepoint *tp;
 } fr_tps[] = {
-	{ "sched_process_exec", fr_tp_exec },
-	{ "sched_process_fork", fr_tp_fork },
-	{ "sched_process_exit", fr_tp_exit },
+	{ .name = "sched_process_exec", .probe = fr_tp_exec },
+	{ .name = "sched_process_fork", .probe = fr_tp_fork },
+	{ .name = "sched_process_exit", .probe = fr_tp_exit },
 };
 
 static void fr_find_tp(struct tracepoint *tp, void *priv)
@@ -511,7 +516,7 @@ static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u6
 	u64 valid;
 
 	fr_output(rb, from, head, fr_copy_kernel, &cur);
-	smp_rmb();
+	smp_rmb();	/* copy before re-reading reserve; pairs with the writer's smp_wmb() */
 	valid = READ_ONCE(rb->reserve);
 	valid = valid > rb->size ? valid - rb->size : 0;
 	valid = clamp(valid, from, head);
@@ -519,26 +524,90 @@ static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u6
 	*off = valid - from;
 }
 
+/* Copy up to @len bytes of user stack at @sp; returns bytes copied (may shrink). */
+static u32 fr_copy_user_stack(void *dst, unsigned long sp, u32 len)
+{
+	while (len) {
+		if (!copy_from_user_nofault(dst, (void __user *)sp, len))
+			return len;
+		/* The stack ends below sp + len: halve (bounded, never sleeps). */
+		len = (len / 2) & ~7U;
+	}
+	return 0;
+}
+
+/*
+ * The crash record: a sample of the crashing thread taken by the crash hook
+ * itself, from the user registers the fault left in task_pt_regs() (what
+ * do_coredump() passes the binfmt as cprm.regs = signal_pt_regs(),
+ * fs/coredump.c), with the user frame-pointer chain and an AUX blob of
+ * registers and stack.  It is appended to the crashing CPU's preserved
+ * history, so that history ends at the crash, not at the last counter
+ * overflow before it (up to a sample period earlier).  It exists only in the
+ * marker: the live rings are not written here (their writer is the overflow
+ * handler alone, which may be running on this CPU right now), so its DATA
+ * position is the live head at the crash, which the live ring gives to its
+ * next sample.  @sn must have room for one record and one blob past its copy.
+ */
+static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
+{
+	struct pt_regs *uregs = task_pt_regs(current);
+	struct flightrec_sample *s;
+	struct flightrec_aux *a;
+	u32 slen;
+
+	if (!current->mm || (current->flags & PF_KTHREAD) || !user_mode(uregs))
+		return;
+	s = sn->data + sn->d_off + (sn->d_end - sn->d_first);
+	a = sn->aux + sn->a_off + (sn->a_end - sn->a_first);
+	memset(s, 0, FR_REC);
+	s->time_ns = time_ns;
+	s->ip = instruction_pointer(uregs);
+	s->seq = div_u64(sn->d_end, FR_REC);
+	s->cpu = cpu;
+	s->pid = task_tgid_nr(current);
+	s->tid = task_pid_nr(current);
+	s->mode = FLIGHTREC_MODE_USER;
+	s->flags = FLIGHTREC_SAMPLE_CRASH | FLIGHTREC_SAMPLE_HAS_AUX;
+	fr_user_frames(s, uregs);
+
+	memset(a, 0, sizeof(*a));
+	slen = fr_copy_user_stack(a + 1, user_stack_pointer(uregs), round_down(stack_bytes, 8));
+	a->seq = s->seq;
+	a->len = sizeof(*a) + slen;
+	a->stack_len = slen;
+	fr_fill_regs(a, uregs);
+	s->aux_pos = sn->a_end;
+	s->aux_len = a->len;
+	sn->d_end += FR_REC;
+	sn->a_end += a->len;
+}
+
 /*
  * The crash hook is a kprobe on the entry of the core dump routine
- * (do_coredump(), renamed vfs_coredump() in later kernels).  It runs in the
- * crashing thread, once per dump, before the other threads are zapped and
+ * (do_coredump(), renamed vfs_coredump() in 6.13; both are tried).  It runs in
+ * the crashing thread, once per dump, before the other threads are zapped and
  * before anything is written, and whether or not RLIMIT_CORE lets a file be
  * written.  The signal_generate tracepoint fires for every signal, handled
  * or not, so it would need the dump decision re-implemented; die notifiers
- * see kernel oopses, not user crashes.  The handler runs with preemption off:
- * it copies at most every ring once into a preallocated slot, never waits,
- * and a crash that finds no free slot is counted and dropped.
+ * see kernel oopses, not user crashes.  The handler runs with preemption off
+ * (interrupts may be on: optimized and ftrace-based probes, see
+ * Documentation/trace/kprobes.rst): it copies every ring once into a
+ * preallocated slot, never waits, and a crash that finds no free slot is
+ * counted in markers_dropped and dropped, so a crash storm costs each extra
+ * crash one failed cmpxchg per slot.
  */
 static int fr_coredump_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	const kernel_siginfo_t *si = (void *)regs_get_kernel_argument(regs, 0);
+	int i, cpu, this_cpu = smp_processor_id();
 	struct fr_marker *mk = NULL;
-	int i, cpu;
 
 	for (i = 0; i < markers; i++) {
-		if (atomic_cmpxchg(&fr_markers[i].state, FR_SLOT_FREE, FR_SLOT_BUSY) == FR_SLOT_FREE) {
-			mk = &fr_markers[i];
+		struct fr_marker *m = &fr_markers[i];
+
+		if (atomic_cmpxchg(&m->state, FR_SLOT_FREE, FR_SLOT_BUSY) == FR_SLOT_FREE) {
+			mk = m;
 			break;
 		}
 	}
@@ -551,7 +620,9 @@ static int fr_coredump_pre(struct kprobe *p, struct pt_regs *regs)
 	 * before the marker's timestamp, so the history ends at the marker.
 	 */
 	for_each_possible_cpu(cpu) {
+		/* acquire: pairs with the writer's smp_wmb() before each head */
 		mk->snaps[cpu].d_end = smp_load_acquire(&fr_cpus[cpu]->data.head);
+		/* likewise for the AUX head */
 		mk->snaps[cpu].a_end = smp_load_acquire(&fr_cpus[cpu]->aux.head);
 	}
 	memset(&mk->m, 0, sizeof(mk->m));
@@ -561,14 +632,16 @@ static int fr_coredump_pre(struct kprobe *p, struct pt_regs *regs)
 	mk->m.tid = task_pid_nr(current);
 	mk->m.signal = si ? si->si_signo : 0;
 	mk->m.nr_cpus = nr_cpu_ids;
+	mk->m.cpu = this_cpu;
 	for_each_possible_cpu(cpu) {
 		struct fr_snap *sn = &mk->snaps[cpu];
 
 		fr_snap_ring(&fr_cpus[cpu]->data, sn->data, &sn->d_first, sn->d_end, &sn->d_off);
 		fr_snap_ring(&fr_cpus[cpu]->aux, sn->aux, &sn->a_first, sn->a_end, &sn->a_off);
 	}
+	fr_crash_record(&mk->snaps[this_cpu], mk->m.time_ns, this_cpu);
 	mk->m.id = atomic64_inc_return(&fr_marker_ids);
-	atomic_set_release(&mk->state, FR_SLOT_READY);
+	atomic_set_release(&mk->state, FR_SLOT_READY);	/* slot contents before READY */
 	return 0;
 }
 
@@ -578,13 +651,7 @@ static struct kprobe fr_coredump_kp = {
 
 static int fr_register_coredump_kp(void)
 {
-	static const char * const names[] = {
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
-		"vfs_coredump", "do_coredump",
-#else
-		"do_coredump", "vfs_coredump",
-#endif
-	};
+	static const char * const names[] = { "vfs_coredump", "do_coredump" };
 	int i, ret = -ENOENT;
 
 	for (i = 0; i < ARRAY_SIZE(names); i++) {
@@ -735,9 +802,13 @@ static void fr_free_markers(void)
 
 static int fr_alloc_markers(void)
 {
+	/* Room past each copy for the crash record and its AUX blob. */
+	size_t dlen = ((size_t)data_ring_kb << 10) + FR_REC;
+	size_t alen = ((size_t)aux_ring_kb << 10) + sizeof(struct flightrec_aux) +
+		      round_down(stack_bytes, 8);
 	int i, cpu;
 
-	fr_markers = kcalloc(max(markers, 1U), sizeof(*fr_markers), GFP_KERNEL);
+	fr_markers = kcalloc(markers ? markers : 1, sizeof(*fr_markers), GFP_KERNEL);
 	if (!fr_markers)
 		return -ENOMEM;
 	for (i = 0; i < markers; i++) {
@@ -747,8 +818,8 @@ static int fr_alloc_markers(void)
 		if (!mk->snaps)
 			goto fail;
 		for_each_possible_cpu(cpu) {
-			mk->snaps[cpu].data = vmalloc((u64)data_ring_kb << 10);
-			mk->snaps[cpu].aux = vmalloc((u64)aux_ring_kb << 10);
+			mk->snaps[cpu].data = vmalloc(dlen);
+			mk->snaps[cpu].aux = vmalloc(alen);
 			if (!mk->snaps[cpu].data || !mk->snaps[cpu].aux)
 				goto fail;
 		}
@@ -763,7 +834,7 @@ fail:
 
 static bool fr_nonzero(const void *p, size_t len)
 {
-	return memchr_inv(p, 0, len) != NULL;
+	return !!memchr_inv(p, 0, len);
 }
 
 static int fr_ioc_info(void __user *uarg)
@@ -796,13 +867,13 @@ static void fr_cpu_stats(int cpu, struct flightrec_cpu_stats *st)
 	st->cpu = cpu;
 	do {
 		seq = READ_ONCE(c->seq);
-		smp_rmb();
+		smp_rmb();	/* seqcount read side: @seq before the counters */
 		st->produced = c->produced;
 		st->dropped_frozen = c->dropped_frozen;
 		st->dropped_size = c->dropped_size;
 		st->data_head = div_u64(READ_ONCE(c->data.head), FR_REC);
 		st->aux_head = READ_ONCE(c->aux.head);
-		smp_rmb();
+		smp_rmb();	/* the counters before re-reading @seq */
 	} while ((seq & 1) || READ_ONCE(c->seq) != seq);
 	st->online = READ_ONCE(c->online);
 	st->written = st->data_head;
@@ -887,10 +958,19 @@ static int fr_ioc_read(void __user *uarg)
 		return -EINVAL;
 	if (r.ring > FLIGHTREC_RING_SIDEBAND || (r.to && r.from > r.to))
 		return -EINVAL;
-	unit = r.ring == FLIGHTREC_RING_AUX ? 1 : (r.ring == FLIGHTREC_RING_DATA ? FR_REC : FR_SB_REC);
+	if (r.ring == FLIGHTREC_RING_AUX)
+		unit = 1;
+	else
+		unit = r.ring == FLIGHTREC_RING_DATA ? FR_REC : FR_SB_REC;
 	if (r.buf_len < unit)
 		return -EINVAL;
-	r.first = r.next = r.head = r.data_offset = r.bytes = r.lost = 0;
+	/* Outputs are written whatever the caller left in them. */
+	r.first = 0;
+	r.next = 0;
+	r.head = 0;
+	r.data_offset = 0;
+	r.bytes = 0;
+	r.lost = 0;
 	if (r.ring == FLIGHTREC_RING_SIDEBAND) {
 		ret = fr_read_sideband(&r);
 		goto out;
@@ -904,7 +984,7 @@ static int fr_ioc_read(void __user *uarg)
 		return -EINVAL;
 	c = fr_cpus[r.cpu];
 	rb = r.ring == FLIGHTREC_RING_DATA ? &c->data : &c->aux;
-	head = smp_load_acquire(&rb->head);
+	head = smp_load_acquire(&rb->head);	/* pairs with the writer's smp_wmb() */
 	from = r.from * unit;
 	to = r.to ? min(r.to * unit, head) : head;
 	oldest = head > rb->size ? head - rb->size : 0;
@@ -916,7 +996,7 @@ static int fr_ioc_read(void __user *uarg)
 	ret = fr_output(rb, from, from + len, fr_copy_user, &cur);
 	if (ret < 0)
 		return ret;
-	smp_rmb();
+	smp_rmb();	/* copy before re-reading reserve; pairs with the writer's smp_wmb() */
 	valid = READ_ONCE(rb->reserve);
 	valid = valid > rb->size ? valid - rb->size : 0;
 	valid = clamp(valid, from, from + len);
@@ -1000,6 +1080,37 @@ static int fr_ioc_read_marker(void __user *uarg)
 	return copy_to_user(uarg, &r, sizeof(r)) ? -EFAULT : 0;
 }
 
+/*
+ * Stop writing on every CPU and wait for overflow handlers already past their
+ * fr_frozen check, so that a copy-out after FREEZE sees no writer.  The
+ * handler makes its @seq odd, smp_mb(), then reads fr_frozen; we set
+ * fr_frozen, smp_mb(), then read each @seq (store buffering,
+ * tools/memory-model/litmus-tests/SB+fencembonceonces.litmus: "Never" both
+ * miss).  So a handler we see with an even @seq either has finished or will
+ * see the freeze; one we see odd is waited for until its @seq moves.  The
+ * handler runs in hardirq/NMI context and finishes in bounded time, so the
+ * wait is a short spin.  (synchronize_rcu() would also wait for it, kernel/
+ * rcu/tree.c: "hardware interrupt handlers ... and NMI handlers" are
+ * read-side critical sections, but costs a grace period per FREEZE.)
+ */
+static void fr_freeze(void)
+{
+	int cpu;
+
+	WRITE_ONCE(fr_frozen, true);
+	smp_mb();	/* pairs with smp_mb() in fr_overflow() */
+	for_each_possible_cpu(cpu) {
+		struct fr_cpu *c = fr_cpus[cpu];
+		u32 seq = READ_ONCE(c->seq);
+
+		if (seq & 1) {
+			while (READ_ONCE(c->seq) == seq)
+				cpu_relax();
+		}
+	}
+	smp_rmb();	/* handlers' ring writes before our copy-out; pairs with smp_wmb() */
+}
+
 static long fr_ioctl_locked(unsigned int cmd, unsigned long arg)
 {
 	void __user *uarg = (void __user *)arg;
@@ -1010,10 +1121,14 @@ static long fr_ioctl_locked(unsigned int cmd, unsigned long arg)
 	case FLIGHTREC_IOC_STATS:
 		return fr_ioc_stats(uarg);
 	case FLIGHTREC_IOC_FREEZE:
+		if (arg)
+			return -EINVAL;
+		fr_freeze();
+		return 0;
 	case FLIGHTREC_IOC_THAW:
 		if (arg)
 			return -EINVAL;
-		WRITE_ONCE(fr_frozen, cmd == FLIGHTREC_IOC_FREEZE);
+		WRITE_ONCE(fr_frozen, false);
 		return 0;
 	case FLIGHTREC_IOC_READ_RING:
 		return fr_ioc_read(uarg);
@@ -1042,6 +1157,12 @@ static long fr_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	return ret;
 }
 
+/*
+ * No .llseek: nonseekable_open() clears FMODE_LSEEK, and vfs_llseek() then
+ * returns -ESPIPE (fs/read_write.c) on every kernel this module supports.
+ * The misc device's .owner pins the module while a file is open, so rmmod
+ * with a reader holding the device fails with -EBUSY.
+ */
 static int fr_open(struct inode *inode, struct file *file)
 {
 	if (!capable(CAP_SYS_ADMIN) && !perfmon_capable())
@@ -1054,9 +1175,6 @@ static const struct file_operations fr_fops = {
 	.open = fr_open,
 	.unlocked_ioctl = fr_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 12, 0)
-	.llseek = no_llseek,	/* removed in 6.12: nonseekable_open() suffices */
-#endif
 };
 
 static struct miscdevice fr_misc = {

@@ -10,6 +10,11 @@
  * Positions are 64-bit and monotonic.  DATA ring positions count records
  * (struct flightrec_sample); AUX ring positions count bytes; SIDEBAND ring
  * positions count records (struct flightrec_sideband).
+ *
+ * open(FLIGHTREC_DEVICE): -EPERM without CAP_SYS_ADMIN or CAP_PERFMON (the
+ * device node is also mode 0600, so DAC refuses other users first with
+ * -EACCES).  While a file is open the module cannot be unloaded (rmmod gets
+ * -EBUSY/-EWOULDBLOCK).
  */
 #ifndef _UAPI_LINUX_FLIGHTREC_H
 #define _UAPI_LINUX_FLIGHTREC_H
@@ -45,6 +50,8 @@ enum flightrec_mode {
 #define FLIGHTREC_SAMPLE_KSTACK_TRUNC	(1U << 0)
 #define FLIGHTREC_SAMPLE_USTACK_TRUNC	(1U << 1)
 #define FLIGHTREC_SAMPLE_HAS_AUX	(1U << 2)
+/* The crash record: taken by the crash hook, last in a marker's history. */
+#define FLIGHTREC_SAMPLE_CRASH		(1U << 3)
 
 /**
  * struct flightrec_sample - one fixed-size record of the DATA ring (512 bytes)
@@ -61,6 +68,9 @@ enum flightrec_mode {
  * @nr_uframes:	valid entries of @uframes (user ip, then frame-pointer chain)
  * @flags:	FLIGHTREC_SAMPLE_*
  * @reserved:	zero
+ * @kframes:	kernel return addresses (mode KERNEL only)
+ * @uframes:	user ip and frame-pointer return addresses of a user task
+ *		(for a kernel-mode sample: its user state at kernel entry)
  */
 struct flightrec_sample {
 	__u64 time_ns;
@@ -144,44 +154,73 @@ struct flightrec_sideband {
 
 /**
  * struct flightrec_info - FLIGHTREC_IOC_INFO output
+ * @version:	FLIGHTREC_VERSION
+ * @nr_cpus:	nr_cpu_ids: valid cpu arguments are < @nr_cpus
+ * @data_ring_bytes:	DATA ring size per CPU
+ * @aux_ring_bytes:	AUX ring size per CPU
+ * @sideband_ring_bytes:	SIDEBAND ring size
+ * @period:	ns (cpu-clock) or events (cycles); 0 if @freq is used
+ * @freq:	samples per second, 0 if @period is used
+ * @event:	enum flightrec_event
+ * @sample_size:	sizeof(struct flightrec_sample)
+ * @sideband_size:	sizeof(struct flightrec_sideband)
+ * @stack_bytes:	user stack bytes copied per sample
+ * @max_markers:	crash marker slots
+ * @frozen:	1 while frozen
+ * @reserved:	zero
  */
 struct flightrec_info {
-	__u32 version;		/* FLIGHTREC_VERSION */
-	__u32 nr_cpus;		/* nr_cpu_ids: valid cpu arguments are < nr_cpus */
-	__u64 data_ring_bytes;	/* per CPU */
-	__u64 aux_ring_bytes;	/* per CPU */
+	__u32 version;
+	__u32 nr_cpus;
+	__u64 data_ring_bytes;
+	__u64 aux_ring_bytes;
 	__u64 sideband_ring_bytes;
-	__u64 period;		/* ns (cpu-clock) or events (cycles); 0 if @freq */
-	__u32 freq;		/* samples per second, 0 if @period is used */
-	__u32 event;		/* enum flightrec_event */
-	__u32 sample_size;	/* sizeof(struct flightrec_sample) */
-	__u32 sideband_size;	/* sizeof(struct flightrec_sideband) */
-	__u32 stack_bytes;	/* user stack bytes per sample */
+	__u64 period;
+	__u32 freq;
+	__u32 event;
+	__u32 sample_size;
+	__u32 sideband_size;
+	__u32 stack_bytes;
 	__u32 max_markers;
-	__u32 frozen;		/* 1 while frozen */
+	__u32 frozen;
 	__u32 reserved[5];
 };
 
 /**
  * struct flightrec_cpu_stats - per-CPU counters, exact.
+ * @cpu:	CPU number
+ * @online:	1 if a counter is installed on the CPU
+ * @produced:	counter overflows the sample handler ran for
+ * @written:	records written to the DATA ring (== @data_head)
+ * @overwritten:	records overwritten: @written minus the DATA ring
+ *		capacity in records, if positive
+ * @dropped_frozen:	samples not written because the rings were frozen
+ * @dropped_size:	samples not written because their AUX blob
+ *		(registers + stack_bytes) is larger than the AUX ring
+ * @torn_on_read:	records discarded by READ_RING: overwritten while copied
+ * @aux_written:	bytes written to the AUX ring (== @aux_head)
+ * @aux_overwritten:	AUX bytes overwritten
+ * @data_head:	DATA position (records)
+ * @aux_head:	AUX position (bytes)
+ * @reserved:	zero
  *
- * produced == written + dropped_frozen + dropped_size, always (a seqcount
- * makes one CPU's snapshot consistent).  overwritten == written minus the
- * DATA ring capacity in records, if positive.  written is the DATA head.
+ * @produced == @written + @dropped_frozen + @dropped_size, always (a
+ * seqcount makes one CPU's snapshot consistent).  Crash records (struct
+ * flightrec_marker) are not counted: they are never in the live rings.
  */
 struct flightrec_cpu_stats {
 	__u32 cpu;
-	__u32 online;		/* 1 if a counter is installed on the CPU */
+	__u32 online;
 	__u64 produced;
 	__u64 written;
 	__u64 overwritten;
 	__u64 dropped_frozen;
 	__u64 dropped_size;
-	__u64 torn_on_read;	/* records discarded by READ_RING: overwritten while copied */
-	__u64 aux_written;	/* bytes == AUX head */
+	__u64 torn_on_read;
+	__u64 aux_written;
 	__u64 aux_overwritten;
-	__u64 data_head;	/* DATA position (records) */
-	__u64 aux_head;		/* AUX position (bytes) */
+	__u64 data_head;
+	__u64 aux_head;
 	__u64 reserved[2];
 };
 
@@ -226,6 +265,7 @@ struct flightrec_stats {
  *		before the copy began or while it ran (for DATA the latter are
  *		also counted in torn_on_read)
  * @flags:	zero
+ * @pad:	zero
  * @reserved:	zero
  */
 struct flightrec_read {
@@ -255,6 +295,13 @@ struct flightrec_read {
  * @tid:	crashing thread
  * @signal:	signal that caused the dump
  * @nr_cpus:	CPUs whose rings were preserved (== INFO nr_cpus)
+ * @cpu:	CPU the dump started on.  Its preserved DATA history ends with
+ *		the crash record: a sample (flags FLIGHTREC_SAMPLE_CRASH |
+ *		HAS_AUX, time @time_ns) of the crashing thread's user registers,
+ *		frame-pointer frames and stack at the crash, with its AUX blob at
+ *		the end of the preserved AUX history.  It exists only in the
+ *		marker: its DATA position is the live head at the crash, which
+ *		the live ring gives to its next sample.
  * @reserved:	zero
  */
 struct flightrec_marker {
@@ -265,7 +312,7 @@ struct flightrec_marker {
 	__u32 tid;
 	__u32 signal;
 	__u32 nr_cpus;
-	__u32 pad;
+	__u32 cpu;
 	__u64 reserved[2];
 };
 
@@ -319,6 +366,9 @@ struct flightrec_marker_read {
 /**
  * FLIGHTREC_IOC_INFO - describe the recorder.
  * Errors: -EFAULT bad pointer.
+ *
+ * Every command: -ENOTTY for a command number this header does not define
+ * (including a defined number with another size or direction).
  */
 #define FLIGHTREC_IOC_INFO	_IOR(FLIGHTREC_IOC_MAGIC, 1, struct flightrec_info)
 /**
@@ -329,7 +379,9 @@ struct flightrec_marker_read {
 #define FLIGHTREC_IOC_STATS	_IOWR(FLIGHTREC_IOC_MAGIC, 2, struct flightrec_stats)
 /**
  * FLIGHTREC_IOC_FREEZE - stop writing on every CPU; samples taken while frozen
- * are counted as dropped_frozen.  Idempotent.  No argument (must be 0).
+ * are counted as dropped_frozen.  Returns after every sample handler already
+ * running on another CPU has finished: no ring changes until THAW.
+ * Idempotent.  No argument (must be 0).
  * Errors: -EINVAL nonzero argument.
  */
 #define FLIGHTREC_IOC_FREEZE	_IO(FLIGHTREC_IOC_MAGIC, 3)
@@ -342,20 +394,25 @@ struct flightrec_marker_read {
  * FLIGHTREC_IOC_READ_RING - copy a range of a ring; see struct flightrec_read.
  * Errors: -EFAULT bad pointer, -EINVAL nonzero flags/reserved/pad, unknown
  * ring, @cpu >= nr_cpus, @from > @to (when @to != 0 it is a bound),
- * @buf_len too small for one record, nonzero @from/@to/@cpu for SIDEBAND;
- * -ENODEV @cpu is possible but has no ring (never online).
+ * @buf_len too small for one record, nonzero @from/@to/@cpu for SIDEBAND,
+ * @from or @to whose byte position does not fit in 64 bits (DATA: more than
+ * U64_MAX / sizeof(struct flightrec_sample)); -ENODEV @cpu is not a possible
+ * CPU.
  */
 #define FLIGHTREC_IOC_READ_RING	_IOWR(FLIGHTREC_IOC_MAGIC, 5, struct flightrec_read)
 /**
- * FLIGHTREC_IOC_LIST_MARKERS - list stored crash markers, oldest first.
- * Errors: -EFAULT bad pointer, -EINVAL nonzero flags/reserved.
+ * FLIGHTREC_IOC_LIST_MARKERS - list stored crash markers, in slot order.
+ * Errors: -EFAULT bad pointer (the struct, or @buf when a marker is to be
+ * written there), -EINVAL nonzero flags/reserved.
  */
 #define FLIGHTREC_IOC_LIST_MARKERS _IOWR(FLIGHTREC_IOC_MAGIC, 6, struct flightrec_markers)
 /**
- * FLIGHTREC_IOC_READ_MARKER - copy a marker's preserved history.
- * Errors: -EFAULT bad pointer, -EINVAL nonzero flags/reserved, ring not
- * DATA/AUX, @cpu >= nr_cpus, @offset > total_bytes; -ENOENT @slot holds
- * no marker (or @slot >= max_markers); -ENODEV @cpu is not a possible CPU.
+ * FLIGHTREC_IOC_READ_MARKER - copy a marker's preserved history (the crashing
+ * CPU's ends with the crash record, see struct flightrec_marker).
+ * Errors: -EFAULT bad pointer (the struct, or @buf when bytes are to be
+ * copied), -EINVAL nonzero flags/reserved, ring not DATA/AUX,
+ * @cpu >= nr_cpus, @offset > total_bytes; -ENOENT @slot holds no marker (or
+ * @slot >= max_markers); -ENODEV @cpu is not a possible CPU.
  */
 #define FLIGHTREC_IOC_READ_MARKER _IOWR(FLIGHTREC_IOC_MAGIC, 7, struct flightrec_marker_read)
 /**

@@ -5,10 +5,16 @@
  * FLIGHTREC-VM-RESULT line.  Links only libc.
  */
 #define _GNU_SOURCE
+#include <asm/perf_regs.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <linux/capability.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +22,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +33,13 @@
 #include "module/uapi/flightrec.h"
 
 #define FAIL(...) do { printf(__VA_ARGS__); printf("\n"); exit(1); } while (0)
+
+/* Functions whose address ranges samples are checked against: no inlining, no clones. */
+#ifdef __clang__
+#define SAMPLED __attribute__((noinline))
+#else
+#define SAMPLED __attribute__((noinline, noclone))
+#endif
 
 static int fd = -1;
 static struct flightrec_info info;
@@ -58,7 +74,7 @@ static struct flightrec_cpu_stats *get_stats(struct flightrec_stats *s)
 }
 
 /* The function the crash and record scenarios look for in samples. */
-__attribute__((noinline)) void spin_a(uint64_t ms)
+SAMPLED void spin_a(uint64_t ms)
 {
 	uint64_t end = now_ns() + ms * 1000000ULL;
 	volatile uint64_t x = 0;
@@ -71,15 +87,69 @@ __attribute__((noinline)) void spin_a(uint64_t ms)
 	}
 }
 
+/* Workload children die with the test: a FAIL exit must not leave them holding its stdout. */
+static void die_with_parent(void)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
 static pid_t spawn_spin(uint64_t ms)
 {
 	pid_t p = fork();
 
 	if (p == 0) {
+		die_with_parent();
 		spin_a(ms);
 		_exit(0);
 	}
 	return p;
+}
+
+/* Read through a volatile pointer: the compiler cannot turn the store into a trap. */
+static volatile uintptr_t null_addr;
+
+/* The crashing thread: spin_a, then a store through NULL (SIGSEGV). */
+SAMPLED void crash_after_spin(uint64_t ms)
+{
+	spin_a(ms);
+	*(volatile int *)null_addr = 1;
+}
+
+/*
+ * A child that dies of SIGSEGV in crash_after_spin(ms), without writing a
+ * core file (RLIMIT_CORE 0: the kernel still enters the core dump routine,
+ * where the crash hook sits).  With @gate_r >= 0 it first waits for EOF on
+ * that pipe, so many children can be released at once.
+ */
+SAMPLED pid_t spawn_crash(uint64_t ms, int gate_r, int gate_w)
+{
+	pid_t p = fork();
+
+	if (p == 0) {
+		struct rlimit rl = { 0, 0 };
+		char c;
+
+		setrlimit(RLIMIT_CORE, &rl);
+		signal(SIGSEGV, SIG_DFL);
+		if (gate_w >= 0)
+			close(gate_w);
+		if (gate_r >= 0)
+			while (read(gate_r, &c, 1) > 0)
+				;
+		crash_after_spin(ms);
+		_exit(0);
+	}
+	return p;
+}
+
+static void wait_segv(pid_t p, const char *what)
+{
+	int status;
+
+	if (waitpid(p, &status, 0) != p)
+		FAIL("%s: waitpid %d: %s", what, p, strerror(errno));
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSEGV)
+		FAIL("%s: child %d did not die of SIGSEGV (status %#x)", what, p, status);
 }
 
 /* Symbol lookup in an ELF file: size and file offset of @name. */
@@ -306,96 +376,639 @@ static char *snapshot(uint32_t slot, size_t *len)
 	return all;
 }
 
-static int cmd_crash(void)
+/* Runtime address range [*lo, *hi) of function @name at @fn (size from the ELF symbol). */
+static void func_range(const char *name, void *fn, uint64_t *lo, uint64_t *hi)
 {
-	struct flightrec_marker m[64];
-	struct flightrec_markers l = { .buf = (uintptr_t)m, .count = 64 };
-	uint64_t va, sz = 0, off, lo = (uintptr_t)spin_a;
-	uint64_t period = info.period ? info.period : 1000000000ULL / info.freq;
-	int status, slot = -1;
-	pid_t p;
+	uint64_t va, sz = 0, off;
 
-	if (elf_sym("/proc/self/exe", "spin_a", &va, &sz, &off) || !sz)
-		FAIL("spin_a not found in /proc/self/exe");
-	p = fork();
-	if (p == 0) {
-		signal(SIGSEGV, SIG_DFL);
-		spin_a(700);
-		*(volatile int *)(uintptr_t)0 = 1;
-		_exit(0);
-	}
-	waitpid(p, &status, 0);
-	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSEGV)
-		FAIL("child did not die of SIGSEGV (status %#x)", status);
+	if (elf_sym("/proc/self/exe", name, &va, &sz, &off) || !sz)
+		FAIL("%s not found in /proc/self/exe", name);
+	*lo = (uintptr_t)fn;
+	*hi = *lo + sz;
+}
+
+/* LIST_MARKERS into @m (64 entries); returns the number stored. */
+static uint32_t list_markers(struct flightrec_marker *m)
+{
+	struct flightrec_markers l = { .buf = (uintptr_t)m, .count = 64 };
+
 	if (ioctl(fd, FLIGHTREC_IOC_LIST_MARKERS, &l))
 		FAIL("LIST_MARKERS: %s", strerror(errno));
-	for (uint32_t i = 0; i < l.count && i < 64; i++)
-		if ((pid_t)m[i].pid == p)
-			slot = i;
-	if (slot < 0)
-		FAIL("no marker for pid %d (%u markers)", p, l.count);
-	struct flightrec_marker mk = m[slot];
+	return l.count;
+}
 
-	if ((pid_t)mk.tid != p || mk.signal != SIGSEGV)
-		FAIL("marker pid=%u tid=%u signal=%u, want %d/%d/%d", mk.pid, mk.tid, mk.signal, p, p,
-		     SIGSEGV);
-	uint64_t last = 0, crasher_last = 0;
-	size_t in_spin = 0, later = 0;
-	int crasher_is_last_on_its_cpu = 0;
+/* The marker of @pid into @out; returns 0, or -1 if there is none. */
+static int find_marker(pid_t pid, struct flightrec_marker *out)
+{
+	struct flightrec_marker m[64];
+	uint32_t n = list_markers(m);
+
+	for (uint32_t i = 0; i < n && i < 64; i++) {
+		if ((pid_t)m[i].pid == pid) {
+			*out = m[i];
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* One CPU's preserved DATA or AUX history of a marker, whole, malloc'd. */
+static void *read_marker(uint32_t slot, uint32_t cpu, uint32_t ring,
+			 struct flightrec_marker_read *out)
+{
+	struct flightrec_marker_read r = { .slot = slot, .cpu = cpu, .ring = ring };
+	void *buf;
+
+	if (ioctl(fd, FLIGHTREC_IOC_READ_MARKER, &r))
+		FAIL("READ_MARKER query slot %u cpu %u ring %u: %s", slot, cpu, ring,
+		     strerror(errno));
+	buf = malloc(r.total_bytes + 1);
+	r.buf = (uintptr_t)buf;
+	r.buf_len = r.total_bytes;
+	if (ioctl(fd, FLIGHTREC_IOC_READ_MARKER, &r))
+		FAIL("READ_MARKER slot %u cpu %u ring %u: %s", slot, cpu, ring, strerror(errno));
+	if (r.bytes != r.total_bytes)
+		FAIL("READ_MARKER copied %llu of %llu bytes", (unsigned long long)r.bytes,
+		     (unsigned long long)r.total_bytes);
+	*out = r;
+	return buf;
+}
+
+/*
+ * Wait (bounded) until @min_ns have passed since @since_ns and every online
+ * CPU's rings have wrapped since the crash: its DATA head is a ring capacity
+ * past @dend and its AUX head an AUX ring size past @aend, so every record and
+ * byte the rings held at the crash has been overwritten.  Spinners on every
+ * CPU do the overwriting meanwhile.
+ */
+static void wait_wrapped(const uint64_t *dend, const uint64_t *aend, uint64_t since_ns,
+			 uint64_t min_ns, int timeout_s, const char *what)
+{
+	uint64_t cap = info.data_ring_bytes / sizeof(struct flightrec_sample);
+	uint64_t deadline = now_ns() + (uint64_t)timeout_s * 1000000000ULL;
+	uint32_t nk = info.nr_cpus < 8 ? info.nr_cpus : 8;
+	struct flightrec_stats s;
+	struct flightrec_cpu_stats *st;
+	pid_t kids[8];
+
+	for (;;) {
+		int done;
+
+		for (uint32_t k = 0; k < nk; k++)
+			kids[k] = spawn_spin(300);
+		for (uint32_t k = 0; k < nk; k++)
+			waitpid(kids[k], NULL, 0);
+		st = get_stats(&s);
+		done = now_ns() - since_ns >= min_ns;
+		for (uint32_t c = 0; c < s.count; c++)
+			if (st[c].online && (st[c].data_head < dend[c] + cap ||
+					     st[c].aux_head < aend[c] + info.aux_ring_bytes))
+				done = 0;
+		if (done)
+			return;
+		if (now_ns() > deadline)
+			FAIL("%s: after %d s cpu 0 DATA head %llu (crash end %llu, cap %llu) AUX head %llu (crash end %llu)",
+			     what, timeout_s, (unsigned long long)st[0].data_head,
+			     (unsigned long long)dend[0], (unsigned long long)cap,
+			     (unsigned long long)st[0].aux_head, (unsigned long long)aend[0]);
+	}
+}
+
+/*
+ * Acceptance 4: a thread runs spin_a, then stores through NULL.  Its marker
+ * has its pid, tid and SIGSEGV; the preserved history ends with the crash
+ * record (the crashing thread's user state at the dump: ip in
+ * crash_after_spin, caller spawn_crash, registers and stack in AUX), so it
+ * ends within one sample period of the crash (at it); the thread's earlier
+ * samples show it in spin_a; and the marker reads back byte for byte the same
+ * at least 10 s later, after every ring has wrapped since the crash.
+ */
+static int cmd_crash(void)
+{
+	uint64_t period = info.period ? info.period : 1000000000ULL / info.freq;
+	uint64_t spin_lo, spin_hi, crash_lo, crash_hi, caller_lo, caller_hi;
+	uint64_t dend[256] = { 0 }, aend[256] = { 0 };
+	uint64_t last = 0, counter_last = 0, bp, sp, ret;
+	size_t in_spin = 0, later = 0, crash_records = 0, records = 0, l1, l2;
+	struct flightrec_sample crash = { 0 };
+	struct flightrec_marker_read ra;
+	struct flightrec_marker mk;
+	struct flightrec_aux *a;
+	int crash_last = 0;
+	char *aux, *snap1, *snap2;
+	pid_t p;
+
+	if (info.nr_cpus > 256)
+		FAIL("nr_cpus %u > 256", info.nr_cpus);
+	func_range("spin_a", (void *)spin_a, &spin_lo, &spin_hi);
+	func_range("crash_after_spin", (void *)crash_after_spin, &crash_lo, &crash_hi);
+	func_range("spawn_crash", (void *)spawn_crash, &caller_lo, &caller_hi);
+	p = spawn_crash(700, -1, -1);
+	wait_segv(p, "crash");
+	if (find_marker(p, &mk))
+		FAIL("no marker for pid %d", p);
+	if ((pid_t)mk.tid != p || mk.signal != SIGSEGV || mk.nr_cpus != info.nr_cpus ||
+	    mk.cpu >= info.nr_cpus)
+		FAIL("marker pid=%u tid=%u signal=%u nr_cpus=%u cpu=%u, want %d/%d/%d/%u/<%u",
+		     mk.pid, mk.tid, mk.signal, mk.nr_cpus, mk.cpu, p, p, SIGSEGV, info.nr_cpus,
+		     info.nr_cpus);
 
 	for (uint32_t c = 0; c < info.nr_cpus; c++) {
-		struct flightrec_marker_read r = { .slot = mk.slot, .cpu = c,
-						   .ring = FLIGHTREC_RING_DATA };
-
-		ioctl(fd, FLIGHTREC_IOC_READ_MARKER, &r);
-		struct flightrec_sample *s = malloc(r.total_bytes + 1);
-
-		r.buf = (uintptr_t)s;
-		r.buf_len = r.total_bytes;
-		if (ioctl(fd, FLIGHTREC_IOC_READ_MARKER, &r))
-			FAIL("READ_MARKER: %s", strerror(errno));
+		struct flightrec_marker_read r;
+		struct flightrec_sample *s = read_marker(mk.slot, c, FLIGHTREC_RING_DATA, &r);
 		size_t n = r.bytes / sizeof(*s);
 
+		if (n != r.end - r.first)
+			FAIL("cpu %u: %zu records for positions [%llu, %llu)", c, n,
+			     (unsigned long long)r.first, (unsigned long long)r.end);
+		dend[c] = r.end;
+		records += n;
 		for (size_t i = 0; i < n; i++) {
-			if ((pid_t)s[i].tid == p && s[i].time_ns > crasher_last) {
-				crasher_last = s[i].time_ns;
-				crasher_is_last_on_its_cpu = i == n - 1;
-			}
+			if (s[i].seq != r.first + i)
+				FAIL("cpu %u: record %zu has position %llu, want %llu", c, i,
+				     (unsigned long long)s[i].seq,
+				     (unsigned long long)(r.first + i));
 			if (s[i].time_ns > mk.time_ns)
 				later++;
 			if (s[i].time_ns > last)
 				last = s[i].time_ns;
-			if ((pid_t)s[i].tid == p && s[i].ip >= lo && s[i].ip < lo + sz)
+			if (s[i].flags & FLIGHTREC_SAMPLE_CRASH) {
+				crash_records++;
+				crash = s[i];
+				crash_last = c == mk.cpu && i == n - 1;
+				continue;
+			}
+			if (s[i].time_ns > counter_last)
+				counter_last = s[i].time_ns;
+			if ((pid_t)s[i].tid == p && s[i].ip >= spin_lo && s[i].ip < spin_hi)
 				in_spin++;
 		}
 		free(s);
+		free(read_marker(mk.slot, c, FLIGHTREC_RING_AUX, &ra));
+		aend[c] = ra.end;
 	}
-	uint64_t gap = mk.time_ns - last;
 
-	/*
-	 * The history must end at the crash: nothing after the marker, and on
-	 * the crashing CPU the crashing thread is the last thing sampled.  The
-	 * gap to the marker is one period on real hardware; a TCG guest on a
-	 * loaded 2-core host loses vCPU time in bursts, hence the 20-period bound.
-	 */
-	if (later || !in_spin || !crasher_is_last_on_its_cpu || gap > 20 * period)
-		FAIL("history: later=%zu in_spin_a=%zu crasher_last_on_cpu=%d gap=%llu ns period=%llu",
-		     later, in_spin, crasher_is_last_on_its_cpu, (unsigned long long)gap,
-		     (unsigned long long)period);
-	size_t l1, l2;
-	char *a = snapshot(mk.slot, &l1);
-	uint64_t cap = info.data_ring_bytes / sizeof(struct flightrec_sample);
+	/* The crash record: last on the crashing CPU, the crashing thread at the fault. */
+	if (crash_records != 1 || !crash_last)
+		FAIL("%zu crash records; last on the crashing cpu %u: %d", crash_records, mk.cpu,
+		     crash_last);
+	if ((pid_t)crash.pid != p || (pid_t)crash.tid != p || crash.cpu != mk.cpu ||
+	    crash.mode != FLIGHTREC_MODE_USER || crash.time_ns != mk.time_ns ||
+	    !(crash.flags & FLIGHTREC_SAMPLE_HAS_AUX))
+		FAIL("crash record pid=%u tid=%u cpu=%u mode=%u flags=%#x time=%llu (marker %llu)",
+		     crash.pid, crash.tid, crash.cpu, crash.mode, crash.flags,
+		     (unsigned long long)crash.time_ns, (unsigned long long)mk.time_ns);
+	if (crash.ip < crash_lo || crash.ip >= crash_hi || crash.nr_uframes < 2 ||
+	    crash.uframes[0] != crash.ip || crash.uframes[1] < caller_lo ||
+	    crash.uframes[1] >= caller_hi)
+		FAIL("crash record ip %#llx (crash_after_spin %#llx-%#llx), %u uframes [1]=%#llx (spawn_crash %#llx-%#llx)",
+		     (unsigned long long)crash.ip, (unsigned long long)crash_lo,
+		     (unsigned long long)crash_hi, crash.nr_uframes,
+		     (unsigned long long)crash.uframes[1], (unsigned long long)caller_lo,
+		     (unsigned long long)caller_hi);
+	aux = read_marker(mk.slot, mk.cpu, FLIGHTREC_RING_AUX, &ra);
+	if (crash.aux_pos < ra.first || crash.aux_pos + crash.aux_len > ra.end ||
+	    crash.aux_len < sizeof(*a))
+		FAIL("crash record AUX [%llu, +%u) outside the preserved [%llu, %llu)",
+		     (unsigned long long)crash.aux_pos, crash.aux_len,
+		     (unsigned long long)ra.first, (unsigned long long)ra.end);
+	a = (struct flightrec_aux *)(aux + (crash.aux_pos - ra.first));
+	bp = a->regs[PERF_REG_X86_BP];
+	sp = a->regs[PERF_REG_X86_SP];
+	if (a->seq != crash.seq || a->len != crash.aux_len || a->abi != 1 ||
+	    a->regs[PERF_REG_X86_IP] != crash.ip || !a->stack_len ||
+	    a->stack_len > info.stack_bytes || a->len != sizeof(*a) + a->stack_len)
+		FAIL("crash AUX seq=%llu (want %llu) len=%u (want %u) abi=%u ip=%#llx stack_len=%u",
+		     (unsigned long long)a->seq, (unsigned long long)crash.seq, a->len,
+		     crash.aux_len, a->abi, (unsigned long long)a->regs[PERF_REG_X86_IP],
+		     a->stack_len);
+	/* The copied stack holds crash_after_spin's frame: its return address is uframes[1]. */
+	if (bp < sp || bp + 16 - sp > a->stack_len)
+		FAIL("crash frame bp=%#llx outside the copied stack sp=%#llx +%u",
+		     (unsigned long long)bp, (unsigned long long)sp, a->stack_len);
+	memcpy(&ret, (char *)(a + 1) + (bp + 8 - sp), sizeof(ret));
+	if (ret != crash.uframes[1])
+		FAIL("stack return address %#llx != uframes[1] %#llx", (unsigned long long)ret,
+		     (unsigned long long)crash.uframes[1]);
+	free(aux);
 
-	wait_advance(cap + 1, 180, "crash");
-	char *b = snapshot(mk.slot, &l2);
+	/* Nothing after the marker; history ends within one period of it. */
+	if (later || !in_spin || mk.time_ns - last > period)
+		FAIL("history: later=%zu in_spin_a=%zu end gap=%llu ns period=%llu", later, in_spin,
+		     (unsigned long long)(mk.time_ns - last), (unsigned long long)period);
 
-	if (l1 != l2 || memcmp(a, b, l1))
-		FAIL("snapshot changed after rings wrapped (%zu vs %zu bytes)", l1, l2);
-	ioctl(fd, FLIGHTREC_IOC_RELEASE_MARKER, mk.slot);
-	printf("marker pid=%u tid=%u sig=%u in_spin_a=%zu gap_ns=%llu period_ns=%llu snapshot_bytes=%zu unchanged\n",
-	       mk.pid, mk.tid, mk.signal, in_spin, (unsigned long long)gap,
-	       (unsigned long long)period, l1);
+	snap1 = snapshot(mk.slot, &l1);
+	wait_wrapped(dend, aend, mk.time_ns, 10000000000ULL, 240, "crash");
+	snap2 = snapshot(mk.slot, &l2);
+	if (l1 != l2 || memcmp(snap1, snap2, l1))
+		FAIL("marker changed after the rings wrapped (%zu vs %zu bytes)", l1, l2);
+	if (ioctl(fd, FLIGHTREC_IOC_RELEASE_MARKER, mk.slot))
+		FAIL("RELEASE_MARKER: %s", strerror(errno));
+	printf("marker pid=%u tid=%u sig=%u cpu=%u records=%zu in_spin_a=%zu crash_ip=crash_after_spin+%#llx end_gap_ns=%llu last_counter_sample_gap_ns=%llu period_ns=%llu; re-read %.1f s later after every ring wrapped: %zu bytes unchanged\n",
+	       mk.pid, mk.tid, mk.signal, mk.cpu, records, in_spin,
+	       (unsigned long long)(crash.ip - crash_lo), (unsigned long long)(mk.time_ns - last),
+	       (unsigned long long)(mk.time_ns - counter_last), (unsigned long long)period,
+	       (now_ns() - mk.time_ns) / 1e9, l1);
+	free(snap1);
+	free(snap2);
 	return 0;
+}
+
+/*
+ * A crash storm: @n processes crash at once (released together from a pipe),
+ * more than there are marker slots.  Every crash is accounted for exactly
+ * (markers_taken + markers_dropped == n, taken == the free slots), the stored
+ * markers are storm children's, recording goes on afterwards, and once the
+ * markers are released the next crash takes one again.
+ */
+static int cmd_storm(int n)
+{
+	struct flightrec_marker m[64], mk;
+	struct flightrec_stats s0, s1, s2;
+	uint64_t taken, dropped, want;
+	pid_t kids[256], p;
+	int gate[2];
+	uint32_t nm;
+
+	if (n < 1 || n > 256)
+		FAIL("storm: 1..256 crashes");
+	if (list_markers(m))
+		FAIL("storm: markers stored before the storm (fresh module expected)");
+	get_stats(&s0);
+	if (pipe(gate))
+		FAIL("pipe: %s", strerror(errno));
+	for (int i = 0; i < n; i++) {
+		kids[i] = spawn_crash(0, gate[0], gate[1]);
+		if (kids[i] < 0)
+			FAIL("fork: %s", strerror(errno));
+	}
+	close(gate[0]);
+	close(gate[1]);	/* EOF: every child crashes now */
+	for (int i = 0; i < n; i++)
+		wait_segv(kids[i], "storm");
+	get_stats(&s1);
+	taken = s1.markers_taken - s0.markers_taken;
+	dropped = s1.markers_dropped - s0.markers_dropped;
+	want = (uint64_t)n < info.max_markers ? (uint64_t)n : info.max_markers;
+	if (taken + dropped != (uint64_t)n || taken != want)
+		FAIL("storm of %d crashes, %u slots: markers_taken +%llu markers_dropped +%llu", n,
+		     info.max_markers, (unsigned long long)taken, (unsigned long long)dropped);
+	nm = list_markers(m);
+	if (nm != taken)
+		FAIL("storm: %u markers listed, %llu taken", nm, (unsigned long long)taken);
+	for (uint32_t i = 0; i < nm; i++) {
+		int mine = 0;
+
+		for (int k = 0; k < n; k++)
+			mine |= (pid_t)m[i].pid == kids[k];
+		for (uint32_t j = 0; j < i; j++)
+			mine &= m[j].pid != m[i].pid;
+		if (!mine || m[i].tid != m[i].pid || m[i].signal != SIGSEGV)
+			FAIL("storm: marker %u pid=%u tid=%u signal=%u is not one storm crash", i,
+			     m[i].pid, m[i].tid, m[i].signal);
+	}
+	/* Recording was not wedged: every online CPU produces and writes. */
+	wait_advance(100, 120, "storm");
+	check_invariants("storm");
+	for (uint32_t i = 0; i < nm; i++)
+		if (ioctl(fd, FLIGHTREC_IOC_RELEASE_MARKER, m[i].slot))
+			FAIL("RELEASE_MARKER %u: %s", m[i].slot, strerror(errno));
+	p = spawn_crash(0, -1, -1);
+	wait_segv(p, "storm");
+	get_stats(&s2);
+	if (s2.markers_taken != s1.markers_taken + 1 || s2.markers_dropped != s1.markers_dropped ||
+	    find_marker(p, &mk) || list_markers(m) != 1)
+		FAIL("after release: markers_taken %llu -> %llu, dropped %llu -> %llu, marker of %d: %s",
+		     (unsigned long long)s1.markers_taken, (unsigned long long)s2.markers_taken,
+		     (unsigned long long)s1.markers_dropped, (unsigned long long)s2.markers_dropped,
+		     p, find_marker(p, &mk) ? "missing" : "present");
+	printf("crashes=%d slots=%u markers_taken=+%llu markers_dropped=+%llu (exact); recording continued; after release the next crash took a marker\n",
+	       n, info.max_markers, (unsigned long long)taken, (unsigned long long)dropped);
+	return 0;
+}
+
+/*
+ * A spinner with 96 KiB of touched stack below its caller's frames, so a
+ * sample's stack copy (up to 64 KiB) succeeds whole and the handler runs long.
+ */
+SAMPLED void deep_spin(uint64_t ms)
+{
+	volatile char pad[96 << 10];
+
+	for (size_t i = 0; i < sizeof(pad); i += 512)
+		pad[i] = (char)i;
+	spin_a(ms);
+	pad[0] = pad[512];
+}
+
+/*
+ * FREEZE returns only after sample handlers already running on other CPUs
+ * have finished.  Spinners with deep stacks keep every CPU's handler busy
+ * copying 64 KiB of stack per sample (run with stack_bytes=65536 and a short
+ * period), so at many freezes a handler is mid-sample on another CPU.  The
+ * freezer runs on CPU 0, the spinners on the others.  Right after each FREEZE
+ * (no STATS first: its seqcount retry would wait for such a handler by
+ * itself) the other CPUs' DATA rings, then every AUX ring, are read whole:
+ * each read must see its head stay put during the copy and nothing torn, and
+ * STATS afterwards the same heads.  @iterations FREEZE/THAW rounds.
+ */
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		FAIL("sched_setaffinity %d: %s", cpu, strerror(errno));
+}
+
+static int cmd_freeze(int iterations)
+{
+	uint32_t nk = info.nr_cpus < 8 ? info.nr_cpus : 8;
+	uint64_t moved = 0, prev[256] = { 0 }, torn0 = 0, torn1 = 0;
+	uint64_t heads[256][2];
+	struct flightrec_cpu_stats *b;
+	struct flightrec_stats s;
+	size_t cap = info.aux_ring_bytes > info.data_ring_bytes ? info.aux_ring_bytes :
+								    info.data_ring_bytes;
+	char *buf = malloc(cap);
+	pid_t kids[8];
+
+	if (info.nr_cpus > 256)
+		FAIL("nr_cpus %u > 256", info.nr_cpus);
+	if (info.nr_cpus < 2)
+		FAIL("freeze: needs 2 CPUs");
+	pin(0);
+	for (uint32_t k = 0; k < nk; k++) {
+		kids[k] = fork();
+		if (kids[k] == 0) {
+			die_with_parent();
+			pin(1 + k % (info.nr_cpus - 1));
+			deep_spin(600000);
+			_exit(0);
+		}
+	}
+	b = get_stats(&s);
+	for (uint32_t c = 0; c < s.count; c++)
+		torn0 += b[c].torn_on_read;
+	for (int it = 0; it < iterations; it++) {
+		uint64_t t = now_ns() + 2000000;
+
+		if (ioctl(fd, FLIGHTREC_IOC_THAW, 0))
+			FAIL("THAW: %s", strerror(errno));
+		while (now_ns() < t)
+			;
+		if (ioctl(fd, FLIGHTREC_IOC_FREEZE, 0))
+			FAIL("FREEZE: %s", strerror(errno));
+		for (uint32_t i = 0; i < 2 * info.nr_cpus; i++) {
+			/* DATA of CPUs 1.., DATA of 0, then AUX likewise */
+			uint32_t ring = i / info.nr_cpus, c = (i + 1) % info.nr_cpus;
+
+			{
+				struct flightrec_read r = { .cpu = c, .ring = ring,
+							    .buf = (uintptr_t)buf, .buf_len = cap };
+
+				if (ioctl(fd, FLIGHTREC_IOC_READ_RING, &r))
+					FAIL("READ_RING: %s", strerror(errno));
+				if (r.data_offset || r.next != r.head)
+					FAIL("freeze %d cpu %u ring %u: head %llu -> %llu during the read, %llu bytes torn",
+					     it, c, ring, (unsigned long long)r.next,
+					     (unsigned long long)r.head,
+					     (unsigned long long)r.data_offset);
+				heads[c][ring] = r.head;
+			}
+		}
+		b = get_stats(&s);
+		for (uint32_t c = 0; c < s.count; c++) {
+			if (b[c].data_head != heads[c][0] || b[c].aux_head != heads[c][1])
+				FAIL("freeze %d cpu %u: heads moved while frozen (%llu -> %llu)", it, c,
+				     (unsigned long long)heads[c][0],
+				     (unsigned long long)b[c].data_head);
+			moved += b[c].data_head - prev[c];
+			prev[c] = b[c].data_head;
+		}
+	}
+	if (ioctl(fd, FLIGHTREC_IOC_THAW, 0))
+		FAIL("THAW: %s", strerror(errno));
+	for (uint32_t k = 0; k < nk; k++) {
+		kill(kids[k], SIGKILL);
+		waitpid(kids[k], NULL, 0);
+	}
+	b = get_stats(&s);
+	for (uint32_t c = 0; c < s.count; c++)
+		torn1 += b[c].torn_on_read;
+	check_invariants("freeze");
+	free(buf);
+	/* The writers were busy: records were written between the freezes. */
+	if (torn1 != torn0 || moved < (uint64_t)iterations)
+		FAIL("freeze: torn_on_read %llu -> %llu, %llu records written over %d thaws",
+		     (unsigned long long)torn0, (unsigned long long)torn1,
+		     (unsigned long long)moved, iterations);
+	printf("freezes=%d heads still and nothing torn after each; %llu records written between them\n",
+	       iterations, (unsigned long long)moved);
+	return 0;
+}
+
+/* Holds the device open until stdin closes, then checks it still works. */
+static int cmd_hold(void)
+{
+	char c;
+
+	printf("held\n");
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+	if (ioctl(fd, FLIGHTREC_IOC_INFO, &info))
+		FAIL("INFO after the refused rmmod: %s", strerror(errno));
+	printf("device usable while held\n");
+	return 0;
+}
+
+/* ---- load/unload cycles and memory ---- */
+
+static long meminfo_kb(const char *key)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	size_t kl = strlen(key);
+	long v = -1;
+
+	if (!f)
+		FAIL("/proc/meminfo: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && line[kl] == ':')
+			v = strtol(line + kl + 1, NULL, 10);
+	fclose(f);
+	if (v < 0)
+		FAIL("no %s in /proc/meminfo", key);
+	return v;
+}
+
+/*
+ * Free pages parked on the per-CPU page lists (/proc/zoneinfo pagesets
+ * "count:", in pages).  They are free memory that MemFree and MemAvailable do
+ * not count: 6.1 keeps up to pcp->high (~27 MiB per CPU in a 1 GiB guest)
+ * there, and the module's 19 MiB of vfree()d rings land on them, so
+ * MemAvailable alone swings by more than 1% with no leak at all.
+ */
+static long pcp_kb(void)
+{
+	FILE *f = fopen("/proc/zoneinfo", "r");
+	char line[256];
+	long pages = 0, v;
+
+	if (!f)
+		FAIL("/proc/zoneinfo: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, " count: %ld", &v) == 1)
+			pages += v;
+	fclose(f);
+	return pages * (getpagesize() / 1024);
+}
+
+/*
+ * vmalloc'd pages (/proc/vmallocinfo "pages="), without kernel thread stacks:
+ * with VMAP_STACK every task's stack is a vmalloc area (kernel_clone /
+ * alloc_thread_stack_node, fork_idle), and a kworker coming or going moves
+ * VmallocUsed by 16 KiB, a quarter of the 1% margin.
+ */
+static long vmalloc_kb(void)
+{
+	FILE *f = fopen("/proc/vmallocinfo", "r");
+	char line[512];
+	long pages = 0;
+
+	if (!f)
+		FAIL("/proc/vmallocinfo: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, " pages=");
+
+		if (!p || strstr(line, "kernel_clone") || strstr(line, "alloc_thread_stack") ||
+		    strstr(line, "fork_idle") || strstr(line, "dup_task_struct"))
+			continue;
+		pages += strtol(p + 7, NULL, 10);
+	}
+	fclose(f);
+	return pages * (getpagesize() / 1024);
+}
+
+static void write_file(const char *path, const char *s)
+{
+	int f = open(path, O_WRONLY);
+
+	if (f >= 0) {
+		if (write(f, s, strlen(s)) < 0) {
+			/* some caches refuse shrink; nothing to do */
+		}
+		close(f);
+	}
+}
+
+/* Page cache and reclaimable slab dropped, empty slabs given back. */
+static void settle(void)
+{
+	DIR *d = opendir("/sys/kernel/slab");
+	struct dirent *e;
+	char path[512];
+
+	sync();
+	write_file("/proc/sys/vm/drop_caches", "3");
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/kernel/slab/%s/shrink", e->d_name);
+		write_file(path, "1");
+	}
+	if (d)
+		closedir(d);
+}
+
+struct mem {
+	long avail, memavail, pcp, slab, vmalloc;
+};
+
+static struct mem measure(void)
+{
+	struct mem m;
+
+	settle();
+	m.memavail = meminfo_kb("MemAvailable");
+	m.pcp = pcp_kb();
+	m.avail = m.memavail + m.pcp;
+	m.slab = meminfo_kb("Slab");
+	m.vmalloc = vmalloc_kb();
+	return m;
+}
+
+static int load(int kfd, const char *params)
+{
+	return syscall(SYS_finit_module, kfd, params, 0);
+}
+
+static int unload(void)
+{
+	return syscall(SYS_delete_module, "flightrec", O_NONBLOCK);
+}
+
+/*
+ * Acceptance 1: @n load/unload cycles of @ko (default parameters) with a
+ * CPU-bound workload on every CPU; afterwards available memory, slab and
+ * vmalloc usage are back within 1% of the start (waited for, bounded: RCU
+ * and deferred frees finish after the last unload).
+ *
+ * Why a leak of one ring per cycle fails this: the smallest ring at the
+ * defaults is 1 MiB (DATA per CPU, and the SIDEBAND ring); 50 leaked rings are
+ * 50 MiB of vmalloc, where the baseline is ~5 MiB (1% = ~50 KiB), and 50 MiB
+ * less available memory out of ~860 MiB (1% = ~8.6 MiB).  Even the smallest
+ * ring the module accepts (4 KiB) leaked 50 times is 200 KiB of vmalloc, four
+ * times the margin.  The loaded footprint printed below (vmalloc while
+ * loaded) shows the rings are visible to the measure.
+ */
+static int cmd_cycles(const char *ko, int n)
+{
+	uint32_t nk = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	struct mem m0, m1, loaded = { 0 };
+	uint64_t deadline;
+	int kfd = open(ko, O_RDONLY | O_CLOEXEC);
+	pid_t kids[8];
+	int ok;
+
+	if (kfd < 0)
+		FAIL("open %s: %s", ko, strerror(errno));
+	if (nk > 8)
+		nk = 8;
+	for (uint32_t k = 0; k < nk; k++)
+		kids[k] = spawn_spin(600000);
+	/* Warm-up cycle: what the first load caches (kprobe slots, sysfs) is in the baseline. */
+	if (load(kfd, "") || unload())
+		FAIL("warm-up cycle: %s", strerror(errno));
+	m0 = measure();
+	for (int i = 0; i < n; i++) {
+		if (load(kfd, ""))
+			FAIL("load %d: %s", i, strerror(errno));
+		if (i == 0)
+			loaded = measure();
+		if (unload())
+			FAIL("unload %d: %s", i, strerror(errno));
+	}
+	deadline = now_ns() + 30000000000ULL;
+	for (;;) {
+		m1 = measure();
+		ok = m1.avail >= m0.avail - m0.avail / 100 && m1.slab <= m0.slab + m0.slab / 100 &&
+		     m1.vmalloc <= m0.vmalloc + m0.vmalloc / 100;
+		if (ok || now_ns() > deadline)
+			break;
+		usleep(200000);	/* poll interval of the bounded wait */
+	}
+	for (uint32_t k = 0; k < nk; k++) {
+		kill(kids[k], SIGKILL);
+		waitpid(kids[k], NULL, 0);
+	}
+	close(kfd);
+	printf("%d cycles with %u spinners: available (MemAvailable+per-cpu free lists) %ld->%ld kB (MemAvailable %ld->%ld, pcp %ld->%ld), Slab %ld->%ld kB, vmalloc %ld->%ld kB (%ld kB while loaded)\n",
+	       n, nk, m0.avail, m1.avail, m0.memavail, m1.memavail, m0.pcp, m1.pcp, m0.slab,
+	       m1.slab, m0.vmalloc, m1.vmalloc, loaded.vmalloc);
+	return ok ? 0 : 1;
 }
 
 static int cmd_sideband(const char *lib)
@@ -510,6 +1123,164 @@ static uint64_t rnd(void)
 	return rnd_state;
 }
 
+/*
+ * open() in a child whose effective capabilities lack CAP_SYS_ADMIN and/or
+ * CAP_PERFMON (uid stays 0, so the node's 0600 mode passes), or that runs
+ * as @uid.  Returns 0 if open succeeded, else its errno (>= 100: setup failed).
+ */
+static int open_as(int drop_sys_admin, int drop_perfmon, uid_t uid)
+{
+	int status;
+	pid_t p = fork();
+
+	if (p == 0) {
+		struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+		struct __user_cap_data_struct d[2];
+		int f;
+
+		if (syscall(SYS_capget, &h, d))
+			_exit(100);
+		if (drop_sys_admin)
+			d[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+		if (drop_perfmon)
+			d[CAP_TO_INDEX(CAP_PERFMON)].effective &= ~CAP_TO_MASK(CAP_PERFMON);
+		if (syscall(SYS_capset, &h, d))
+			_exit(101);
+		if (uid && setuid(uid))
+			_exit(102);
+		f = open(FLIGHTREC_DEVICE, O_RDONLY);
+		_exit(f >= 0 ? 0 : errno);
+	}
+	if (p < 0 || waitpid(p, &status, 0) != p || !WIFEXITED(status))
+		return 103;
+	return WEXITSTATUS(status);
+}
+
+static void expect_open(const char *what, int got, int want)
+{
+	if (got != want) {
+		printf("ABI open %s: got %s want %s; ", what,
+		       got >= 100 ? "setup failure" : (got ? strerror(got) : "0"),
+		       want ? strerror(want) : "0");
+		nfail++;
+	}
+}
+
+/*
+ * The errnos each command documents in module/uapi/flightrec.h (0 = success);
+ * every other command number gets only ENOTTY.
+ */
+static int documented(unsigned long cmd, int e)
+{
+	switch (cmd) {
+	case FLIGHTREC_IOC_INFO:
+		return e == 0 || e == EFAULT;
+	case FLIGHTREC_IOC_STATS:
+	case FLIGHTREC_IOC_LIST_MARKERS:
+		return e == 0 || e == EFAULT || e == EINVAL;
+	case FLIGHTREC_IOC_FREEZE:
+	case FLIGHTREC_IOC_THAW:
+		return e == 0 || e == EINVAL;
+	case FLIGHTREC_IOC_READ_RING:
+		return e == 0 || e == EFAULT || e == EINVAL || e == ENODEV;
+	case FLIGHTREC_IOC_READ_MARKER:
+		return e == 0 || e == EFAULT || e == EINVAL || e == ENOENT || e == ENODEV;
+	case FLIGHTREC_IOC_RELEASE_MARKER:
+		return e == 0 || e == ENOENT;
+	default:
+		return e == ENOTTY;
+	}
+}
+
+/* Commands fs/ioctl.c do_vfs_ioctl() answers itself, before the driver sees them. */
+static int vfs_cmd(unsigned int cmd)
+{
+	static const unsigned int vfs[] = {
+		FIOCLEX, FIONCLEX, FIONBIO, FIOASYNC, FIOQSIZE, FIFREEZE, FITHAW,
+		FS_IOC_FIEMAP, FIGETBSZ, FICLONE, FICLONERANGE, FIDEDUPERANGE, FIONREAD,
+		FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR,
+	};
+
+	for (size_t i = 0; i < sizeof(vfs) / sizeof(vfs[0]); i++)
+		if (cmd == vfs[i])
+			return 1;
+	return 0;
+}
+
+/* READ_MARKER / LIST_MARKERS / RELEASE_MARKER against a real marker. */
+static void abi_markers(char *big, char *none)
+{
+	struct flightrec_marker_read mr;
+	struct flightrec_markers l;
+	struct flightrec_marker m[4], mk;
+	uint64_t total;
+	pid_t p = spawn_crash(0, -1, -1);
+
+	wait_segv(p, "abi");
+	if (find_marker(p, &mk)) {
+		printf("ABI: no marker for the crash of %d; ", p);
+		nfail++;
+		return;
+	}
+#define MR(...) (memset(&mr, 0, sizeof(mr)), mr.slot = mk.slot, mr.cpu = mk.cpu, \
+		 mr.buf = (uintptr_t)big, mr.buf_len = 8 << 20, __VA_ARGS__, \
+		 ioctl(fd, FLIGHTREC_IOC_READ_MARKER, &mr))
+	expect("READ_MARKER query", MR(mr.buf = 0, mr.buf_len = 0), 0);
+	total = mr.total_bytes;
+	if (!total || mr.bytes) {
+		printf("ABI READ_MARKER query: total %llu bytes %llu; ", (unsigned long long)total,
+		       (unsigned long long)mr.bytes);
+		nfail++;
+	}
+	expect("READ_MARKER valid", MR(mr.ring = FLIGHTREC_RING_DATA), 0);
+	if (mr.bytes != total) {
+		printf("ABI READ_MARKER valid: %llu of %llu bytes; ", (unsigned long long)mr.bytes,
+		       (unsigned long long)total);
+		nfail++;
+	}
+	expect("READ_MARKER aux", MR(mr.ring = FLIGHTREC_RING_AUX), 0);
+	expect("READ_MARKER bad buf", MR(mr.buf = (uintptr_t)none, mr.buf_len = 4096), EFAULT);
+	expect("READ_MARKER kernel buf", MR(mr.buf = 0xffff888000000000ULL), EFAULT);
+	expect("READ_MARKER reserved[0]", MR(mr.reserved[0] = 1), EINVAL);
+	expect("READ_MARKER reserved[1]", MR(mr.reserved[1] = 1ULL << 63), EINVAL);
+	expect("READ_MARKER flags", MR(mr.flags = 0x80000000), EINVAL);
+	expect("READ_MARKER offset = total", MR(mr.offset = total), 0);
+	if (mr.bytes) {
+		printf("ABI READ_MARKER offset = total copied %llu; ", (unsigned long long)mr.bytes);
+		nfail++;
+	}
+	expect("READ_MARKER offset past end", MR(mr.offset = total + 1), EINVAL);
+	expect("READ_MARKER offset ~0", MR(mr.offset = ~0ULL), EINVAL);
+	expect("READ_MARKER buf_len ~0", MR(mr.offset = 8, mr.buf_len = ~0ULL), 0);
+	expect("READ_MARKER ring 2", MR(mr.ring = 2), EINVAL);
+	expect("READ_MARKER cpu ~0", MR(mr.cpu = ~0U), EINVAL);
+	expect("READ_MARKER slot max", MR(mr.slot = info.max_markers), ENOENT);
+	expect("READ_MARKER slot ~0", MR(mr.slot = ~0U), ENOENT);
+
+	memset(&l, 0, sizeof(l));
+	l.buf = (uintptr_t)none;
+	l.count = 4;
+	expect("LIST bad buf", ioctl(fd, FLIGHTREC_IOC_LIST_MARKERS, &l), EFAULT);
+	l.buf = 0xffff888000000000ULL;
+	expect("LIST kernel buf", ioctl(fd, FLIGHTREC_IOC_LIST_MARKERS, &l), EFAULT);
+	l.buf = (uintptr_t)none;
+	l.count = 0;
+	expect("LIST count 0", ioctl(fd, FLIGHTREC_IOC_LIST_MARKERS, &l), 0);
+	if (l.count < 1) {
+		printf("ABI LIST count 0: %u stored; ", l.count);
+		nfail++;
+	}
+	l.buf = (uintptr_t)m;
+	l.count = 4;
+	expect("LIST valid", ioctl(fd, FLIGHTREC_IOC_LIST_MARKERS, &l), 0);
+
+	expect("RELEASE_MARKER", ioctl(fd, FLIGHTREC_IOC_RELEASE_MARKER, mk.slot), 0);
+	expect("RELEASE_MARKER again", ioctl(fd, FLIGHTREC_IOC_RELEASE_MARKER, mk.slot), ENOENT);
+	expect("READ_MARKER released", MR(mr.ring = FLIGHTREC_RING_DATA), ENOENT);
+	expect("RELEASE_MARKER ~0", ioctl(fd, FLIGHTREC_IOC_RELEASE_MARKER, ~0UL), ENOENT);
+#undef MR
+}
+
 static int cmd_abi(long iterations)
 {
 	char *big = mmap(NULL, 8 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -565,6 +1336,11 @@ static int cmd_abi(long iterations)
 	expect("READ buf_len < record", RR(r.buf_len = 100), EINVAL);
 	expect("READ from > to", RR(r.from = 10, r.to = 5), EINVAL);
 	expect("READ huge from", RR(r.from = ~0ULL, r.to = 0), EINVAL);
+	/* DATA positions count 512-byte records: past U64_MAX / 512 the byte position overflows. */
+	expect("READ data from overflow", RR(r.from = ~0ULL / 512 + 1), EINVAL);
+	expect("READ data to overflow", RR(r.to = ~0ULL / 512 + 1), EINVAL);
+	expect("READ data from max", RR(r.from = ~0ULL / 512), 0);
+	expect("READ aux from ~0", RR(r.ring = FLIGHTREC_RING_AUX, r.from = ~0ULL), 0);
 	expect("READ from beyond head", RR(r.from = 1ULL << 40), 0);
 	expect("READ bad buf", RR(r.buf = (uintptr_t)none), EFAULT);
 	expect("READ kernel buf", RR(r.buf = 0xffff888000000000ULL), EFAULT);
@@ -586,6 +1362,8 @@ static int cmd_abi(long iterations)
 	memset(&mr, 0, sizeof(mr));
 	mr.slot = 63;
 	expect("READ_MARKER no slot", ioctl(fd, FLIGHTREC_IOC_READ_MARKER, &mr), ENOENT);
+	mr.slot = 0;
+	expect("READ_MARKER empty slot", ioctl(fd, FLIGHTREC_IOC_READ_MARKER, &mr), ENOENT);
 	mr.ring = 2;
 	expect("READ_MARKER ring 2", ioctl(fd, FLIGHTREC_IOC_READ_MARKER, &mr), EINVAL);
 	mr.ring = 0;
@@ -599,6 +1377,12 @@ static int cmd_abi(long iterations)
 	expect("unknown nr", ioctl(fd, _IO(FLIGHTREC_IOC_MAGIC, 99), 0), ENOTTY);
 	expect("unknown magic", ioctl(fd, _IO('x', 1), 0), ENOTTY);
 	expect("INFO wrong size", ioctl(fd, _IOR(FLIGHTREC_IOC_MAGIC, 1, int), &info), ENOTTY);
+
+	expect_open("without CAP_SYS_ADMIN and CAP_PERFMON", open_as(1, 1, 0), EPERM);
+	expect_open("with CAP_PERFMON only", open_as(1, 0, 0), 0);
+	expect_open("with CAP_SYS_ADMIN only", open_as(0, 1, 0), 0);
+	expect_open("as nobody (mode 0600)", open_as(0, 0, 65534), EACCES);
+	abi_markers(big, none);
 	if (nfail) {
 		printf("\n");
 		return 1;
@@ -613,7 +1397,7 @@ static int cmd_abi(long iterations)
 		FLIGHTREC_IOC_RELEASE_MARKER,
 	};
 	static uint64_t arg_area[64];
-	long counts[5] = { 0 };
+	long counts[6] = { 0 }, ours = 0;
 	const uint64_t bufs[] = { 0, (uintptr_t)none, 0xffff888000000000ULL,
 				  (uintptr_t)(big + (1 << 20)), (uintptr_t)(big + (2 << 20)) };
 
@@ -631,7 +1415,9 @@ static int cmd_abi(long iterations)
 			cmd = _IOC(rnd() % 4, FLIGHTREC_IOC_MAGIC, rnd() % 12, rnd() % 256);
 			break;
 		default:
-			cmd = (unsigned int)rnd();
+			do
+				cmd = (unsigned int)rnd();
+			while (vfs_cmd(cmd));
 			break;
 		}
 		for (int k = 0; k < 16; k++)
@@ -661,6 +1447,12 @@ static int cmd_abi(long iterations)
 		long ret = ioctl(fd, cmd, arg);
 		int e = ret ? errno : 0;
 
+		if (!documented(cmd, e)) {
+			printf("random ioctl cmd=%#lx arg=%#lx: errno %s is not documented for it\n",
+			       cmd, arg, e ? strerror(e) : "0");
+			return 1;
+		}
+		ours += !documented(cmd, ENOTTY);
 		switch (e) {
 		case 0:
 			counts[0]++;
@@ -675,18 +1467,16 @@ static int cmd_abi(long iterations)
 			counts[3]++;
 			break;
 		case ENOENT:
-		case ENODEV:
 			counts[4]++;
 			break;
 		default:
-			printf("random ioctl cmd=%#lx arg=%#lx: undocumented errno %s\n", cmd, arg,
-			       strerror(e));
-			return 1;
+			counts[5]++;
+			break;
 		}
 	}
 	ioctl(fd, FLIGHTREC_IOC_THAW, 0);
-	printf("fixed=ok random=%ld ok=%ld EINVAL=%ld EFAULT=%ld ENOTTY=%ld ENOENT/ENODEV=%ld\n",
-	       iterations, counts[0], counts[1], counts[2], counts[3], counts[4]);
+	printf("fixed=ok open:EPERM/EACCES ok markers=ok random=%ld (%ld to defined commands) each errno documented for its command: ok=%ld EINVAL=%ld EFAULT=%ld ENOTTY=%ld ENOENT=%ld ENODEV=%ld\n",
+	       iterations, ours, counts[0], counts[1], counts[2], counts[3], counts[4], counts[5]);
 	return 0;
 }
 
@@ -706,13 +1496,19 @@ static int cmd_bench(long blocks)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_test record|check|loss|crash|sideband LIB|abi N|spin MS|bench N");
-	if (!strcmp(argv[1], "spin")) {
+		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|cycles KO N|spin MS|crashonly|bench N");
+	if (!strcmp(argv[1], "spin") && argc > 2) {
 		spin_a(strtoull(argv[2], NULL, 0));
 		return 0;
 	}
-	if (!strcmp(argv[1], "bench"))
+	if (!strcmp(argv[1], "bench") && argc > 2)
 		return cmd_bench(strtol(argv[2], NULL, 0));
+	if (!strcmp(argv[1], "cycles") && argc > 3)
+		return cmd_cycles(argv[2], atoi(argv[3]));
+	if (!strcmp(argv[1], "crashonly")) {	/* a core dump with no module checks */
+		wait_segv(spawn_crash(0, -1, -1), "crashonly");
+		return 0;
+	}
 	dev_open();
 	if (!strcmp(argv[1], "record"))
 		return cmd_record();
@@ -720,11 +1516,17 @@ int main(int argc, char **argv)
 		return cmd_check();
 	if (!strcmp(argv[1], "loss"))
 		return cmd_loss();
+	if (!strcmp(argv[1], "freeze") && argc > 2)
+		return cmd_freeze(atoi(argv[2]));
 	if (!strcmp(argv[1], "crash"))
 		return cmd_crash();
+	if (!strcmp(argv[1], "storm") && argc > 2)
+		return cmd_storm(atoi(argv[2]));
 	if (!strcmp(argv[1], "sideband") && argc > 2)
 		return cmd_sideband(argv[2]);
 	if (!strcmp(argv[1], "abi"))
 		return cmd_abi(argc > 2 ? strtol(argv[2], NULL, 0) : 100000);
+	if (!strcmp(argv[1], "hold"))
+		return cmd_hold();
 	FAIL("unknown subcommand %s", argv[1]);
 }

@@ -2,11 +2,13 @@
 # Boots Debian's 6.1 kernel in QEMU (TCG), loads flightrec.ko and runs the
 # guest scenarios, one boot for all of them.  Each scenario prints
 #   FLIGHTREC-VM-RESULT <name> PASS|FAIL <detail>
-# on the serial console; this script parses them and fails if any scenario
-# failed, is missing, or the guest hung (qemu killed after $FR_VM_TIMEOUT s).
+# on the serial console, and after the last one the guest prints the result
+# of "final" (a kernel-log check after the module's last unload); this script
+# parses them and fails if any scenario or final failed, is missing, or the
+# guest hung (qemu killed after $FR_VM_TIMEOUT s).
 #
 # usage: run_vm_tests.sh --build-dir DIR [--guest-script PATH] [scenario...]
-#   scenarios: load abi crash hotplug loss sideband backend (default: all)
+#   scenarios: load abi crash hotplug loss storm sideband backend (default: all)
 set -euo pipefail
 
 KVER=${FR_KVER:-6.1.0-56-amd64}
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
-[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss sideband backend)
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend)
 
 # The work dir lives in the build tree: the guest sees the host root
 # read-only over 9p, and /tmp is replaced by a guest tmpfs.
@@ -31,15 +33,20 @@ WORK=$(mktemp -d "$BUILD/vm-work.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 t0=$(date +%s.%N)
-# Out-of-tree module build from a copy: the source tree stays clean.
+# Out-of-tree module build from a copy: the source tree stays clean.  W=1:
+# the kernel's extra warnings; any warning fails the run.
 mkdir -p "$WORK/mod"
 cp "$SRC"/module/Kbuild "$SRC"/module/flightrec.c "$WORK/mod/"
 cp -r "$SRC"/module/uapi "$WORK/mod/"
-make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" modules > "$WORK/build.log" 2>&1 || {
+make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" W=1 modules > "$WORK/build.log" 2>&1 || {
   cat "$WORK/build.log"; echo "module build failed"; exit 1; }
 if grep -i "warning" "$WORK/build.log" | grep -v "Skipping BTF"; then
   echo "module build has warnings"; exit 1
 fi
+# The uapi header's and the module's kernel-doc comments (the script ships
+# with the headers, in linux-kbuild).
+perl "/lib/modules/$KVER/build/scripts/kernel-doc" -none -Werror \
+  "$SRC/module/uapi/flightrec.h" "$SRC/module/flightrec.c" || { echo "kernel-doc warnings"; exit 1; }
 t1=$(date +%s.%N)
 
 # initramfs: busybox + the 9p/virtio modules + /init.
@@ -115,7 +122,7 @@ if [ $rc -ne 0 ] || ! grep -q FLIGHTREC-VM-DONE "$LOG.txt"; then
   cat "$LOG.txt"
   fail=1
 fi
-for s in "${SCEN[@]}"; do
+for s in "${SCEN[@]}" final; do
   line=$(grep "^FLIGHTREC-VM-RESULT $s " "$LOG.txt" | tail -1 || true)
   if [ -z "$line" ]; then
     echo "FLIGHTREC-VM-RESULT $s FAIL no result"; fail=1
