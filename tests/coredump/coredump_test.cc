@@ -1108,15 +1108,18 @@ TEST_F(CoredumpTest, CrashDebugRunsGdbOnTheCoreInAPrivateDirectoryAndRemovesIt) 
   ASSERT_FALSE(crash.is_null());
   store::testing::TempDir tmp;
   const std::string rec = BuildPath("recorder/cli/recorder");
-  auto r = RunCommand({rec, "--store", daemon_->store(), "crash", "debug", crash["id"], "-A",
-                       "-batch -nx -ex 'info threads' -ex bt"},
-                      {"TMPDIR=" + tmp.path()});
+  auto r = RunCommand(
+      {rec, "--store", daemon_->store(), "crash", "debug", crash["id"], "-A",
+       "-batch -nx -ex 'info threads' -ex bt -ex 'shell stat -c \"mode %a %n\" \"$TMPDIR\"/*/'"},
+      {"TMPDIR=" + tmp.path()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   // gdb loaded this core: its backtrace names the crashing function and main.
   EXPECT_NE(r.out.find("crash_here"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("main"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("core extracted to " + tmp.path() + "/flightrec-debug-"), std::string::npos)
       << r.err;
+  // While gdb ran, the core was in a directory of its own, 0700.
+  EXPECT_NE(r.out.find("mode 700 " + tmp.path() + "/flightrec-debug-"), std::string::npos) << r.out;
   // The private directory and the core are gone.
   EXPECT_TRUE(fs::is_empty(tmp.path())) << fs::directory_iterator(tmp.path())->path();
   // gdb failing is reported, and still cleans up.
