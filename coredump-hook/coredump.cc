@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <libunwind-coredump.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/acl.h>
@@ -20,12 +22,14 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "common/scoped_fd.h"
 #include "common/units.h"
+#include "coredump-hook/core_reducer.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/ipc/ipc.h"
 #include "store/store.h"
@@ -236,7 +240,18 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         std::string comm = ReadAt(tfd, std::string(e->d_name) + "/comm", 64);
         if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-        threads.push_back({{"tid", std::atoi(e->d_name)}, {"comm", comm}});
+        // NSpid: the thread's id in each pid namespace, initial first, its
+        // own last. The core names threads by the last (what the process
+        // sees), samples by the first.
+        int tid = std::atoi(e->d_name), ns_tid = tid;
+        std::istringstream ts(ReadAt(tfd, std::string(e->d_name) + "/status", 64 << 10));
+        std::string line;
+        while (std::getline(ts, line)) {
+          if (line.rfind("NSpid:", 0) != 0) continue;
+          std::istringstream ids(line.substr(6));
+          for (int id; ids >> id;) ns_tid = id;
+        }
+        threads.push_back({{"tid", tid}, {"ns_tid", ns_tid}, {"comm", comm}});
       }
       closedir(d);
     } else {
@@ -290,92 +305,147 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
   return r->value("id", "");
 }
 
-// Runs Backtrace in a child as the crashed user (nobody for root) with CPU,
-// memory and output limits: a hostile core cannot take the hook down.
-nlohmann::json SandboxedBacktrace(int core_fd, const std::string& maps, const HookArgs& a,
-                                  std::string* why) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    *why = "pipe failed";
-    return nullptr;
+// The unwinder's process. Backtrace parses an untrusted core, so it runs in
+// a child as the crashed user (nobody for root's crashes), not dumpable,
+// with no_new_privs and CPU, address-space, time and output limits: a
+// hostile core cannot take the hook down nor act as root. The child is
+// started before the hook drops its own privileges (making it another user
+// needs CAP_SETUID/CAP_SETGID) and becomes that user at once; it then waits
+// on a pipe until the reduced core is complete. Stopping it after the
+// deadline is why the hook keeps CAP_KILL: the kernel lets uid 0 without
+// capabilities signal only processes of uid 0.
+class UnwinderChild {
+ public:
+  UnwinderChild() = default;
+  UnwinderChild(const UnwinderChild&) = delete;
+  UnwinderChild& operator=(const UnwinderChild&) = delete;
+  // A child never told to run is told to exit (its go pipe closes) and reaped.
+  ~UnwinderChild() {
+    go_.reset();
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
   }
-  uid_t uid = a.uid == 0 ? 65534 : a.uid;
-  gid_t gid = a.uid == 0 ? 65534 : a.gid;
-  if (fchown(core_fd, uid, gid) != 0) {
-    *why = std::string("fchown failed: ") + std::strerror(errno);
-  }
-  pid_t child = fork();
-  if (child < 0) {
-    close(p[0]);
-    close(p[1]);
-    *why = "fork failed";
-    return nullptr;
-  }
-  if (child == 0) {
-    close(p[0]);
-    prctl(PR_SET_DUMPABLE, 0);  // its own crash must not come back to us
-    rlimit cpu{10, 10}, as{2ull << 30, 2ull << 30};
-    setrlimit(RLIMIT_CPU, &cpu);
-    setrlimit(RLIMIT_AS, &as);
-    if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
-        setresuid(uid, uid, uid) != 0) {
-      _exit(3);
+
+  // Forks the child, which unwinds the core in core_fd once Run() is called.
+  Status Start(int core_fd, const std::string& maps, const HookArgs& a,
+               const std::map<pid_t, pid_t>& global_tids) {
+    int go[2], out[2];
+    if (pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(go[0]);
+      close(go[1]);
+      return ErrnoStatus("pipe");
     }
-    std::string out =
-        Backtrace(fmt::format("/proc/self/fd/{}", core_fd), maps, a.pid, a.tid).dump();
-    if (out.size() > (4u << 20)) out = R"({"error":"backtrace output over 4 MiB"})";
-    size_t off = 0;
-    while (off < out.size()) {
-      ssize_t n = write(p[1], out.data() + off, out.size() - off);
+    const uid_t uid = a.uid == 0 ? 65534 : a.uid;
+    const gid_t gid = a.uid == 0 ? 65534 : a.gid;
+    const pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) {
+      for (int fd : {go[0], go[1], out[0], out[1]}) close(fd);
+      return ErrnoStatus("fork");
+    }
+    if (child == 0) {
+      close(go[1]);
+      close(out[0]);
+      // Not the core's reader: the kernel's pipe is the hook's alone.
+      int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+      prctl(PR_SET_DUMPABLE, 0);  // its own crash must not come back to us
+      rlimit cpu{10, 10}, as{2ull << 30, 2ull << 30};
+      setrlimit(RLIMIT_CPU, &cpu);
+      setrlimit(RLIMIT_AS, &as);
+      if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
+          setresuid(uid, uid, uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+        _exit(3);
+      }
+      // Set after the uid change, which clears it; then dies with the hook.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(4);
+      char c = 0;
+      ssize_t n;
+      while ((n = read(go[0], &c, 1)) < 0 && errno == EINTR) {
+      }
+      if (n != 1 || c != 'g') _exit(0);
+      std::string text = Backtrace(fmt::format("/proc/self/fd/{}", core_fd), maps, a.pid,
+                                   a.global_tid, global_tids)
+                             .dump();
+      if (text.size() > (4u << 20)) text = R"({"error":"backtrace output over 4 MiB"})";
+      size_t off = 0;
+      while (off < text.size()) {
+        ssize_t w = write(out[1], text.data() + off, text.size() - off);
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+      }
+      _exit(0);
+    }
+    close(go[0]);
+    close(out[1]);
+    go_.reset(go[1]);
+    out_.reset(out[0]);
+    pid_ = child;
+    return OkStatus();
+  }
+
+  pid_t pid() const { return pid_; }
+
+  // Lets the child unwind and returns its JSON, or null with *why.
+  nlohmann::json Run(std::string* why) {
+    if (pid_ <= 0) {
+      *why = "no unwinder process";
+      return nullptr;
+    }
+    if (write(go_.get(), "g", 1) != 1) {
+      *why = "the unwinder process is gone";
+    }
+    go_.reset();
+    std::string text;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    bool killed = false;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      pollfd pf{out_.get(), POLLIN, 0};
+      if (left <= 0 || poll(&pf, 1, static_cast<int>(left)) <= 0) {
+        kill(pid_, SIGKILL);
+        killed = true;
+        break;
+      }
+      char buf[65536];
+      ssize_t n = read(out_.get(), buf, sizeof(buf));
       if (n <= 0) break;
-      off += static_cast<size_t>(n);
+      text.append(buf, static_cast<size_t>(n));
+      if (text.size() > (5u << 20)) {
+        kill(pid_, SIGKILL);
+        killed = true;
+        break;
+      }
     }
-    _exit(0);
-  }
-  close(p[1]);
-  std::string out;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  bool killed = false;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now())
-                    .count();
-    pollfd pf{p[0], POLLIN, 0};
-    if (left <= 0 || poll(&pf, 1, static_cast<int>(left)) <= 0) {
-      kill(child, SIGKILL);
-      killed = true;
-      break;
+    out_.reset();
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    if (killed) {
+      *why = "backtrace took too long or wrote too much: stopped";
+      return nullptr;
     }
-    char buf[65536];
-    ssize_t n = read(p[0], buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > (5u << 20)) {
-      kill(child, SIGKILL);
-      killed = true;
-      break;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      *why = WIFSIGNALED(status)
+                 ? fmt::format("backtrace process died from SIG{}", sigabbrev_np(WTERMSIG(status)))
+                 : fmt::format("backtrace process failed ({})", WEXITSTATUS(status));
+      return nullptr;
     }
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) {
+      *why = "backtrace output is not JSON";
+      return nullptr;
+    }
+    return j;
   }
-  close(p[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (killed) {
-    *why = "backtrace took too long or wrote too much: stopped";
-    return nullptr;
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    *why = WIFSIGNALED(status)
-               ? fmt::format("backtrace process died from SIG{}", sigabbrev_np(WTERMSIG(status)))
-               : fmt::format("backtrace process failed ({})", WEXITSTATUS(status));
-    return nullptr;
-  }
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded()) {
-    *why = "backtrace output is not JSON";
-    return nullptr;
-  }
-  return j;
-}
+
+ private:
+  pid_t pid_ = -1;
+  ScopedFd go_, out_;
+};
 
 // Counts this executable's stored cores over the last hour and takes a slot
 // if one is free. Hooks run concurrently during a crash storm, so the count
@@ -506,6 +576,37 @@ Status WriteHookConfig(const HookOptions& o) {
   return OkStatus();
 }
 
+Status DropPrivileges() {
+  // Root's exec rule off for good (an execve would not give uid 0 its
+  // capabilities back); the uid-change fixups and keep-caps locked at their
+  // defaults; no ambient capabilities ever.
+  if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+                                   SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0) {
+    return ErrnoStatus("PR_SET_SECUREBITS");
+  }
+  int last = 40;  // CAP_CHECKPOINT_RESTORE; the running kernel says which is last
+  if (std::string l = ReadText("/proc/sys/kernel/cap_last_cap", 64); !l.empty()) {
+    last = std::atoi(l.c_str());
+  }
+  for (int c = 0; c <= last; ++c) {
+    if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) {
+      return ErrnoStatus(fmt::format("PR_CAPBSET_DROP {}", c));
+    }
+  }
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+    return ErrnoStatus("PR_CAP_AMBIENT_CLEAR_ALL");
+  }
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  data[CAP_TO_INDEX(CAP_KILL)].effective = CAP_TO_MASK(CAP_KILL);
+  data[CAP_TO_INDEX(CAP_KILL)].permitted = CAP_TO_MASK(CAP_KILL);
+  if (syscall(SYS_capset, &hdr, data) != 0) return ErrnoStatus("capset");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus("PR_SET_NO_NEW_PRIVS");
+  return OkStatus();
+}
+
 int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
   const char* sig = sigabbrev_np(a.signal);
   const std::string signame = sig ? fmt::format("SIG{}", sig) : std::to_string(a.signal);
@@ -513,6 +614,9 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
     Log("not handling a crash of recorder-coredump itself (no loop)");
     return 0;
   }
+  // ---- privileged part: /proc of the crashed process (another user's),
+  // the unwinder's temporary file handed to that user, the unwinder started
+  // as that user.
   std::vector<std::string> notes;
   std::string maps;
   nlohmann::json md = ReadMetadata(a, &maps, &notes);
@@ -522,6 +626,34 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
     return 0;
   }
   if (exe.empty()) exe = a.comm;
+  std::map<pid_t, pid_t> global_tids;  // core (namespace) tid -> initial namespace tid
+  for (const auto& t : md.value("threads", nlohmann::json::array())) {
+    global_tids[t.value("ns_tid", 0)] = t.value("tid", 0);
+  }
+  global_tids[a.tid] = a.global_tid;
+  // The unwinder's copy of the core: unnamed, in /var/tmp (cores are large
+  // for /tmp's tmpfs), owned by the user the unwinder runs as so that it can
+  // open it through /proc/self/fd.
+  ScopedFd tmp(open("/var/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  std::string tmp_why = tmp ? "" : std::string("no temporary file: ") + std::strerror(errno);
+  if (tmp && fchown(tmp.get(), a.uid == 0 ? 65534 : a.uid, a.uid == 0 ? 65534 : a.gid) != 0) {
+    tmp_why = std::string("fchown of the temporary file failed: ") + std::strerror(errno);
+    tmp.reset();
+  }
+  UnwinderChild unwinder;
+  if (tmp) {
+    if (Status s = unwinder.Start(tmp.get(), maps, a, global_tids); !s.ok()) {
+      tmp_why = "no unwinder process: " + s.ToString();
+      tmp.reset();
+    }
+  }
+  // ---- everything else needs no privilege but signalling the unwinder:
+  // the store and its index are root's files (0600), written as their owner.
+  if (geteuid() == 0) {
+    if (Status s = DropPrivileges(); !s.ok()) {
+      notes.push_back("could not drop privileges: " + s.ToString());
+    }
+  }
 
   store::StoreOptions so;
   so.group_readable = false;
@@ -554,10 +686,11 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
   std::string backtrace_why;
   Status io;
   if (!limited) {
-    // The core goes into the record, and (up to the backtrace limit) into an
-    // unnamed temporary file that the sandboxed unwinder reads.
-    ScopedFd tmp(open("/var/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    bool tee = static_cast<bool>(tmp);
+    // The core goes into the record, and what unwinding needs of it into the
+    // temporary file the sandboxed unwinder reads.
+    CoreReducer::Limits limits;
+    limits.max_memory = o.backtrace_memory_max;
+    CoreReducer reducer(tmp ? tmp.get() : -1, limits);
     io = w.BeginSection("core");
     std::vector<char> buf(1 << 20);
     while (io.ok()) {
@@ -576,24 +709,36 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
       }
       if (n == 0) break;
       io = w.Write(std::string_view(buf.data(), static_cast<size_t>(n)));
-      if (tee && core_size + static_cast<uint64_t>(n) <= o.backtrace_core_max) {
-        tee = pwrite(tmp.get(), buf.data(), static_cast<size_t>(n),
-                     static_cast<off_t>(core_size)) == n;
-      } else {
-        tee = false;
-      }
+      if (tmp) reducer.Feed(buf.data(), static_cast<size_t>(n));
       core_size += static_cast<uint64_t>(n);
     }
     if (io.ok()) io = w.EndSection();
     if (truncated) notes.push_back(fmt::format("core truncated at {} bytes (limit)", core_size));
     if (io.ok() && core_size == 0) notes.push_back("the kernel sent an empty core");
-    if (io.ok() && core_size > 0 && tee) {
-      backtrace = SandboxedBacktrace(tmp.get(), maps, a, &backtrace_why);
-    } else if (core_size > 0) {
-      backtrace_why = tee ? "" : "core larger than the backtrace limit, or no temporary space";
+    if (io.ok() && core_size > 0) {
+      Status r = tmp ? reducer.Finish() : OkStatus();
+      if (!tmp) {
+        backtrace_why = "no backtrace: " + tmp_why;
+      } else if (!r.ok()) {
+        backtrace_why = "no backtrace: " + r.message();
+      } else {
+        backtrace = unwinder.Run(&backtrace_why);
+        if (backtrace.is_object()) {
+          backtrace["input"] = {{"core_memory_bytes", reducer.memory_bytes()},
+                                {"kept_memory_bytes", reducer.kept_bytes()},
+                                {"reduced", reducer.reduced()}};
+          for (const auto& t : reducer.threads()) {
+            if (!t.stack_kept) {
+              backtrace["input"]["stacks_left_out"].push_back(
+                  global_tids.count(t.tid) ? global_tids[t.tid] : t.tid);
+            }
+          }
+        }
+      }
     }
     if (!backtrace_why.empty()) notes.push_back(backtrace_why);
   }
+  tmp.reset();
   nlohmann::json crash = {{"pid", a.pid},
                           {"tid", a.tid},
                           {"global_tid", a.global_tid},
@@ -612,6 +757,8 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
                           {"history", history_id},
                           {"notes", notes}};
   if (io.ok()) io = w.AddSection("metadata", md.dump());
+  // The address space at the crash, as /proc showed it (text).
+  if (io.ok() && !maps.empty()) io = w.AddSection("maps", maps);
   if (io.ok() && !backtrace.is_null()) io = w.AddSection("backtrace", backtrace.dump());
   if (!io.ok()) {
     Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame, io.message()));
@@ -671,6 +818,7 @@ int CoredumpMain(int argc, char** argv) {
       o.history_ns = j.value("history_ns", o.history_ns);
       o.max_per_exe_per_hour = j.value("max_per_exe_per_hour", o.max_per_exe_per_hour);
       o.history_timeout_ms = j.value("history_timeout_ms", o.history_timeout_ms);
+      o.backtrace_memory_max = j.value("backtrace_memory_max", o.backtrace_memory_max);
     } else {
       Log("ignoring " + config + ": not JSON");
     }
@@ -689,6 +837,10 @@ int CoredumpMain(int argc, char** argv) {
                  "How long recorderd may take to give the history; then the core is stored "
                  "without it")
       ->capture_default_str();
+  std::string bt_max = std::to_string(o.backtrace_memory_max);
+  app.add_option("--backtrace-memory-max", bt_max,
+                 "Memory of the core the unwinder's reduced copy may keep (stacks first)")
+      ->capture_default_str();
   app.add_option("--max-per-exe-per-hour", o.max_per_exe_per_hour,
                  "Cores stored per executable per hour; later crashes keep metadata only")
       ->capture_default_str();
@@ -699,24 +851,30 @@ int CoredumpMain(int argc, char** argv) {
     return app.exit(e);
   }
   auto size = ParseSize(max_size);
+  auto btmax = ParseSize(bt_max);
   auto hist = ParseDurationNs(history);
   auto htimeout = ParseDurationNs(history_timeout);
   auto args = ParseHookArgs(pos);
-  if (!size.ok() || !hist.ok() || !htimeout.ok() || !args.ok()) {
-    std::string msg = !args.ok()   ? args.status().message()
-                      : !size.ok() ? size.status().message()
-                      : !hist.ok() ? hist.status().message()
-                                   : htimeout.status().message();
+  if (!size.ok() || !btmax.ok() || !hist.ok() || !htimeout.ok() || !args.ok()) {
+    std::string msg = !args.ok()    ? args.status().message()
+                      : !size.ok()  ? size.status().message()
+                      : !btmax.ok() ? btmax.status().message()
+                      : !hist.ok()  ? hist.status().message()
+                                    : htimeout.status().message();
     Log("refusing to run: " + msg);
     return 2;
   }
   o.max_core_bytes = *size;
+  o.backtrace_memory_max = *btmax;
   o.history_ns = *hist;
   o.history_timeout_ms = static_cast<int>(std::clamp<int64_t>(*htimeout / 1'000'000, 1, 600'000));
   // The kernel's pidfd (%F) must not leak into the unwinder or gdb-like
   // children; ReadMetadata takes it over.
   if (args->pidfd >= 0) fcntl(args->pidfd, F_SETFD, FD_CLOEXEC);
   umask(077);
+  // An unwinder that died before being told to start must not take the
+  // hook down with it through its go pipe.
+  signal(SIGPIPE, SIG_IGN);
   return RunHook(*args, o, STDIN_FILENO);
 }
 
@@ -780,7 +938,8 @@ std::vector<std::pair<pid_t, std::vector<uint64_t>>> DwflWalk(const std::string&
 }  // namespace
 
 nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, pid_t pid,
-                         pid_t crashing_tid, size_t max_frames) {
+                         pid_t crashing_tid, const std::map<pid_t, pid_t>& global_tids,
+                         size_t max_frames) {
   nlohmann::json out = {{"threads", nlohmann::json::array()}};
   UCD_info* ui = _UCD_create(core_path.c_str());
   if (ui == nullptr) {
@@ -852,12 +1011,18 @@ nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, 
       ips = fp_ips;
       method = "frame-pointer";
     }
-    if (static_cast<size_t>(i) < dwfl_threads.size()) {
-      t["tid"] = dwfl_threads[i].first;
-      if (mapped(dwfl_threads[i].second) > mapped(ips)) {
-        ips = dwfl_threads[i].second;
+    // The core's tid is the thread's id in the process's pid namespace.
+    pid_t ns_tid = _UCD_get_pid(ui);
+    auto g = global_tids.find(ns_tid);
+    t["ns_tid"] = ns_tid;
+    t["tid"] = g != global_tids.end() ? g->second : ns_tid;
+    for (const auto& [dtid, dips] : dwfl_threads) {
+      if (dtid != ns_tid) continue;
+      if (mapped(dips) > mapped(ips)) {
+        ips = dips;
         method = "libdwfl";
       }
+      break;
     }
     t["unwind"] = method;
     // Symbolize like samples: entry 0 is the faulting ip, the rest are
@@ -889,9 +1054,12 @@ nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, 
     threads.push_back(std::move(t));
   }
   // The core's first thread is the one that took the signal (the kernel
-  // writes it first); keep it first, then the others in the core's order.
+  // writes it first); keep it first, then the others in the core's order,
+  // and make sure of it by %I when the core names that thread.
+  std::stable_partition(threads.begin(), threads.end(),
+                        [&](const nlohmann::json& t) { return t.value("tid", 0) == crashing_tid; });
   for (auto& t : threads) out["threads"].push_back(std::move(t));
-  out["crashing_tid"] = crashing_tid;
+  out["crashing_tid"] = crashing_tid;  // global (%I), like each thread's "tid"
   out["signal"] = _UCD_get_cursig(ui);
   unw_destroy_addr_space(as);
   _UCD_destroy(ui);

@@ -10,14 +10,22 @@
 //   4. unwinds every thread from the core with libunwind's coredump API in a
 //      child process running as the crashed user (never root) under CPU, memory
 //      and output limits, and symbolizes the frames with the attribution
-//      pipeline,
+//      pipeline (the child reads a reduced copy of the core: CoreReducer),
 // and commits the record. Any step that fails is recorded as a reason; the
 // core is stored whatever happens to the others.
+//
+// Privileges: step 1 (another user's /proc entries), creating the unwinder's
+// temporary file and starting the unwinder as another user are the only
+// steps that need root's capabilities. The hook does them first and then
+// drops every capability but CAP_KILL (DropPrivileges): it stays uid 0 only
+// because the store and its index are root's files, which an owner writes
+// without capabilities.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,9 +60,12 @@ struct HookOptions {
   std::string socket_path = "/run/flightrec/control.sock";
   uint64_t max_core_bytes = 32ull << 30;  // like systemd's ProcessSizeMax on 64-bit
   int64_t history_ns = 5'000'000'000;
-  int history_timeout_ms = 3000;             // connect + dump; the core waits meanwhile
-  int max_per_exe_per_hour = 20;             // excess crashes keep metadata only
-  uint64_t backtrace_core_max = 2ull << 30;  // larger cores are not unwound
+  int history_timeout_ms = 3000;  // connect + dump; the core waits meanwhile
+  int max_per_exe_per_hour = 20;  // excess crashes keep metadata only
+  // The unwinder's reduced copy of the core (CoreReducer): notes, then at
+  // most this much memory (stacks first), so a core of any size gets a
+  // backtrace and each running hook puts at most notes + this in /var/tmp.
+  uint64_t backtrace_memory_max = 48ull << 20;
 };
 
 // Runs the hook on stdin; returns the process exit code (0 unless nothing at
@@ -75,9 +86,20 @@ Status WriteHookConfig(const HookOptions& o);
 
 // Unwinds every thread of the core in `core_path` with libunwind's coredump
 // accessors, using `maps` (the process's /proc/PID/maps) for backing files,
-// and symbolizes the frames. Crashing thread (tid) first. Runs in the calling
-// process: RunHook calls it from a sandboxed child.
+// and symbolizes the frames. Crashing thread first. A core names threads by
+// their ids in the process's own pid namespace; `global_tids` maps them to
+// the initial namespace's (those of samples and of %I), and each thread is
+// reported by its global tid ("tid") and its core tid ("ns_tid").
+// `crashing_tid` is %I. Runs in the calling process: RunHook calls it from a
+// sandboxed child.
 nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, pid_t pid,
-                         pid_t crashing_tid, size_t max_frames = 64);
+                         pid_t crashing_tid, const std::map<pid_t, pid_t>& global_tids,
+                         size_t max_frames = 64);
+
+// Leaves the calling process with CAP_KILL only (permitted and effective;
+// nothing inheritable, ambient or in the bounding set), root's exec
+// privileges and ambient raising locked off (securebits) and no_new_privs.
+// Needs CAP_SETPCAP.
+Status DropPrivileges();
 
 }  // namespace flightrec::coredump

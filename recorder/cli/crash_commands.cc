@@ -1,20 +1,27 @@
 // recorder crash list|info|core|debug (modelled on coredumpctl) and
 // recorder coredump install|uninstall (the core_pattern handler).
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/scoped_fd.h"
 #include "common/units.h"
 #include "coredump-hook/coredump.h"
 #include "recorder/analysis/replay.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/timeline.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -201,13 +208,103 @@ void PrintFrames(const nlohmann::json& frames, size_t max) {
   }
 }
 
-Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json) {
-  ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, id_arg));
+struct CrashInfoArgs {
+  std::string id;
+  bool json = false;
+  bool maps = false;
+  int bins = 20;
+};
+
+// The crashing thread's last seconds from the linked history record: top
+// functions, its last samples, and a timeline over the record's window (the
+// same bins as `recorder timeline`). Samples carry tids of the initial pid
+// namespace, so the thread is %I (global_tid), not %i.
+StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
+                                      const nlohmann::json& crash, const std::string& hid,
+                                      int bins) {
+  analysis::ReplayOptions ro;
+  ro.pid = crash.value("pid", 0u);
+  const uint32_t tid = crash.value("global_tid", crash.value("tid", 0u));
+  if (tid != 0) ro.tid = tid;
+  ro.progress = false;
+  analysis::RecordInfo info;
+  std::map<std::string, uint64_t> top;
+  std::set<std::string> labels;
+  std::vector<std::pair<uint64_t, const std::string*>> points;
+  ASSIGN_OR_RETURN(
+      auto stats,
+      analysis::Replay(
+          hreader, ro, [&](const analysis::RecordInfo& i) { info = i; },
+          [&](const analysis::ResolvedSample& rs) {
+            auto it =
+                labels.insert(rs.stack.empty() ? "[no frames]" : rs.stack[0]->Display()).first;
+            ++top[*it];
+            points.emplace_back(rs.sample->time_ns, &*it);
+          }));
+  (void)stats;
+  std::sort(points.begin(), points.end());
+  const uint64_t total = points.size();
+  const uint64_t first = total ? points.front().first : 0, last = total ? points.back().first : 0;
+  std::vector<std::pair<uint64_t, std::string>> sorted;
+  for (const auto& [f, n] : top) sorted.emplace_back(n, f);
+  std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
+  nlohmann::json tj = nlohmann::json::array();
+  for (size_t i = 0; i < sorted.size() && i < 10; ++i) {
+    tj.push_back({{"function", sorted[i].second},
+                  {"samples", sorted[i].first},
+                  {"pct", total ? 100.0 * sorted[i].first / total : 0}});
+  }
+  nlohmann::json lj = nlohmann::json::array();
+  for (size_t i = total > 10 ? total - 10 : 0; i < total; ++i) {
+    lj.push_back({{"time_ns", points[i].first}, {"function", *points[i].second}});
+  }
+  // The window the daemon froze (the last N seconds before it was asked);
+  // the samples' own span when the record does not say.
+  uint64_t start = info.window_start_ns, end = info.window_end_ns;
+  if (start == 0 || end <= start) {
+    start = first;
+    end = last + 1;
+  }
+  const TimelineBins tb(start, end, bins);
+  TimelineLane lane;
+  for (const auto& [t, label] : points) tb.Add(&lane, t, *label);
+  if (lane.bins.empty()) lane.bins.resize(tb.bins());
+  const TimelineLegend legend({&lane});
+  nlohmann::json legend_json = nlohmann::json::array();
+  for (const auto& [label, n] : legend.order()) {
+    legend_json.push_back(
+        {{"letter", std::string(1, legend.Letter(label))}, {"function", label}, {"samples", n}});
+  }
+  return nlohmann::json{{"id", hid},
+                        {"tid", tid},
+                        {"samples", total},
+                        {"top", tj},
+                        {"last", lj},
+                        {"span_s", total ? (last - first) / 1e9 : 0.0},
+                        {"first_ns", first},
+                        {"last_ns", last},
+                        {"window_start_ns", start},
+                        {"window_end_ns", end},
+                        {"window_s", (end - start) / 1e9},
+                        {"timeline",
+                         {{"bins", tb.bins()},
+                          {"bin_ns", static_cast<uint64_t>(tb.width_ns())},
+                          {"lane", tb.LaneJson(lane)},
+                          {"text", legend.LaneText(lane)},
+                          {"legend", legend_json}}}};
+}
+
+Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args) {
+  if (args.bins < 1 || args.bins > 1000) return InvalidArgument("--bins must be 1 to 1000");
+  ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, args.id));
   auto& [row, reader] = found;
   const std::string id = row.id;
   RETURN_IF_ERROR(CheckAccess(row.meta));
   nlohmann::json crash = row.meta.value("crash", nlohmann::json::object());
   nlohmann::json md = nlohmann::json::object(), bt = nlohmann::json::object();
+  std::string maps;
   if (reader->FindSection("metadata")) {
     ASSIGN_OR_RETURN(std::string t, reader->ReadSection("metadata"));
     md = nlohmann::json::parse(t, nullptr, false);
@@ -216,7 +313,9 @@ Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json)
     ASSIGN_OR_RETURN(std::string t, reader->ReadSection("backtrace"));
     bt = nlohmann::json::parse(t, nullptr, false);
   }
-  // The crashing thread's last seconds, from the linked history record.
+  if (reader->FindSection("maps")) {
+    ASSIGN_OR_RETURN(maps, reader->ReadSection("maps"));
+  }
   nlohmann::json history = nullptr;
   std::string history_error;
   if (std::string hid = crash.value("history", ""); !hid.empty()) {
@@ -224,53 +323,24 @@ Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json)
     if (!hreader.ok()) {
       history_error = hreader.status().message();
     } else {
-      analysis::ReplayOptions ro;
-      ro.pid = crash.value("pid", 0u);
-      ro.progress = false;
-      std::map<std::string, uint64_t> top;
-      uint64_t total = 0, first = 0, last = 0;
-      std::vector<std::pair<uint64_t, std::string>> tail;  // the last samples of the thread
-      auto st = analysis::Replay(**hreader, ro, nullptr, [&](const analysis::ResolvedSample& rs) {
-        if (rs.sample->tid != crash.value("tid", 0u) && crash.value("tid", 0u) != 0) return;
-        ++total;
-        std::string f = rs.stack.empty() ? "[no frames]" : rs.stack[0]->Display();
-        ++top[f];
-        if (!first) first = rs.sample->time_ns;
-        last = rs.sample->time_ns;
-        tail.emplace_back(rs.sample->time_ns, f);
-        if (tail.size() > 10) tail.erase(tail.begin());
-      });
-      if (!st.ok()) {
-        history_error = st.status().message();
+      auto h = CrashHistory(**hreader, crash, hid, args.bins);
+      if (h.ok()) {
+        history = std::move(*h);
       } else {
-        std::vector<std::pair<uint64_t, std::string>> sorted;
-        for (const auto& [f, n] : top) sorted.emplace_back(n, f);
-        std::sort(sorted.rbegin(), sorted.rend());
-        nlohmann::json tj = nlohmann::json::array();
-        for (size_t i = 0; i < sorted.size() && i < 10; ++i) {
-          tj.push_back({{"function", sorted[i].second},
-                        {"samples", sorted[i].first},
-                        {"pct", total ? 100.0 * sorted[i].first / total : 0}});
-        }
-        nlohmann::json lj = nlohmann::json::array();
-        for (const auto& [t, f] : tail) lj.push_back({{"time_ns", t}, {"function", f}});
-        history = {{"id", hid},
-                   {"samples", total},
-                   {"top", tj},
-                   {"last", lj},
-                   {"span_s", total ? (last - first) / 1e9 : 0.0}};
+        history_error = h.status().message();
       }
     }
   }
-  if (json) {
-    nlohmann::json out = {
-        {"id", id}, {"crash", crash}, {"metadata", md}, {"backtrace", bt}, {"history", history}};
+  if (args.json) {
+    nlohmann::json out = {{"id", id},        {"crash", crash},     {"metadata", md},
+                          {"backtrace", bt}, {"history", history}, {"maps", maps}};
     if (!history_error.empty()) out["history_error"] = history_error;
     std::printf("%s\n", out.dump(2).c_str());
     return OkStatus();
   }
   std::printf("           ID: %s\n", id.c_str());
-  std::printf("          PID: %d (tid %d)\n", crash.value("pid", 0), crash.value("tid", 0));
+  std::printf("          PID: %d (thread %d; %d in its pid namespace)\n", crash.value("pid", 0),
+              crash.value("global_tid", crash.value("tid", 0)), crash.value("tid", 0));
   std::printf("          UID: %d  GID: %d\n", crash.value("uid", 0), crash.value("gid", 0));
   std::printf("       Signal: %s\n", crash.value("signal_name", "").c_str());
   std::printf("    Timestamp: %s\n", FormatTimeNs(crash.value("time_ns", int64_t{0})).c_str());
@@ -290,7 +360,8 @@ Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json)
     std::printf("\nBacktrace (crashing thread first):\n");
     bool firstt = true;
     for (const auto& t : bt["threads"]) {
-      std::printf("  thread %d%s:\n", t.value("index", 0), firstt ? " (crashed)" : "");
+      std::printf("  thread %d%s:\n", t.value("tid", t.value("index", 0)),
+                  firstt ? " (crashed)" : "");
       PrintFrames(t.value("frames", nlohmann::json::array()), firstt ? 32 : 12);
       firstt = false;
     }
@@ -298,31 +369,48 @@ Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json)
     std::printf("\nBacktrace: none (%s)\n", bt.value("error", "see notes").c_str());
   }
   if (!history.is_null()) {
-    std::printf("\nHistory %s: %llu samples of the crashing thread over %.2f s before the crash\n",
-                history["id"].get<std::string>().c_str(),
-                static_cast<unsigned long long>(history["samples"].get<uint64_t>()),
-                history["span_s"].get<double>());
-    for (const auto& t : history["top"]) {
+    const auto& h = history;
+    std::printf(
+        "\nHistory %s: %llu samples of thread %u in the %.2f s before the crash (spanning %.2f "
+        "s)\n",
+        h["id"].get<std::string>().c_str(),
+        static_cast<unsigned long long>(h["samples"].get<uint64_t>()), h["tid"].get<uint32_t>(),
+        h["window_s"].get<double>(), h["span_s"].get<double>());
+    std::printf("  top functions:\n");
+    for (const auto& t : h["top"]) {
       std::printf("  %6.2f%%  %s\n", t["pct"].get<double>(),
                   t["function"].get<std::string>().c_str());
     }
-    std::printf("  last samples:");
-    for (const auto& l : history["last"]) {
-      std::printf(" %s", l["function"].get<std::string>().c_str());
+    const auto& tl = h["timeline"];
+    std::printf(
+        "  timeline (%d bins of %s, oldest left, the crash at the right; letter = what "
+        "the thread ran most, . = not running):\n    |%s|\n",
+        tl["bins"].get<int>(),
+        FormatDurationNs(static_cast<int64_t>(tl["bin_ns"].get<uint64_t>())).c_str(),
+        tl["text"].get<std::string>().c_str());
+    for (const auto& l : tl["legend"]) {
+      std::printf("    %s  %s (%llu)\n", l["letter"].get<std::string>().c_str(),
+                  l["function"].get<std::string>().c_str(),
+                  static_cast<unsigned long long>(l["samples"].get<uint64_t>()));
     }
+    std::printf("  last samples:");
+    for (const auto& l : h["last"]) std::printf(" %s", l["function"].get<std::string>().c_str());
     std::printf("\n  (recorder report %s --pid %d, recorder timeline %s for more)\n",
-                history["id"].get<std::string>().c_str(), crash.value("pid", 0),
-                history["id"].get<std::string>().c_str());
+                h["id"].get<std::string>().c_str(), crash.value("pid", 0),
+                h["id"].get<std::string>().c_str());
   } else {
     std::printf("\nHistory: none%s\n",
                 history_error.empty() ? "" : (" (" + history_error + ")").c_str());
   }
+  if (args.maps) {
+    std::printf("\nMappings (/proc/%d/maps at the crash):\n%s", crash.value("pid", 0),
+                maps.empty() ? "  (not recorded)\n" : maps.c_str());
+  }
   return OkStatus();
 }
 
-// Writes the core to `out` (a temp file renamed into place).
-Status ExtractCore(const CliContext& ctx, const std::string& id_arg, const std::string& out,
-                   std::string* exe) {
+// Writes the core of a crash to fd.
+Status WriteCore(const CliContext& ctx, const std::string& id_arg, int fd, std::string* exe) {
   ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, id_arg));
   auto& [row, reader] = found;
   const std::string id = row.id;
@@ -336,40 +424,138 @@ Status ExtractCore(const CliContext& ctx, const std::string& id_arg, const std::
                         : "see `recorder crash info`"));
   }
   ASSIGN_OR_RETURN(auto sec, reader->OpenSection("core"));
-  std::string tmp = out + ".tmp-" + std::to_string(getpid());
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  if (!f) return ErrnoStatus("cannot write " + out);
   std::vector<char> buf(1 << 20);
   for (;;) {
-    auto n = sec->Read(buf.data(), buf.size());
-    if (!n.ok()) {
-      unlink(tmp.c_str());
-      return n.status();
+    ASSIGN_OR_RETURN(size_t n, sec->Read(buf.data(), buf.size()));
+    if (n == 0) break;
+    for (size_t off = 0; off < n;) {
+      ssize_t w = write(fd, buf.data() + off, n - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return ErrnoStatus("writing the core");
+      off += static_cast<size_t>(w);
     }
-    if (*n == 0) break;
-    f.write(buf.data(), static_cast<std::streamsize>(*n));
-  }
-  f.close();
-  if (!f || rename(tmp.c_str(), out.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return ErrnoStatus("writing " + out);
   }
   return OkStatus();
 }
 
+// Writes the core to `out`: into a new file of an unpredictable name next to
+// it (O_EXCL, mode 0600: a core holds the process's memory), renamed into
+// place when complete.
+Status ExtractCore(const CliContext& ctx, const std::string& id_arg, const std::string& out) {
+  std::string tmpl = out + ".tmp-XXXXXX";
+  ScopedFd fd(mkostemp(tmpl.data(), O_CLOEXEC));
+  if (!fd) return ErrnoStatus("cannot write " + out);
+  Status st = WriteCore(ctx, id_arg, fd.get(), nullptr);
+  if (st.ok() && fsync(fd.get()) != 0) st = ErrnoStatus("writing " + out);
+  if (st.ok() && rename(tmpl.c_str(), out.c_str()) != 0) st = ErrnoStatus("writing " + out);
+  if (!st.ok()) unlink(tmpl.c_str());
+  return st;
+}
+
 Status RunCrashCore(const CliContext& ctx, const std::string& id, const std::string& out) {
-  RETURN_IF_ERROR(ExtractCore(ctx, id, out, nullptr));
+  RETURN_IF_ERROR(ExtractCore(ctx, id, out));
   std::fprintf(stderr, "wrote the core of %s to %s\n", id.c_str(), out.c_str());
   return OkStatus();
 }
 
-Status RunCrashDebug(const CliContext& ctx, const std::string& id) {
-  std::string core = fmt::format("/tmp/flightrec-core-{}", getpid());
+// Splits ARGS like a shell would (quotes and backslashes), as coredumpctl's
+// --debugger-arguments does.
+StatusOr<std::vector<std::string>> SplitArgs(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (quote) {
+      if (c == quote) {
+        quote = 0;
+      } else if (c == '\\' && quote == '"' && i + 1 < s.size()) {
+        cur += s[++i];
+      } else {
+        cur += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '\\' && i + 1 < s.size()) {
+      cur += s[++i];
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) out.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (quote) return InvalidArgument("unterminated quote in --debugger-arguments");
+  if (in_word) out.push_back(std::move(cur));
+  return out;
+}
+
+// Runs gdb on the executable and the core, decompressed into a private
+// directory (mkdtemp, 0700; the file created O_EXCL|O_NOFOLLOW) that is
+// removed when gdb exits.
+Status RunCrashDebug(const CliContext& ctx, const std::string& id, const std::string& gdb_args) {
+  ASSIGN_OR_RETURN(auto extra, SplitArgs(gdb_args));
+  const char* tmpdir = getenv("TMPDIR");
+  // Cores are large: /var/tmp rather than a RAM-backed /tmp, as coredumpctl.
+  std::string dir =
+      std::string(tmpdir && *tmpdir ? tmpdir : "/var/tmp") + "/flightrec-debug-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) return ErrnoStatus("creating a directory for the core");
+  const std::string core = dir + "/core";
   std::string exe;
-  RETURN_IF_ERROR(ExtractCore(ctx, id, core, &exe));
-  std::fprintf(stderr, "core extracted to %s (delete it when done)\n", core.c_str());
-  execlp("gdb", "gdb", exe.c_str(), core.c_str(), static_cast<char*>(nullptr));
-  return ErrnoStatus("cannot run gdb");
+  Status st;
+  {
+    ScopedFd fd(open(core.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    st = fd ? WriteCore(ctx, id, fd.get(), &exe) : ErrnoStatus("creating " + core);
+  }
+  int gdb_status = 0;
+  if (st.ok()) {
+    std::fprintf(stderr, "core extracted to %s (removed when gdb exits)\n", core.c_str());
+    std::fflush(stderr);
+    std::vector<std::string> argv = {"gdb"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(exe);
+    argv.push_back(core);
+    // gdb owns the terminal meanwhile: ^C is for it, not for us (the
+    // directory must still be removed).
+    struct sigaction ign {
+    }, old_int{}, old_quit{};
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    pid_t pid = fork();
+    if (pid == 0) {
+      sigaction(SIGINT, &old_int, nullptr);
+      sigaction(SIGQUIT, &old_quit, nullptr);
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execvp("gdb", cargv.data());
+      std::fprintf(stderr, "recorder: cannot run gdb: %s\n", std::strerror(errno));
+      _exit(127);
+    }
+    if (pid < 0) {
+      st = ErrnoStatus("fork");
+    } else {
+      while (waitpid(pid, &gdb_status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGQUIT, &old_quit, nullptr);
+  }
+  unlink(core.c_str());
+  rmdir(dir.c_str());
+  RETURN_IF_ERROR(st);
+  if (!WIFEXITED(gdb_status) || WEXITSTATUS(gdb_status) != 0) {
+    return Internal(WIFEXITED(gdb_status)
+                        ? fmt::format("gdb exited with status {}", WEXITSTATUS(gdb_status))
+                        : fmt::format("gdb died from signal {}", WTERMSIG(gdb_status)));
+  }
+  return OkStatus();
 }
 
 // ------------------------------------------------- coredump install/uninstall
@@ -475,15 +661,16 @@ void AddCrashCommands(CLI::App& app, CliContext& ctx) {
   list->add_flag("--json", la->json, "Machine-readable output");
   list->callback([&ctx, la] { ctx.action = [&ctx, la] { return RunCrashList(ctx, *la); }; });
 
-  auto iid = std::make_shared<std::string>();
-  auto ijson = std::make_shared<bool>(false);
+  auto ia = std::make_shared<CrashInfoArgs>();
   auto* info = crash->add_subcommand(
-      "info", "Metadata, backtrace of each thread, and the crashing thread's last seconds");
-  info->add_option("ID", *iid, "Crash id, unique prefix, or -1 for the newest")->required();
-  info->add_flag("--json", *ijson, "Machine-readable output");
-  info->callback([&ctx, iid, ijson] {
-    ctx.action = [&ctx, iid, ijson] { return RunCrashInfo(ctx, *iid, *ijson); };
-  });
+      "info",
+      "Metadata, backtrace of each thread, and the crashing thread's last seconds (top "
+      "functions, timeline)");
+  info->add_option("ID", ia->id, "Crash id, unique prefix, or -1 for the newest")->required();
+  info->add_flag("--json", ia->json, "Machine-readable output (includes the mappings)");
+  info->add_flag("--maps", ia->maps, "Also print /proc/PID/maps as it was at the crash");
+  info->add_option("--bins", ia->bins, "Time bins of the history timeline")->capture_default_str();
+  info->callback([&ctx, ia] { ctx.action = [&ctx, ia] { return RunCrashInfo(ctx, *ia); }; });
 
   auto cid = std::make_shared<std::string>();
   auto cout = std::make_shared<std::string>();
@@ -495,9 +682,18 @@ void AddCrashCommands(CLI::App& app, CliContext& ctx) {
   });
 
   auto did = std::make_shared<std::string>();
-  auto* debug = crash->add_subcommand("debug", "Start gdb on the executable and the core");
+  auto dargs = std::make_shared<std::string>();
+  auto* debug = crash->add_subcommand(
+      "debug",
+      "Start gdb on the executable and the core (decompressed to a private directory "
+      "under $TMPDIR or /var/tmp, removed when gdb exits)");
   debug->add_option("ID", *did, "Crash id, unique prefix, or -1")->required();
-  debug->callback([&ctx, did] { ctx.action = [&ctx, did] { return RunCrashDebug(ctx, *did); }; });
+  debug->add_option("-A,--debugger-arguments", *dargs,
+                    "Extra gdb arguments, split like a shell would, e.g. "
+                    "\"-batch -ex 'thread apply all bt'\"");
+  debug->callback([&ctx, did, dargs] {
+    ctx.action = [&ctx, did, dargs] { return RunCrashDebug(ctx, *did, *dargs); };
+  });
 
   auto* cd = app.add_subcommand("coredump", "Install or remove the core_pattern handler");
   cd->require_subcommand(1);

@@ -19,6 +19,7 @@
 #include "recorder/analysis/replay.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/query_args.h"
+#include "recorder/cli/timeline.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -207,13 +208,6 @@ struct TimelineArgs : QueryArgs {
   std::string by = "function";
 };
 
-// Per row (a CPU or a thread): for each bin, how often each label ran.
-struct Lane {
-  std::string title;
-  std::vector<std::map<std::string, uint64_t>> bins;
-  uint64_t samples = 0;
-};
-
 Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
   if (a.by != "function" && a.by != "comm") {
     return InvalidArgument("--by must be function or comm");
@@ -283,40 +277,15 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
     }
     return OkStatus();
   }
-  const double width = static_cast<double>(end - start) / bins;
-  std::map<uint32_t, Lane> cpus;
-  std::map<std::pair<uint32_t, uint32_t>, Lane> threads;
+  const TimelineBins tb(start, end, bins);
+  std::map<uint32_t, TimelineLane> cpus;
+  std::map<std::pair<uint32_t, uint32_t>, TimelineLane> threads;
   for (const auto& p : points) {
-    if (p.t < start || p.t >= end) continue;
-    size_t b = std::min<size_t>(static_cast<size_t>((p.t - start) / width), bins - 1);
-    for (Lane* lane : {&cpus[p.cpu], &threads[{p.pid, p.tid}]}) {
-      if (lane->bins.empty()) lane->bins.resize(bins);
-      lane->bins[b][*p.label]++;
-      lane->samples++;
-    }
+    if (tb.Add(&cpus[p.cpu], p.t, *p.label)) tb.Add(&threads[{p.pid, p.tid}], p.t, *p.label);
   }
-  auto top = [](const std::map<std::string, uint64_t>& m) -> std::pair<std::string, uint64_t> {
-    std::pair<std::string, uint64_t> best{"", 0};
-    uint64_t total = 0;
-    for (const auto& [k, v] : m) {
-      total += v;
-      if (v > best.second) best = {k, v};
-    }
-    return best;
-  };
+  std::erase_if(cpus, [](const auto& kv) { return kv.second.samples == 0; });
+  std::erase_if(threads, [](const auto& kv) { return kv.second.samples == 0; });
   if (a.json) {
-    auto lane_json = [&](const Lane& lane) {
-      nlohmann::json bj = nlohmann::json::array();
-      for (int b = 0; b < bins; ++b) {
-        nlohmann::json counts = nlohmann::json::object();
-        for (const auto& [k, v] : lane.bins[b]) counts[k] = v;
-        bj.push_back({{"start_ns", start + static_cast<uint64_t>(b * width)},
-                      {"end_ns", start + static_cast<uint64_t>((b + 1) * width)},
-                      {"top", top(lane.bins[b]).first},
-                      {"counts", counts}});
-      }
-      return bj;
-    };
     nlohmann::json out = {{"id", info.id},
                           {"start_mono_ns", start},
                           {"end_mono_ns", end},
@@ -326,40 +295,25 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
                           {"cpus", nlohmann::json::array()},
                           {"threads", nlohmann::json::array()}};
     for (const auto& [cpu, lane] : cpus) {
-      out["cpus"].push_back({{"cpu", cpu}, {"samples", lane.samples}, {"bins", lane_json(lane)}});
+      out["cpus"].push_back({{"cpu", cpu}, {"samples", lane.samples}, {"bins", tb.LaneJson(lane)}});
     }
     for (const auto& [key, lane] : threads) {
       out["threads"].push_back({{"pid", key.first},
                                 {"tid", key.second},
                                 {"comm", comm_of[key]},
                                 {"samples", lane.samples},
-                                {"bins", lane_json(lane)}});
+                                {"bins", tb.LaneJson(lane)}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return AllExecutablesGone(reader->meta(), stats.pids);
   }
   // Text: one character per bin, a letter per label (most samples first), '.'
   // for a bin without samples; the legend maps letters to labels.
-  std::map<std::string, uint64_t> label_total;
-  for (const auto& [cpu, lane] : cpus) {
-    for (const auto& b : lane.bins) {
-      for (const auto& [k, v] : b) label_total[k] += v;
-    }
-  }
-  std::vector<std::pair<std::string, uint64_t>> order(label_total.begin(), label_total.end());
-  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
-    return x.second != y.second ? x.second > y.second : x.first < y.first;
-  });
-  static const std::string kLetters =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  std::map<std::string, char> letter;
-  for (size_t i = 0; i < order.size(); ++i)
-    letter[order[i].first] = i < kLetters.size() ? kLetters[i] : '*';
-  auto lane_text = [&](const Lane& lane) {
-    std::string s;
-    for (const auto& b : lane.bins) s += b.empty() ? '.' : letter[top(b).first];
-    return s;
-  };
+  std::vector<const TimelineLane*> every;  // each sample once: the CPU lanes
+  for (const auto& [cpu, lane] : cpus) every.push_back(&lane);
+  const TimelineLegend legend(every);
+  auto lane_text = [&](const TimelineLane& lane) { return legend.LaneText(lane); };
+  const double width = tb.width_ns();
   std::printf("# record %s: %.3f s from %s, %d bins of %s, by %s\n", info.id.c_str(),
               (end - start) / 1e9,
               FormatTimeNs(static_cast<int64_t>(start) + info.mono_to_wall_ns).c_str(), bins,
@@ -377,8 +331,8 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
                 static_cast<unsigned long long>(lane.samples));
   }
   std::printf("\nLEGEND (letter = what ran most in the bin)\n");
-  for (const auto& [label, n] : order) {
-    std::printf("  %c  %s  (%llu samples)\n", letter[label], label.c_str(),
+  for (const auto& [label, n] : legend.order()) {
+    std::printf("  %c  %s  (%llu samples)\n", legend.Letter(label), label.c_str(),
                 static_cast<unsigned long long>(n));
   }
   return AllExecutablesGone(reader->meta(), stats.pids);

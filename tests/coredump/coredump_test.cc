@@ -21,12 +21,15 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/scoped_fd.h"
+#include "store/record_file.h"
 #include "tests/cli/run_util.h"
 #include "tests/recorder/daemon_util.h"
 #include "tests/store/test_util.h"
@@ -42,20 +45,63 @@ std::string ReadFile(const std::string& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Puts back the core_pattern and core_pipe_limit found at construction.
+constexpr const char* kPatternFile = "/proc/sys/kernel/core_pattern";
+constexpr const char* kPipeLimitFile = "/proc/sys/kernel/core_pipe_limit";
+
+// Puts back the core_pattern and core_pipe_limit found at construction
+// (optionally setting others meanwhile), whatever happens in between.
 class PatternGuard {
  public:
-  PatternGuard()
-      : pattern_(ReadFile("/proc/sys/kernel/core_pattern")),
-        limit_(ReadFile("/proc/sys/kernel/core_pipe_limit")) {}
-  ~PatternGuard() {
-    std::ofstream("/proc/sys/kernel/core_pattern") << pattern_;
-    std::ofstream("/proc/sys/kernel/core_pipe_limit") << limit_;
+  PatternGuard() : pattern_(ReadFile(kPatternFile)), limit_(ReadFile(kPipeLimitFile)) {}
+  PatternGuard(const std::string& pattern, const std::string& limit) : PatternGuard() {
+    std::ofstream(kPatternFile) << pattern;
+    std::ofstream(kPipeLimitFile) << limit;
   }
+  ~PatternGuard() {
+    std::ofstream(kPatternFile) << pattern_;
+    std::ofstream(kPipeLimitFile) << limit_;
+  }
+  const std::string& pattern() const { return pattern_; }
+  const std::string& limit() const { return limit_; }
 
  private:
   std::string pattern_, limit_;
 };
+
+// In the environment of every crashing test program: no record may hold it.
+constexpr const char* kSecretValue = "hunter2-flightrec-7f3a9c";
+
+// Every section of a record but `except`, decompressed, with its meta.
+std::string RecordText(const std::string& store, const std::string& id,
+                       const std::string& except = "") {
+  std::string all;
+  for (const auto& e : fs::directory_iterator(store)) {
+    if (e.path().filename().string().rfind(id, 0) != 0) continue;
+    auto r = store::RecordReader::Open(e.path().string());
+    if (!r.ok()) continue;
+    all += (*r)->meta().dump();
+    for (const auto& sec : (*r)->sections()) {
+      if (sec.name == except) continue;
+      auto text = (*r)->ReadSection(sec.name);
+      if (text.ok()) all += *text;
+    }
+  }
+  return all;
+}
+
+// A line "Name:\tvalue" of /proc/PID/status ("" if absent).
+std::string StatusField(pid_t pid, const std::string& name) {
+  std::istringstream in(ReadFile(fmt::format("/proc/{}/status", pid)));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + ":", 0) == 0) {
+      std::string v = line.substr(name.size() + 1);
+      v.erase(0, v.find_first_not_of(" \t"));
+      return v;
+    }
+  }
+  return "";
+}
 
 class CoredumpTest : public ::testing::Test {
  protected:
@@ -71,6 +117,12 @@ class CoredumpTest : public ::testing::Test {
     ASSERT_NE(ReadFile("/proc/sys/kernel/core_pattern").find("recorder-coredump"),
               std::string::npos);
   }
+  // Each test starts with no cores counted against the per-executable rate
+  // limit (the storm test exhausts it on purpose).
+  void SetUp() override {
+    std::error_code ec;
+    fs::remove(daemon_->store() + "/.coredump-rate", ec);
+  }
   static void TearDownTestSuite() {
     auto r = daemon_->Cli({"coredump", "uninstall"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -79,16 +131,18 @@ class CoredumpTest : public ::testing::Test {
     delete guard_;  // restores the original pattern even if uninstall failed
   }
 
-  // Runs fr_crash MODE and returns its pid once it died from a signal.
-  static pid_t Crash(const std::string& mode, int* sig) {
+  // Runs fr_crash MODE (spinning MS ms first, a secret in its environment)
+  // and returns its pid once it died from a signal.
+  static pid_t Crash(const std::string& mode, int* sig, int ms = 400) {
     pid_t pid = fork();
     if (pid == 0) {
       rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
       setrlimit(RLIMIT_CORE, &unlimited);
       int devnull = open("/dev/null", O_WRONLY);
       dup2(devnull, 1);
-      execl(BuildPath("tests/programs/fr_crash").c_str(), "fr_crash", mode.c_str(), "400",
-            static_cast<char*>(nullptr));
+      setenv("FLIGHTREC_TEST_SECRET", kSecretValue, 1);
+      execl(BuildPath("tests/programs/fr_crash").c_str(), "fr_crash", mode.c_str(),
+            std::to_string(ms).c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     int st = 0;
@@ -126,17 +180,29 @@ struct Case {
   std::string signame;
   std::string crashing_function;
   std::string caller;
+  int ms = 400;  // CPU time spun in spin_a before the crash
 };
 
+// Names of a backtrace thread's frames, innermost first.
+std::vector<std::string> FrameNames(const nlohmann::json& thread) {
+  std::vector<std::string> names;
+  for (const auto& f : thread["frames"]) names.push_back(f.value("function", ""));
+  return names;
+}
+bool Has(const std::vector<std::string>& v, const std::string& name) {
+  return std::find(v.begin(), v.end(), name) != v.end();
+}
+
 TEST_F(CoredumpTest, RealCrashesAreStoredWithBacktraceAndHistory) {
+  // segv spins 6 s so that its history fills the whole 5 s window.
   for (const Case& c :
-       std::vector<Case>{{"segv", SIGSEGV, "SIGSEGV", "crash_here", "main"},
+       std::vector<Case>{{"segv", SIGSEGV, "SIGSEGV", "crash_here", "main", 6000},
                          {"abort", SIGABRT, "SIGABRT", "abort", "crash_here"},
                          {"fpe", SIGFPE, "SIGFPE", "crash_here", "main"},
                          {"threads", SIGSEGV, "SIGSEGV", "crash_here", "thread_main"}}) {
     SCOPED_TRACE(c.mode);
     int sig = 0;
-    pid_t pid = Crash(c.mode, &sig);
+    pid_t pid = Crash(c.mode, &sig, c.ms);
     ASSERT_EQ(sig, c.signal);
     nlohmann::json crash = WaitForCrash(pid);
     ASSERT_FALSE(crash.is_null()) << "no crash listed for pid " << pid << "\n" << daemon_->Log();
@@ -160,27 +226,150 @@ TEST_F(CoredumpTest, RealCrashesAreStoredWithBacktraceAndHistory) {
         << notes.out.substr(0, 2000);
     EXPECT_NE(notes.out.find("pid: " + std::to_string(pid)), std::string::npos);
 
-    // Backtrace: the crashing function and its caller, crashing thread first;
-    // history: the crashing thread's last seconds show spin_a.
+    // Backtrace: the crashing function and its caller, crashing thread first
+    // (by its global tid); every thread unwound to fr_crash's own entry.
     auto info = daemon_->Cli({"crash", "info", id, "--json"});
     ASSERT_EQ(info.exit_code, 0) << info.err;
     auto j = nlohmann::json::parse(info.out);
-    ASSERT_FALSE(j["backtrace"]["threads"].empty()) << info.out;
-    std::vector<std::string> names;
-    for (const auto& f : j["backtrace"]["threads"][0]["frames"]) names.push_back(f["function"]);
+    const auto& threads = j["backtrace"]["threads"];
+    ASSERT_FALSE(threads.empty()) << info.out;
+    EXPECT_EQ(j["backtrace"]["crashing_tid"], crash["global_tid"]);
+    EXPECT_EQ(threads[0]["tid"], crash["global_tid"]);
+    std::vector<std::string> names = FrameNames(threads[0]);
     auto at = std::find(names.begin(), names.end(), c.crashing_function);
     ASSERT_NE(at, names.end()) << j["backtrace"].dump();
     EXPECT_NE(std::find_if(at + 1, names.end(),
                            [&](const std::string& n) { return n.rfind(c.caller, 0) == 0; }),
               names.end())
         << j["backtrace"].dump();
+    const size_t want_threads = c.mode == "threads" ? 2 : 1;
+    ASSERT_EQ(threads.size(), want_threads) << j["backtrace"].dump();
+    ASSERT_EQ(j["metadata"]["threads"].size(), want_threads) << j["metadata"].dump();
+    std::set<int> tids;
+    for (const auto& t : j["metadata"]["threads"]) tids.insert(t["tid"].get<int>());
+    for (size_t k = 0; k < threads.size(); ++k) {
+      SCOPED_TRACE("thread " + std::to_string(k));
+      EXPECT_TRUE(tids.count(threads[k]["tid"].get<int>())) << threads[k].dump();
+      auto tn = FrameNames(threads[k]);
+      // The main thread spins in spin_a (or the clock it reads) under main;
+      // the crashing one of `threads` is under thread_main.
+      EXPECT_TRUE(Has(tn, k == 0 && c.mode == "threads" ? "thread_main" : "main"))
+          << threads[k].dump();
+      if (c.mode == "threads" && k == 1) {
+        EXPECT_TRUE(Has(tn, "spin_a")) << threads[k].dump();
+      }
+    }
+    // The reduced copy the unwinder read held all of this small core.
+    EXPECT_FALSE(j["backtrace"]["input"]["reduced"].get<bool>()) << j["backtrace"]["input"];
+
+    // History: the crashing thread's (global tid) last seconds show spin_a,
+    // over the 5 s window before the crash, also as a timeline.
     ASSERT_FALSE(j["history"].is_null()) << info.out;
-    EXPECT_GT(j["history"]["samples"].get<uint64_t>(), 20u) << info.out;
-    EXPECT_EQ(j["history"]["top"][0]["function"], "spin_a") << info.out;
-    auto text = daemon_->Cli({"crash", "info", id});
+    const auto& h = j["history"];
+    EXPECT_EQ(h["tid"], crash["global_tid"]);
+    EXPECT_GT(h["samples"].get<uint64_t>(), 20u) << info.out;
+    EXPECT_EQ(h["top"][0]["function"], "spin_a") << info.out;
+    EXPECT_GE(h["window_s"].get<double>(), 4.5) << h.dump();
+    EXPECT_LE(h["window_s"].get<double>(), 5.5) << h.dump();
+    EXPECT_GE(h["first_ns"].get<uint64_t>(), h["window_start_ns"].get<uint64_t>());
+    EXPECT_LE(h["last_ns"].get<uint64_t>(), h["window_end_ns"].get<uint64_t>());
+    if (c.ms > 5000) {
+      // Busy for longer than the window: its samples span most of it (the
+      // daemon is asked a little after the crash).
+      EXPECT_GE(h["span_s"].get<double>(), 3.0) << h.dump();
+      EXPECT_LE(h["span_s"].get<double>(), 5.5) << h.dump();
+    }
+    const auto& tl = h["timeline"];
+    EXPECT_EQ(tl["bins"], 20);
+    ASSERT_EQ(tl["lane"].size(), 20u);
+    ASSERT_FALSE(tl["legend"].empty());
+    EXPECT_EQ(tl["legend"][0]["function"], "spin_a");
+    EXPECT_EQ(tl["legend"][0]["letter"], "A");
+    // The thread ran until the crash: late bins show it (the window ends
+    // when the hook asked, a little after the crash).
+    const std::string lane_text = tl["text"];
+    ASSERT_EQ(lane_text.size(), 20u);
+    const size_t last_busy = lane_text.find_last_not_of('.');
+    ASSERT_NE(last_busy, std::string::npos) << lane_text;
+    EXPECT_GE(last_busy, 10u) << lane_text;
+    EXPECT_NE(lane_text.find('A'), std::string::npos) << lane_text;
+    uint64_t binned = 0;
+    for (const auto& b : tl["lane"]) {
+      for (const auto& [f, n] : b["counts"].items()) binned += n.get<uint64_t>();
+    }
+    EXPECT_EQ(binned, h["samples"].get<uint64_t>());
+
+    // /proc/PID/maps at the crash is stored and shown.
+    EXPECT_NE(j["maps"].get<std::string>().find(crash["exe"].get<std::string>()), std::string::npos)
+        << j["maps"];
+    auto text = daemon_->Cli({"crash", "info", id, "--maps"});
     EXPECT_NE(text.out.find("Backtrace (crashing thread first)"), std::string::npos);
     EXPECT_NE(text.out.find("spin_a"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("timeline (20 bins"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("|" + tl["text"].get<std::string>() + "|"), std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("Mappings (/proc/"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find(j["maps"].get<std::string>()), std::string::npos);
+    EXPECT_EQ(daemon_->Cli({"crash", "info", id}).out.find("Mappings (/proc/"), std::string::npos);
+
+    // The environment is not stored: not in the metadata, the backtrace,
+    // the maps, the history (only the core, the process's memory, has it).
+    const std::string stored = RecordText(daemon_->store(), id, "core") +
+                               RecordText(daemon_->store(), h["id"].get<std::string>());
+    EXPECT_GT(stored.size(), 1000u);
+    EXPECT_EQ(stored.find(kSecretValue), std::string::npos);
+    EXPECT_EQ(stored.find("FLIGHTREC_TEST_SECRET"), std::string::npos);
+    EXPECT_NE(ReadFile(core).find(kSecretValue), std::string::npos)
+        << "the secret was in the process's environment";
   }
+}
+
+TEST_F(CoredumpTest, CrashListFiltersByNewestTimePidAndExecutable) {
+  int sig = 0;
+  const std::string exe = fs::canonical(BuildPath("tests/programs/fr_crash")).string();
+  pid_t a = Crash("segv", &sig, 0);
+  auto ca = WaitForCrash(a);
+  ASSERT_FALSE(ca.is_null());
+  // --since: 1 ms after a was stored, so before b (which crashes after).
+  const std::string since_arg =
+      fmt::format("@{:.6f}", (ca["created_ns"].get<int64_t>() + 1'000'000) / 1e9);
+  pid_t b = Crash("fpe", &sig, 0);
+  auto cb = WaitForCrash(b);
+  ASSERT_FALSE(cb.is_null());
+  auto list = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"crash", "list"});
+    auto r = daemon_->Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r;
+  };
+  auto pids = [](const std::string& json) {
+    std::set<pid_t> out;
+    for (const auto& c : nlohmann::json::parse(json)) out.insert(c["pid"].get<pid_t>());
+    return out;
+  };
+  auto all = pids(list({"--json"}).out);
+  EXPECT_TRUE(all.count(a) && all.count(b));
+  EXPECT_EQ(pids(list({"--pid", std::to_string(a), "--json"}).out), std::set<pid_t>{a});
+  auto newest = nlohmann::json::parse(list({"-1", "--json"}).out);
+  ASSERT_EQ(newest.size(), 1u);
+  EXPECT_EQ(newest[0]["id"], cb["id"]);
+  auto since = pids(list({"--since", since_arg, "--json"}).out);
+  EXPECT_TRUE(since.count(b));
+  EXPECT_FALSE(since.count(a));
+  EXPECT_EQ(pids(list({"--exe", exe, "--json"}).out).count(a), 1u);
+  EXPECT_TRUE(pids(list({"--exe", "/no/such/exe", "--json"}).out).empty());
+  // The JSON rows carry what the table shows.
+  auto row = nlohmann::json::parse(list({"--pid", std::to_string(b), "--json"}).out)[0];
+  EXPECT_EQ(row["signal_name"], "SIGFPE");
+  EXPECT_EQ(row["exe"], exe);
+  EXPECT_GT(row["stored_bytes"].get<uint64_t>(), 0u);
+  // Table form: a header and b's row.
+  auto table = list({"--pid", std::to_string(b)}).out;
+  EXPECT_NE(table.find("SIGFPE"), std::string::npos) << table;
+  EXPECT_NE(table.find(cb["id"].get<std::string>()), std::string::npos) << table;
+  EXPECT_NE(list({"--pid", "1"}).out.find("(no crashes)"), std::string::npos);
+  auto bad = daemon_->Cli({"crash", "list", "--since", "yesterday-ish"});
+  EXPECT_NE(bad.exit_code, 0);
 }
 
 // Runs the hook directly, as the kernel would, with stdin from a file.
@@ -417,14 +606,24 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
   ASSERT_EQ(daemon_->Cli({"crash", "core", listed["id"], "-o", real}).exit_code, 0);
   std::string core = ReadFile(real);
   std::string wrong_class = core;
-  wrong_class[4] = 1;  // ELFCLASS32
-  std::map<std::string, std::string> inputs = {{"empty", ""},
-                                               {"truncated", core.substr(0, core.size() / 7)},
-                                               {"garbage", garbage},
-                                               {"wrong-class", wrong_class},
-                                               {"whole", core}};
-  for (const auto& [name, bytes] : inputs) {
+  wrong_class[EI_CLASS] = ELFCLASS32;
+  std::string wrong_endian = core;
+  wrong_endian[EI_DATA] = ELFDATA2MSB;
+  // Why each gets no backtrace (a note of the record); "" = it gets one.
+  struct Input {
+    std::string bytes, why;
+  };
+  std::map<std::string, Input> inputs = {
+      {"empty", {"", "the kernel sent an empty core"}},
+      {"truncated", {core.substr(0, 2000), "before its notes"}},
+      {"half", {core.substr(0, core.size() / 2), "?"}},  // notes, part of the memory
+      {"garbage", {garbage, "no backtrace: not an ELF file"}},
+      {"wrong-class", {wrong_class, "no backtrace: ELF class 1"}},
+      {"wrong-endian", {wrong_endian, "no backtrace: ELF data encoding 2 (big-endian"}},
+      {"whole", {core, ""}}};
+  for (const auto& [name, input] : inputs) {
     SCOPED_TRACE(name);
+    const std::string& bytes = input.bytes;
     std::string path = tmp.path() + "/" + name;
     std::ofstream(path, std::ios::binary) << bytes;
     HookRun r = RunHookOn(store, nosock, sleeper, path);
@@ -442,6 +641,18 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
       ASSERT_EQ(x.exit_code, 0) << x.err;
     }
     EXPECT_EQ(ReadFile(out), bytes);
+    auto j = CrashInfo(store, id);
+    ASSERT_FALSE(j.is_null());
+    const std::string notes = j["crash"]["notes"].dump();
+    if (input.why == "?") {
+      // Whatever the unwinder makes of it, it is stored (above).
+    } else if (input.why.empty()) {
+      EXPECT_FALSE(j["backtrace"]["threads"].empty()) << j.dump();
+      EXPECT_EQ(notes.find("no backtrace"), std::string::npos) << notes;
+    } else {
+      EXPECT_NE(notes.find(input.why), std::string::npos) << notes;
+      EXPECT_FALSE(j["backtrace"].contains("threads")) << j["backtrace"].dump();
+    }
   }
   // A pid that does not exist any more: stored, with the reason.
   pid_t gone = Spawn({"/bin/true"});
@@ -653,22 +864,12 @@ RunResult RunAs(uid_t uid, const std::vector<std::string>& argv) {
   return r;
 }
 
-TEST_F(CoredumpTest, UsersSeeAndReadOnlyTheirOwnCrashes) {
-  constexpr uid_t kNobody = 65534;
-  store::testing::TempDir tmp;
-  chmod(tmp.path().c_str(), 0777);
-  const std::string prog = tmp.path() + "/fr_crash", rec = tmp.path() + "/recorder";
-  fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
-  fs::copy_file(BuildPath("recorder/cli/recorder"), rec);
-  // A crash of root's, and one of nobody's.
-  int sig = 0;
-  pid_t root_pid = Crash("segv", &sig);
-  auto root_crash = WaitForCrash(root_pid);
-  ASSERT_FALSE(root_crash.is_null());
+// Runs prog segv as uid (gid = uid); returns its pid once it crashed.
+pid_t CrashAs(uid_t uid, const std::string& prog) {
   pid_t pid = fork();
   if (pid == 0) {
-    if (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
-        setresuid(kNobody, kNobody, kNobody) != 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
       _exit(126);
     }
     int devnull = open("/dev/null", O_WRONLY);
@@ -678,10 +879,30 @@ TEST_F(CoredumpTest, UsersSeeAndReadOnlyTheirOwnCrashes) {
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  ASSERT_TRUE(WIFSIGNALED(st));
-  auto mine = WaitForCrash(pid);
-  ASSERT_FALSE(mine.is_null());
-  EXPECT_EQ(mine["uid"], kNobody);
+  return WIFSIGNALED(st) ? pid : -1;
+}
+
+TEST_F(CoredumpTest, UsersSeeAndReadOnlyTheirOwnCrashes) {
+  // Two ordinary users (nobody and daemon, both in Debian's base passwd)
+  // and root.
+  constexpr uid_t kNobody = 65534, kDaemon = 1;
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0777);
+  const std::string prog = tmp.path() + "/fr_crash", rec = tmp.path() + "/recorder";
+  fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
+  fs::copy_file(BuildPath("recorder/cli/recorder"), rec);
+  int sig = 0;
+  pid_t root_pid = Crash("segv", &sig);
+  auto root_crash = WaitForCrash(root_pid);
+  ASSERT_FALSE(root_crash.is_null());
+  std::map<uid_t, nlohmann::json> crash_of;
+  for (uid_t uid : {kNobody, kDaemon}) {
+    pid_t pid = CrashAs(uid, prog);
+    ASSERT_GT(pid, 0) << "uid " << uid;
+    crash_of[uid] = WaitForCrash(pid);
+    ASSERT_FALSE(crash_of[uid].is_null()) << "uid " << uid;
+    EXPECT_EQ(crash_of[uid]["uid"], uid);
+  }
   const std::string store = daemon_->store();
   // A crash of nobody's process that was not dumpable (%d = 0: setuid and
   // the like): stored, but root's only.
@@ -698,35 +919,43 @@ TEST_F(CoredumpTest, UsersSeeAndReadOnlyTheirOwnCrashes) {
   ASSERT_NE(hr.id(), "") << hr.err;
   auto all = daemon_->Cli({"crash", "list", "--json"});
   EXPECT_NE(all.out.find(hr.id()), std::string::npos) << "root sees the non-dumpable crash";
-  auto list = RunAs(kNobody, {rec, "--store", store, "crash", "list", "--json"});
-  ASSERT_EQ(list.exit_code, 0) << list.err;
-  auto j = nlohmann::json::parse(list.out);
-  ASSERT_EQ(j.size(), 1u) << list.out;
-  EXPECT_EQ(j[0]["id"], mine["id"]);
-  // Their own core and history: readable.
-  auto core = RunAs(kNobody, {rec, "--store", store, "crash", "core", mine["id"], "-o",
-                              tmp.path() + "/mine.core"});
-  EXPECT_EQ(core.exit_code, 0) << core.err;
-  EXPECT_EQ(fs::file_size(tmp.path() + "/mine.core"), mine["core_size"].get<uint64_t>());
-  auto info = RunAs(kNobody, {rec, "--store", store, "crash", "info", mine["id"], "--json"});
-  ASSERT_EQ(info.exit_code, 0) << info.err;
-  EXPECT_FALSE(nlohmann::json::parse(info.out)["history"].is_null()) << info.out;
-  // Root's: neither listed nor readable, nor the index, nor the file itself.
-  auto other = RunAs(kNobody, {rec, "--store", store, "crash", "core", root_crash["id"], "-o",
-                               tmp.path() + "/other.core"});
-  EXPECT_NE(other.exit_code, 0);
-  EXPECT_NE(other.err.find("no crash"), std::string::npos) << other.err;
-  EXPECT_FALSE(fs::exists(tmp.path() + "/other.core"));
-  auto sql = RunAs(kNobody, {rec, "--store", store, "sql", "SELECT * FROM crashes"});
-  EXPECT_NE(sql.exit_code, 0) << sql.out;
-  auto nd_info = RunAs(kNobody, {rec, "--store", store, "crash", "info", hr.id()});
-  EXPECT_NE(nd_info.exit_code, 0) << nd_info.out;
-  for (const auto& e : fs::directory_iterator(store)) {
-    for (const std::string& id : {root_crash["id"].get<std::string>(), hr.id()}) {
-      if (e.path().filename().string().rfind(id, 0) != 0) continue;
-      auto cat = RunAs(kNobody, {"/bin/cat", e.path().string()});
-      EXPECT_NE(cat.exit_code, 0) << e.path() << " is readable by nobody";
+  for (const auto& [uid, mine] : crash_of) {
+    SCOPED_TRACE("uid " + std::to_string(uid));
+    const uid_t other_uid = uid == kNobody ? kDaemon : kNobody;
+    const std::string other = crash_of[other_uid]["id"];
+    auto list = RunAs(uid, {rec, "--store", store, "crash", "list", "--json"});
+    ASSERT_EQ(list.exit_code, 0) << list.err;
+    auto j = nlohmann::json::parse(list.out);
+    ASSERT_EQ(j.size(), 1u) << list.out;
+    EXPECT_EQ(j[0]["id"], mine["id"]);
+    // Their own core and history: readable.
+    const std::string core_out = fmt::format("{}/{}.core", tmp.path(), uid);
+    auto core = RunAs(uid, {rec, "--store", store, "crash", "core", mine["id"], "-o", core_out});
+    EXPECT_EQ(core.exit_code, 0) << core.err;
+    EXPECT_EQ(fs::file_size(core_out), mine["core_size"].get<uint64_t>());
+    auto info = RunAs(uid, {rec, "--store", store, "crash", "info", mine["id"], "--json"});
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    EXPECT_FALSE(nlohmann::json::parse(info.out)["history"].is_null()) << info.out;
+    // The other user's, root's and the non-dumpable one: neither readable
+    // through the CLI nor as files, nor is the index.
+    for (const std::string& id : {other, root_crash["id"].get<std::string>(), hr.id()}) {
+      SCOPED_TRACE(id);
+      const std::string stolen = tmp.path() + "/stolen.core";
+      auto c = RunAs(uid, {rec, "--store", store, "crash", "core", id, "-o", stolen});
+      EXPECT_NE(c.exit_code, 0);
+      EXPECT_NE(c.err.find("no crash"), std::string::npos) << c.err;
+      EXPECT_FALSE(fs::exists(stolen));
+      auto i = RunAs(uid, {rec, "--store", store, "crash", "info", id});
+      EXPECT_NE(i.exit_code, 0) << i.out;
+      EXPECT_EQ(i.out.find("Backtrace"), std::string::npos) << i.out;
+      for (const auto& e : fs::directory_iterator(store)) {
+        if (e.path().filename().string().rfind(id, 0) != 0) continue;
+        auto cat = RunAs(uid, {"/bin/cat", e.path().string()});
+        EXPECT_NE(cat.exit_code, 0) << e.path() << " is readable by uid " << uid;
+      }
     }
+    auto sql = RunAs(uid, {rec, "--store", store, "sql", "SELECT * FROM crashes"});
+    EXPECT_NE(sql.exit_code, 0) << sql.out;
   }
 }
 
@@ -756,6 +985,325 @@ TEST_F(CoredumpTest, ACrashStormIsFullyAccountedFor) {
   EXPECT_GT(limited, 0u) << "20 cores per executable per hour, then metadata only";
   auto v = daemon_->Cli({"verify"});
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+}
+
+// The ids of every crash in the store.
+std::set<std::string> CrashIds(const Daemon& d) {
+  std::set<std::string> ids;
+  auto r = d.Cli({"crash", "list", "--json"});
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  if (j.is_array()) {
+    for (const auto& c : j) ids.insert(c["id"].get<std::string>());
+  }
+  return ids;
+}
+
+TEST_F(CoredumpTest, ACrashInAPidNamespaceIsFollowedByItsGlobalThreadId) {
+  // fr_crash threads as pid 2 of a new pid namespace (sh is 1): its
+  // crashing thread is 3 there (%i) and something else outside (%I), which
+  // is what samples carry.
+  const std::set<std::string> before = CrashIds(*daemon_);
+  const std::string exe = fs::canonical(BuildPath("tests/programs/fr_crash")).string();
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+    setrlimit(RLIMIT_CORE, &unlimited);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execl("/usr/bin/unshare", "unshare", "--pid", "--fork", "/bin/sh", "-c",
+          "\"$0\" threads 600; exit 0", exe.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  nlohmann::json crash;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (crash.is_null() && std::chrono::steady_clock::now() < deadline) {
+    auto j = nlohmann::json::parse(daemon_->Cli({"crash", "list", "--json"}).out, nullptr, false);
+    for (const auto& c : j) {
+      if (!before.count(c["id"].get<std::string>()) && c["exe"] == exe) crash = c;
+    }
+    if (crash.is_null()) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+  const int ns_tid = crash["tid"], global_tid = crash["global_tid"];
+  EXPECT_EQ(ns_tid, 3) << crash.dump();
+  EXPECT_NE(global_tid, ns_tid);
+  auto info = daemon_->Cli({"crash", "info", crash["id"], "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  auto j = nlohmann::json::parse(info.out);
+  // The metadata maps each thread's two ids.
+  bool mapped = false;
+  for (const auto& t : j["metadata"]["threads"]) {
+    if (t["tid"] == global_tid) mapped = t["ns_tid"] == ns_tid;
+  }
+  EXPECT_TRUE(mapped) << j["metadata"]["threads"].dump();
+  // Backtrace: the crashing thread first, named by its global tid.
+  const auto& bt = j["backtrace"];
+  ASSERT_EQ(bt["threads"].size(), 2u) << bt.dump();
+  EXPECT_EQ(bt["crashing_tid"], global_tid);
+  EXPECT_EQ(bt["threads"][0]["tid"], global_tid);
+  EXPECT_EQ(bt["threads"][0]["ns_tid"], ns_tid);
+  auto names = FrameNames(bt["threads"][0]);
+  EXPECT_TRUE(Has(names, "crash_here") && Has(names, "thread_main")) << bt.dump();
+  EXPECT_TRUE(Has(FrameNames(bt["threads"][1]), "main")) << bt.dump();
+  // History: that thread's samples (found by its global tid).
+  ASSERT_FALSE(j["history"].is_null()) << info.out;
+  EXPECT_EQ(j["history"]["tid"], global_tid);
+  EXPECT_GT(j["history"]["samples"].get<uint64_t>(), 20u) << j["history"].dump();
+  EXPECT_EQ(j["history"]["top"][0]["function"], "spin_a") << j["history"].dump();
+}
+
+TEST_F(CoredumpTest, InstallPersistsAndUninstallRestoresExactlyThePreviousSettings) {
+  const std::string dropin = "/etc/sysctl.d/50-flightrec-coredump.conf";
+  ASSERT_FALSE(fs::exists(dropin)) << dropin << " exists before the test: whose is it?";
+  const std::string hook = fs::canonical(BuildPath("coredump-hook/recorder-coredump")).string();
+  // The fixture's install undone: exactly what the machine had.
+  auto u = daemon_->Cli({"coredump", "uninstall"});
+  ASSERT_EQ(u.exit_code, 0) << u.err;
+  EXPECT_EQ(ReadFile(kPatternFile), guard_->pattern());
+  EXPECT_EQ(ReadFile(kPipeLimitFile), guard_->limit());
+  {
+    // From settings of our own, put back on the way out whatever happens.
+    PatternGuard mine("core.fr-test.%p", "3");
+    auto i = daemon_->Cli({"coredump", "install", "--persist", "--hook", hook});
+    ASSERT_EQ(i.exit_code, 0) << i.err;
+    const std::string pattern = "|" + hook + " %P %i %I %s %t %c %u %g %d %e %F";
+    EXPECT_EQ(ReadFile(kPatternFile), pattern + "\n");
+    EXPECT_EQ(ReadFile(kPipeLimitFile), "64\n");
+    EXPECT_EQ(ReadFile(dropin),
+              "# written by `recorder coredump install --persist`\nkernel.core_pattern=" + pattern +
+                  "\nkernel.core_pipe_limit=64\n");
+    // sysctl itself reads it back to the same settings.
+    auto p = RunCommand({"/usr/sbin/sysctl", "-p", dropin});
+    EXPECT_EQ(p.exit_code, 0) << p.err;
+    EXPECT_EQ(ReadFile(kPatternFile), pattern + "\n");
+    // A second install keeps the settings saved by the first.
+    ASSERT_EQ(daemon_->Cli({"coredump", "install", "--hook", hook}).exit_code, 0);
+    u = daemon_->Cli({"coredump", "uninstall"});
+    ASSERT_EQ(u.exit_code, 0) << u.err;
+    EXPECT_EQ(ReadFile(kPatternFile), "core.fr-test.%p\n");
+    EXPECT_EQ(ReadFile(kPipeLimitFile), "3\n");
+    EXPECT_FALSE(fs::exists(dropin));
+    EXPECT_FALSE(fs::exists("/etc/flightrec/coredump.json"));
+    // Nothing saved any more: a second uninstall says so and changes nothing.
+    u = daemon_->Cli({"coredump", "uninstall"});
+    EXPECT_NE(u.exit_code, 0);
+    EXPECT_NE(u.err.find("no saved core_pattern"), std::string::npos) << u.err;
+    EXPECT_EQ(ReadFile(kPatternFile), "core.fr-test.%p\n");
+  }
+  EXPECT_EQ(ReadFile(kPatternFile), guard_->pattern());
+  std::error_code ec;
+  fs::remove(dropin, ec);
+  // Back to the fixture's state for the other tests.
+  auto r = daemon_->Cli({"coredump", "install", "--hook", hook});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(CoredumpTest, CrashDebugRunsGdbOnTheCoreInAPrivateDirectoryAndRemovesIt) {
+  int sig = 0;
+  pid_t pid = Crash("segv", &sig, 0);
+  auto crash = WaitForCrash(pid);
+  ASSERT_FALSE(crash.is_null());
+  store::testing::TempDir tmp;
+  const std::string rec = BuildPath("recorder/cli/recorder");
+  auto r = RunCommand(
+      {rec, "--store", daemon_->store(), "crash", "debug", crash["id"], "-A",
+       "-batch -nx -ex 'info threads' -ex bt -ex 'shell stat -c \"mode %a %n\" \"$TMPDIR\"/*/'"},
+      {"TMPDIR=" + tmp.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // gdb loaded this core: its backtrace names the crashing function and main.
+  EXPECT_NE(r.out.find("crash_here"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("main"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("core extracted to " + tmp.path() + "/flightrec-debug-"), std::string::npos)
+      << r.err;
+  // While gdb ran, the core was in a directory of its own, 0700.
+  EXPECT_NE(r.out.find("mode 700 " + tmp.path() + "/flightrec-debug-"), std::string::npos) << r.out;
+  // The private directory and the core are gone.
+  EXPECT_TRUE(fs::is_empty(tmp.path())) << fs::directory_iterator(tmp.path())->path();
+  // gdb failing is reported, and still cleans up.
+  auto bad = RunCommand({rec, "--store", daemon_->store(), "crash", "debug", crash["id"], "-A",
+                         "-batch -nx -ex 'this-is-not-a-gdb-command' --no-such-gdb-option"},
+                        {"TMPDIR=" + tmp.path()});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("gdb exited with status"), std::string::npos) << bad.err;
+  EXPECT_TRUE(fs::is_empty(tmp.path()));
+  auto quote = RunCommand(
+      {rec, "--store", daemon_->store(), "crash", "debug", crash["id"], "-A", "-ex 'bt"});
+  EXPECT_NE(quote.exit_code, 0);
+  EXPECT_NE(quote.err.find("unterminated quote"), std::string::npos) << quote.err;
+  // `crash core -o` writes a fresh private file (O_EXCL, 0600: a core is
+  // the process's memory) renamed into place, nothing left beside it.
+  const std::string out = tmp.path() + "/c.core";
+  auto c = RunCommand({rec, "--store", daemon_->store(), "crash", "core", crash["id"], "-o", out});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(fs::file_size(out), crash["core_size"].get<uint64_t>());
+  EXPECT_EQ(fs::status(out).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u);
+}
+
+TEST_F(CoredumpTest, TheHookDropsItsPrivilegesAndTheUnwinderRunsAsTheCrashedUser) {
+  constexpr uid_t kNobody = 65534;
+  store::testing::TempDir tmp;
+  const std::string store = tmp.path() + "/store";
+  // A real core to feed it, and a live process of nobody's as "the crash".
+  int sig = 0;
+  pid_t crashed = Crash("segv", &sig, 0);
+  auto listed = WaitForCrash(crashed);
+  ASSERT_FALSE(listed.is_null());
+  const std::string core = tmp.path() + "/real.core";
+  ASSERT_EQ(daemon_->Cli({"crash", "core", listed["id"], "-o", core}).exit_code, 0);
+  pid_t sleeper = SpawnAs(kNobody, {"/bin/sleep", "60"});
+  // Wait (bounded) for the sleeper to be nobody's sleep.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (ReadFile(fmt::format("/proc/{}/comm", sleeper)) != "sleep\n" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  // The hook, its core coming through a pipe we hold: it waits for it with
+  // /proc read and its privileges dropped.
+  int in[2];
+  ASSERT_EQ(pipe(in), 0);
+  const std::string errfile = tmp.path() + "/hook.err";
+  pid_t hook = fork();
+  if (hook == 0) {
+    dup2(in[0], 0);
+    close(in[1]);
+    int err = open(errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(err, 2);
+    const std::string p = std::to_string(sleeper), u = std::to_string(kNobody);
+    execl(BuildPath("coredump-hook/recorder-coredump").c_str(), "recorder-coredump", "--config",
+          "/nonexistent", "--store", store.c_str(), "--socket", (tmp.path() + "/no.sock").c_str(),
+          p.c_str(), p.c_str(), p.c_str(), "11", "0", "0", u.c_str(), u.c_str(), "1", "sleep",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  // Dropped: CAP_KILL (bit 5) only, nothing to regain, still uid 0.
+  deadline = std::chrono::steady_clock::now() + 30s;
+  while (StatusField(hook, "CapEff") != "0000000000000020" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(StatusField(hook, "CapEff"), "0000000000000020") << ReadFile(errfile);
+  EXPECT_EQ(StatusField(hook, "CapPrm"), "0000000000000020");
+  EXPECT_EQ(StatusField(hook, "CapInh"), "0000000000000000");
+  EXPECT_EQ(StatusField(hook, "CapBnd"), "0000000000000000");
+  EXPECT_EQ(StatusField(hook, "CapAmb"), "0000000000000000");
+  EXPECT_EQ(StatusField(hook, "NoNewPrivs"), "1");
+  EXPECT_EQ(StatusField(hook, "Uid"), "0\t0\t0\t0");
+  // Its unwinder, waiting for the core: nobody, no capabilities.
+  pid_t unwinder = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (StatusField(std::stoi(name), "PPid") == std::to_string(hook)) unwinder = std::stoi(name);
+  }
+  ASSERT_GT(unwinder, 0) << "no child of the hook";
+  EXPECT_EQ(StatusField(unwinder, "Uid"), "65534\t65534\t65534\t65534");
+  EXPECT_EQ(StatusField(unwinder, "Gid"), "65534\t65534\t65534\t65534");
+  EXPECT_EQ(StatusField(unwinder, "CapEff"), "0000000000000000");
+  EXPECT_EQ(StatusField(unwinder, "CapPrm"), "0000000000000000");
+  EXPECT_EQ(StatusField(unwinder, "NoNewPrivs"), "1");
+  // Everything still works unprivileged: the core is stored, unwound, and
+  // its record made readable to the crashed user (an ACL by the owner).
+  std::string bytes = ReadFile(core);
+  for (size_t off = 0; off < bytes.size();) {
+    ssize_t n = write(in[1], bytes.data() + off, bytes.size() - off);
+    ASSERT_GT(n, 0);
+    off += static_cast<size_t>(n);
+  }
+  close(in[1]);
+  int st = 0;
+  waitpid(hook, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  std::string err = ReadFile(errfile);
+  EXPECT_EQ(err.find("could not drop privileges"), std::string::npos) << err;
+  HookRun hr;
+  hr.err = err;
+  auto j = CrashInfo(store, hr.id());
+  ASSERT_FALSE(j.is_null()) << err;
+  EXPECT_TRUE(j["crash"]["core_stored"].get<bool>());
+  EXPECT_FALSE(j["backtrace"]["threads"].empty()) << j["backtrace"].dump();
+  const std::string rec = tmp.path() + "/recorder";
+  fs::copy_file(BuildPath("recorder/cli/recorder"), rec);
+  chmod(tmp.path().c_str(), 0755);
+  chmod(store.c_str(), 0755);  // what `coredump install` does to the system store
+  auto mine = RunAs(kNobody, {rec, "--store", store, "crash", "list", "--json"});
+  EXPECT_NE(mine.out.find(hr.id()), std::string::npos) << mine.out << mine.err;
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+}
+
+TEST_F(CoredumpTest, AHugeCoreGetsABacktraceFromABoundedCopy) {
+  // 3 GiB of memory (one page touched, the rest zeros), above the old 2 GiB
+  // cut-off for backtraces: the unwinder's copy keeps the notes and the
+  // stacks, not the 3 GiB.
+  int sig = 0;
+  pid_t pid = Crash("bigmap", &sig, 0);
+  ASSERT_EQ(sig, SIGSEGV);
+  auto crash = WaitForCrash(pid);
+  ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+  EXPECT_GT(crash["core_size"].get<uint64_t>(), 3ull << 30);
+  EXPECT_TRUE(crash["core_stored"].get<bool>());
+  auto j = CrashInfo(daemon_->store(), crash["id"]);
+  ASSERT_FALSE(j.is_null());
+  const auto& in = j["backtrace"]["input"];
+  EXPECT_TRUE(in["reduced"].get<bool>()) << in.dump();
+  EXPECT_GT(in["core_memory_bytes"].get<uint64_t>(), 3ull << 30) << in.dump();
+  EXPECT_LE(in["kept_memory_bytes"].get<uint64_t>(), 48ull << 20) << in.dump();
+  EXPECT_FALSE(in.contains("stacks_left_out")) << in.dump();
+  auto names = FrameNames(j["backtrace"]["threads"][0]);
+  auto at = std::find(names.begin(), names.end(), "crash_here");
+  ASSERT_NE(at, names.end()) << j["backtrace"].dump();
+  EXPECT_NE(std::find(at + 1, names.end(), "main"), names.end()) << j["backtrace"].dump();
+}
+
+TEST_F(CoredumpTest, AReducedCopyStillUnwindsThroughSharedLibrariesAndEveryThread) {
+  // The same reduction as for a huge core, forced on small ones by a 64 KiB
+  // budget (through a core_pattern wrapper that passes the option): abort()
+  // is in libc, so the walk must cross it (ELF headers kept), and both
+  // threads of `threads` must still unwind (both stacks kept).
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  const std::string hook = fs::canonical(BuildPath("coredump-hook/recorder-coredump")).string();
+  const std::string wrapper = tmp.path() + "/small-budget-hook";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec " << hook << " --backtrace-memory-max 64K \"$@\"\n";
+  chmod(wrapper.c_str(), 0755);
+  ScopedPattern p("|" + wrapper + " %P %i %I %s %t %c %u %g %d %e");
+  for (const Case& c :
+       std::vector<Case>{{"abort", SIGABRT, "SIGABRT", "abort", "crash_here"},
+                         {"threads", SIGSEGV, "SIGSEGV", "crash_here", "thread_main"}}) {
+    SCOPED_TRACE(c.mode);
+    int sig = 0;
+    pid_t pid = Crash(c.mode, &sig, 300);  // time for main to be in spin_a
+    ASSERT_EQ(sig, c.signal);
+    auto crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+    auto j = CrashInfo(daemon_->store(), crash["id"]);
+    ASSERT_FALSE(j.is_null());
+    const auto& bt = j["backtrace"];
+    EXPECT_TRUE(bt["input"]["reduced"].get<bool>()) << bt["input"].dump();
+    EXPECT_LE(bt["input"]["kept_memory_bytes"].get<uint64_t>(), 64u << 10);
+    ASSERT_FALSE(bt["threads"].empty()) << bt.dump();
+    auto names = FrameNames(bt["threads"][0]);
+    auto at = std::find(names.begin(), names.end(), c.crashing_function);
+    ASSERT_NE(at, names.end()) << bt.dump();
+    EXPECT_NE(std::find_if(at + 1, names.end(),
+                           [&](const std::string& n) { return n.rfind(c.caller, 0) == 0; }),
+              names.end())
+        << bt.dump();
+    EXPECT_TRUE(Has(names, "main") || Has(names, "thread_main")) << bt.dump();
+    if (c.mode == "threads") {
+      ASSERT_EQ(bt["threads"].size(), 2u);
+      auto other = FrameNames(bt["threads"][1]);
+      EXPECT_TRUE(Has(other, "spin_a") && Has(other, "main")) << bt.dump();
+    }
+  }
 }
 
 }  // namespace

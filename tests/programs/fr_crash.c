@@ -1,11 +1,14 @@
 /* fr_crash MODE [MS]: runs spin_a for MS ms of CPU time, then dies:
- * segv (NULL dereference), abort, fpe (integer division by zero), or
- * threads (a second thread dereferences NULL while the main one spins). */
+ * segv (NULL dereference), abort, fpe (integer division by zero),
+ * threads (a second thread dereferences NULL while the main one spins), or
+ * bigmap (segv with a 3 GiB anonymous mapping of which one page was touched:
+ * a 3 GiB core, nearly all zeros, at no memory cost). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +52,16 @@ int main(int argc, char **argv) {
     pthread_t t;
     pthread_create(&t, NULL, thread_main, NULL);
     for (;;) spin_a(0.01);
+  }
+  if (strcmp(mode, "bigmap") == 0) {
+    size_t len = (size_t)3 << 30;
+    char *big = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (big == MAP_FAILED) return 2;
+    /* A written anonymous mapping is dumped whole (the untouched pages as
+     * zeros); an untouched one not at all (vma_dump_size). */
+    big[len / 2] = 1;
+    mode = "segv";
   }
   spin_a(g_ms / 1000.0);
   crash_here(mode);

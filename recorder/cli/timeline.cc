@@ -1,0 +1,76 @@
+#include "recorder/cli/timeline.h"
+
+#include <algorithm>
+
+namespace flightrec::recorder::cli {
+
+TimelineBins::TimelineBins(uint64_t start_ns, uint64_t end_ns, int bins)
+    : start_(start_ns),
+      end_(std::max(end_ns, start_ns + 1)),
+      bins_(std::max(bins, 1)),
+      width_(static_cast<double>(end_ - start_) / bins_) {}
+
+bool TimelineBins::Add(TimelineLane* lane, uint64_t t, const std::string& label) const {
+  if (t < start_ || t >= end_) return false;
+  size_t b = std::min<size_t>(static_cast<size_t>((t - start_) / width_), bins_ - 1);
+  if (lane->bins.empty()) lane->bins.resize(bins_);
+  lane->bins[b][label]++;
+  lane->samples++;
+  return true;
+}
+
+nlohmann::json TimelineBins::LaneJson(const TimelineLane& lane) const {
+  nlohmann::json bj = nlohmann::json::array();
+  for (int b = 0; b < bins_; ++b) {
+    nlohmann::json counts = nlohmann::json::object();
+    std::string top;
+    if (static_cast<size_t>(b) < lane.bins.size()) {
+      for (const auto& [k, v] : lane.bins[b]) counts[k] = v;
+      top = TopLabel(lane.bins[b]).first;
+    }
+    bj.push_back({{"start_ns", start_ + static_cast<uint64_t>(b * width_)},
+                  {"end_ns", start_ + static_cast<uint64_t>((b + 1) * width_)},
+                  {"top", top},
+                  {"counts", counts}});
+  }
+  return bj;
+}
+
+std::pair<std::string, uint64_t> TopLabel(const std::map<std::string, uint64_t>& bin) {
+  std::pair<std::string, uint64_t> best{"", 0};
+  for (const auto& [k, v] : bin) {
+    if (v > best.second) best = {k, v};
+  }
+  return best;
+}
+
+TimelineLegend::TimelineLegend(const std::vector<const TimelineLane*>& lanes) {
+  std::map<std::string, uint64_t> total;
+  for (const TimelineLane* lane : lanes) {
+    for (const auto& b : lane->bins) {
+      for (const auto& [k, v] : b) total[k] += v;
+    }
+  }
+  order_.assign(total.begin(), total.end());
+  std::sort(order_.begin(), order_.end(), [](const auto& x, const auto& y) {
+    return x.second != y.second ? x.second > y.second : x.first < y.first;
+  });
+  static const std::string kLetters =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  for (size_t i = 0; i < order_.size(); ++i) {
+    letter_[order_[i].first] = i < kLetters.size() ? kLetters[i] : '*';
+  }
+}
+
+char TimelineLegend::Letter(const std::string& label) const {
+  auto it = letter_.find(label);
+  return it == letter_.end() ? '?' : it->second;
+}
+
+std::string TimelineLegend::LaneText(const TimelineLane& lane) const {
+  std::string s;
+  for (const auto& b : lane.bins) s += b.empty() ? '.' : Letter(TopLabel(b).first);
+  return s;
+}
+
+}  // namespace flightrec::recorder::cli
