@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "recorder/attribution/attribution.h"
+#include "recorder/unwind/unwind_stats.h"
 #include "store/record_file.h"
 
 namespace flightrec::recorder::analysis {
@@ -67,6 +68,11 @@ struct ReplayStats {
   uint64_t filtered = 0;      // samples skipped by pid/tid/time filters
   uint64_t no_mapping = 0;    // user IPs with no known mapping
   uint64_t files_opened = 0;  // distinct files the symbolizer read
+  // DWARF unwinding of the samples handed to the consumer (all zero when the
+  // record has no stack copies or opts.unwind is off): how many user stacks
+  // were complete, and where and why the others stopped. The samples
+  // themselves say it too (AttributedSample::unwind).
+  unwind::UnwindStats unwind;
 };
 
 using InfoFn = std::function<void(const RecordInfo&)>;

@@ -47,6 +47,18 @@ class Pprof : public Exporter {
       locs.push_back(Location(rs.stack.subspan(begin, i - begin + 1)));
       begin = i + 1;
     }
+    // An incomplete user stack ends (at the root) in a marker frame, and
+    // says why and where in labels.
+    std::string marker = IncompleteStackMarker(s);
+    if (!marker.empty()) {
+      auto [it, fresh] = markers_.try_emplace(marker);
+      if (fresh) {
+        it->second.function = marker;
+        it->second.status = "ok";
+      }
+      const attribution::Symbol* sym = &it->second;
+      locs.push_back(Location(std::span<const attribution::Symbol* const>(&sym, 1)));
+    }
     ProtoWriter sample;
     sample.Packed(1, locs);
     sample.Packed(2, {1, s.period});
@@ -59,6 +71,10 @@ class Pprof : public Exporter {
     comm.Varint(1, Str("comm"));
     comm.Varint(2, Str(s.comm));
     sample.Message(3, comm);
+    if (!marker.empty()) {
+      StrLabel(&sample, "unwind", s.unwind.status);
+      StrLabel(&sample, "unwind_where", s.unwind.where);
+    }
     samples_.Message(2, sample);
   }
 
@@ -115,6 +131,12 @@ class Pprof : public Exporter {
     l.Varint(1, Str(key));
     l.Varint(3, num);
     if (unit) l.Varint(4, Str(unit));
+    sample->Message(3, l);
+  }
+  void StrLabel(ProtoWriter* sample, const char* key, const std::string& value) {
+    ProtoWriter l;
+    l.Varint(1, Str(key));
+    l.Varint(2, Str(value));
     sample->Message(3, l);
   }
   uint64_t Function(const attribution::Symbol& s) {
@@ -184,6 +206,7 @@ class Pprof : public Exporter {
   std::unordered_map<std::string, uint64_t> function_ids_;
   std::unordered_map<std::string, uint64_t> location_ids_;
   std::map<std::string, uint64_t> mappings_;
+  std::map<std::string, attribution::Symbol> markers_;  // the marker frames' symbols
   ProtoWriter samples_, locations_, functions_;
 };
 
