@@ -478,6 +478,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   }
   stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();
+  if (unwinder) stats.unwind = unwinder->stats();
   return stats;
 }
 

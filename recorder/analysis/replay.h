@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "recorder/attribution/attribution.h"
+#include "recorder/unwind/unwind_stats.h"
 #include "store/record_file.h"
 
 namespace flightrec::recorder::analysis {
@@ -72,6 +73,11 @@ struct ReplayStats {
   uint64_t no_mapping = 0;            // user IPs with no known mapping
   uint64_t files_opened = 0;          // distinct files the symbolizer read
   std::unordered_set<uint32_t> pids;  // processes of the samples handed over
+  // DWARF unwinding of the samples handed to the consumer (all zero when the
+  // record has no stack copies or opts.unwind is off): how many user stacks
+  // were complete, and where and why the others stopped. The samples
+  // themselves say it too (AttributedSample::unwind).
+  unwind::UnwindStats unwind;
 };
 
 using InfoFn = std::function<void(const RecordInfo&)>;

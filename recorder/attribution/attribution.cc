@@ -607,6 +607,7 @@ AttributedSample Attribute(const Sample& sample, const ProcessTable& table,
   }
   if (user.empty()) user = s->user_chain;
   if (user.empty() && s->mode == CpuMode::kUser) user.push_back(s->ip);
+  a.frames.reserve(a.frames.size() + user.size());  // DWARF stacks: 20+ frames, one allocation
   for (size_t i = 0; i < user.size(); ++i) {
     // Return addresses point after the call: look up ip-1 for callers so a
     // call at a function's very end attributes to that function.

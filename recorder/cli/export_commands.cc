@@ -78,6 +78,11 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
     std::fprintf(stderr, "wrote %s: %s of %llu samples\n", a.output.c_str(), a.format.c_str(),
                  static_cast<unsigned long long>(stats->samples));
   }
+  // Incomplete stacks end in a "[truncated...]" frame in the file; here is
+  // how many there are, why, and where they stopped.
+  for (const auto& line : unwind::DescribeUnwindStats(stats->unwind)) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
   return AllExecutablesGone(reader->meta(), stats->pids);
 }
 

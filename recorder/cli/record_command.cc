@@ -31,6 +31,9 @@ struct RecordArgs {
   uint32_t frequency = 99;
   bool always = false;    // also dump when the command exits normally
   size_t ring_pages = 0;  // per CPU; 0 = sized from --history and -F
+  // fp by default: a DWARF ring for the default history (32 MiB per CPU) is
+  // over an unprivileged user's locked-memory allowance, and at 99 Hz the
+  // two cost the same CPU (docs/BENCHMARKS.md, "DWARF unwinding").
   std::string call_graph = "fp";
   std::vector<std::string> command;
 };
@@ -180,8 +183,12 @@ void AddRecordCommand(CLI::App& app, CliContext& ctx) {
                   "at most 4096)")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   rec->add_option("--call-graph", ra->call_graph,
-                  "fp (frame pointers), dwarf[,STACK_BYTES] (registers + 8192 or STACK_BYTES "
-                  "bytes of user stack, unwound when read), or none")
+                  "fp (frame pointers: stacks end early in code built without them), "
+                  "dwarf[,STACK_BYTES] (registers + 8192 or STACK_BYTES bytes of user stack, "
+                  "unwound when read: whole stacks, but rings of 32 MiB per CPU for 30 s at "
+                  "99 Hz, over an unprivileged user's locked-memory limit unless --history is "
+                  "a few seconds), or none. fp is the default: at 99 Hz both cost the same CPU "
+                  "(docs/BENCHMARKS.md)")
       ->capture_default_str();
   rec->add_flag("--always", ra->always,
                 "Also write a record when the command exits normally (like perf record)");

@@ -31,6 +31,12 @@ std::string LossLine(const nlohmann::json& loss) {
                      loss.value("outside_window", uint64_t{0}));
 }
 
+// "# DWARF unwinding: ..." lines: how many user stacks were complete, and
+// where and why the others stopped. Nothing for records without DWARF stacks.
+void PrintUnwindSummary(const unwind::UnwindStats& u) {
+  for (const auto& line : unwind::DescribeUnwindStats(u)) std::printf("# %s\n", line.c_str());
+}
+
 // --------------------------------------------------------------- report
 
 struct ReportArgs : QueryArgs {
@@ -166,6 +172,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
       out["rows"].push_back(std::move(j));
     }
     out["loss"] = info.loss;
+    out["unwind"] = unwind::UnwindStatsJson(stats.unwind);
     std::printf("%s\n", out.dump(2).c_str());
     return AllExecutablesGone(reader->meta(), sampled_pids);
   }
@@ -175,6 +182,7 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
     std::printf("# %llu samples left out by --pid/--tid/--since/--until\n",
                 static_cast<unsigned long long>(stats.filtered));
   }
+  PrintUnwindSummary(stats.unwind);
   for (const auto& f : changed_files) {
     std::printf(
         "# warning: %s changed since the record was made (build-id differs); its samples "
@@ -269,11 +277,13 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
       std::printf("%s\n", nlohmann::json{{"id", info.id},
                                          {"samples", 0},
                                          {"cpus", nlohmann::json::array()},
-                                         {"threads", nlohmann::json::array()}}
+                                         {"threads", nlohmann::json::array()},
+                                         {"unwind", unwind::UnwindStatsJson(stats.unwind)}}
                               .dump(2)
                               .c_str());
     } else {
       std::printf("# record %s: no samples in the selected window\n", info.id.c_str());
+      PrintUnwindSummary(stats.unwind);
     }
     return OkStatus();
   }
@@ -293,7 +303,8 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
                           {"bins", bins},
                           {"by", a.by},
                           {"cpus", nlohmann::json::array()},
-                          {"threads", nlohmann::json::array()}};
+                          {"threads", nlohmann::json::array()},
+                          {"unwind", unwind::UnwindStatsJson(stats.unwind)}};
     for (const auto& [cpu, lane] : cpus) {
       out["cpus"].push_back({{"cpu", cpu}, {"samples", lane.samples}, {"bins", tb.LaneJson(lane)}});
     }
@@ -318,6 +329,7 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
               (end - start) / 1e9,
               FormatTimeNs(static_cast<int64_t>(start) + info.mono_to_wall_ns).c_str(), bins,
               FormatDurationNs(static_cast<int64_t>(width)).c_str(), a.by.c_str());
+  PrintUnwindSummary(stats.unwind);
   std::printf("\nCPU\n");
   for (const auto& [cpu, lane] : cpus) {
     std::printf("  %-24s |%s| %llu\n", fmt::format("cpu {}", cpu).c_str(), lane_text(lane).c_str(),

@@ -364,6 +364,9 @@ int RecorderdMain(int argc, char** argv) {
   if (env_sock && *env_sock) o.socket_path = env_sock;
   std::string history = "30s", last = "5s";
   bool foreground = false;
+  // fp by default: at 99 Hz dwarf costs no measurable CPU more, but its
+  // rings for the default history are 32 MiB per CPU instead of 1 MiB, held
+  // for as long as the daemon runs (docs/BENCHMARKS.md, "DWARF unwinding").
   std::string callgraph = "fp";
   app.add_option("--store", o.store_dir, "Store directory")->capture_default_str();
   app.add_option("--socket", o.socket_path, "Control socket path")->capture_default_str();
@@ -384,8 +387,11 @@ int RecorderdMain(int argc, char** argv) {
                  "Sample every N events (page-faults, context-switches)")
       ->capture_default_str();
   app.add_option("--call-graph", callgraph,
-                 "fp (frame pointers), dwarf[,STACK_BYTES] (registers + 8192 or STACK_BYTES bytes "
-                 "of user stack, unwound when read), or none")
+                 "fp (frame pointers: stacks end early in code built without them), "
+                 "dwarf[,STACK_BYTES] (registers + 8192 or STACK_BYTES bytes of user stack, "
+                 "unwound when read: whole stacks, but rings of 32 MiB per CPU for 30 s at 99 Hz "
+                 "instead of 1 MiB), or none. fp is the default: at 99 Hz both cost the same "
+                 "CPU, and the rings are held as long as the daemon runs (docs/BENCHMARKS.md)")
       ->capture_default_str();
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour, "Rate limit for manual and signal dumps")
       ->capture_default_str();

@@ -86,6 +86,16 @@ std::string JsonEscape(std::string_view s) {
   return out;
 }
 
+std::string IncompleteStackMarker(const attribution::AttributedSample& s) {
+  const std::string& st = s.unwind.status;
+  if (st.empty() || st == "ok") return "";
+  // No spaces: the folded format would rewrite them.
+  if (st == "truncated") return "[truncated]";
+  if (st == "missing_file") return "[truncated:missing_file]";
+  if (st == "no_unwind_info") return "[truncated:no_unwind_info]";
+  return "[truncated:error]";
+}
+
 std::string FoldedName(std::string_view s) {
   std::string out(s);
   for (char& c : out) {

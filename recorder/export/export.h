@@ -13,6 +13,13 @@
 //             sample, with pid/tid/cpu/comm and timestamp_ns labels, inlined
 //             frames as multiple lines of one location; `go tool pprof`.
 //   svg       a self-contained interactive flame graph (recorder flamegraph).
+//
+// A user stack that DWARF unwinding could not finish (the stack copy was too
+// short, a file is missing, no CFI covers a frame) gets a marker frame at its
+// root end, between the process and the outermost frame that was found —
+// "[truncated]", "[truncated:missing_file]", ... — so that no export shows
+// such a stack as if it were whole. pprof samples also carry the reason and
+// place as labels (unwind, unwind_where).
 #pragma once
 
 #include <memory>
@@ -50,5 +57,8 @@ std::string XmlEscape(std::string_view s);
 std::string JsonEscape(std::string_view s);
 // "a;b c" → "a_b_c": a name inside a folded stack line.
 std::string FoldedName(std::string_view s);
+// The root-end marker frame of a sample whose user stack is incomplete, or
+// "" for a complete (or not DWARF-unwound) one.
+std::string IncompleteStackMarker(const attribution::AttributedSample& s);
 
 }  // namespace flightrec::recorder::exporter

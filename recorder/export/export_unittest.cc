@@ -89,6 +89,32 @@ TEST(ExportTest, FoldedCountsIdenticalStacks) {
   EXPECT_EQ(f.Run("folded"), "x;main;a 2\nx;main;b<int> 1\n");
 }
 
+TEST(ExportTest, IncompleteStacksEndInAMarkerAtTheRoot) {
+  Fixture f;
+  f.samples[0].unwind = {"truncated", "stack copy of 256 bytes ends at sp+0x100"};
+  f.samples[2].unwind = {"missing_file", "[vdso]+0x9a0"};
+  f.samples[1].unwind = {"ok", ""};
+  EXPECT_EQ(f.Run("folded"),
+            "x;[truncated:missing_file];main;b<int> 1\nx;[truncated];main;a 1\nx;main;a 1\n");
+  EXPECT_EQ(IncompleteStackMarker(f.samples[1]), "");
+  attribution::AttributedSample plain;  // not DWARF-unwound: no marker
+  EXPECT_EQ(IncompleteStackMarker(plain), "");
+  attribution::AttributedSample odd;
+  odd.unwind.status = "no_unwind_info";
+  EXPECT_EQ(IncompleteStackMarker(odd), "[truncated:no_unwind_info]");
+  odd.unwind.status = "error";
+  EXPECT_EQ(IncompleteStackMarker(odd), "[truncated:error]");
+
+  // Chrome: the marker is the outermost slice of the thread's lane.
+  auto j = nlohmann::json::parse(f.Run("chrome"));
+  std::vector<std::string> begins;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "B" && e["pid"] == 7) begins.push_back(e["name"]);
+  }
+  EXPECT_EQ(begins, (std::vector<std::string>{"[truncated]", "main", "a", "main", "a",
+                                              "[truncated:missing_file]", "main", "b<int>"}));
+}
+
 TEST(ExportTest, ChromeSlicesNestAndStayOrdered) {
   Fixture f;
   auto j = nlohmann::json::parse(f.Run("chrome"));
@@ -126,6 +152,26 @@ TEST(ExportTest, PprofIsGzippedProtobuf) {
   // The string table holds the names; three samples were written.
   EXPECT_NE(raw.find("b<int>"), std::string::npos);
   EXPECT_NE(raw.find("timestamp_ns"), std::string::npos);
+  EXPECT_EQ(raw.find("[truncated"), std::string::npos) << "complete stacks have no marker";
+}
+
+TEST(ExportTest, PprofMarksIncompleteStacksWithAFrameAndLabels) {
+  Fixture f;
+  f.samples[0].unwind = {"truncated", "stack copy of 256 bytes ends at sp+0x100"};
+  std::string gz = f.Run("pprof");
+  z_stream zs{};
+  ASSERT_EQ(inflateInit2(&zs, 15 + 16), Z_OK);
+  std::string raw(1 << 20, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(gz.data());
+  zs.avail_in = static_cast<uInt>(gz.size());
+  zs.next_out = reinterpret_cast<Bytef*>(raw.data());
+  zs.avail_out = static_cast<uInt>(raw.size());
+  ASSERT_EQ(inflate(&zs, Z_FINISH), Z_STREAM_END);
+  raw.resize(zs.total_out);
+  inflateEnd(&zs);
+  EXPECT_NE(raw.find("[truncated]"), std::string::npos);
+  EXPECT_NE(raw.find("unwind_where"), std::string::npos);
+  EXPECT_NE(raw.find("stack copy of 256 bytes ends at sp+0x100"), std::string::npos);
 }
 
 }  // namespace

@@ -13,6 +13,9 @@ std::vector<std::string> OuterFirstNames(const analysis::ResolvedSample& s) {
   std::vector<std::string> names;
   names.reserve(s.stack.size() + 1);
   names.push_back(s.sample->comm.empty() ? std::to_string(s.sample->pid) : s.sample->comm);
+  if (std::string marker = IncompleteStackMarker(*s.sample); !marker.empty()) {
+    names.push_back(std::move(marker));
+  }
   for (auto it = s.stack.rbegin(); it != s.stack.rend(); ++it) {
     std::string n = (*it)->Display();
     if ((*it)->inlined) n += " [inlined]";
@@ -73,7 +76,7 @@ class FlameGraph : public Exporter {
       n = child.get();
       n->total++;
     }
-    depth_ = std::max(depth_, s.stack.size() + 1);
+    depth_ = std::max(depth_, s.stack.size() + 2);
   }
   Status Finish() override {
     constexpr double kWidth = 1200, kPad = 10, kFrame = 16;

@@ -47,6 +47,18 @@ class Pprof : public Exporter {
       locs.push_back(Location(rs.stack.subspan(begin, i - begin + 1)));
       begin = i + 1;
     }
+    // An incomplete user stack ends (at the root) in a marker frame, and
+    // says why and where in labels.
+    std::string marker = IncompleteStackMarker(s);
+    if (!marker.empty()) {
+      auto [it, fresh] = markers_.try_emplace(marker);
+      if (fresh) {
+        it->second.function = marker;
+        it->second.status = "ok";
+      }
+      const attribution::Symbol* sym = &it->second;
+      locs.push_back(Location(std::span<const attribution::Symbol* const>(&sym, 1)));
+    }
     ProtoWriter sample;
     sample.Packed(1, locs);
     sample.Packed(2, {1, s.period});
@@ -59,6 +71,10 @@ class Pprof : public Exporter {
     StrLabel(&sample, "comm", s.comm);
     Label(&sample, "timestamp_ns", static_cast<uint64_t>(s.time_ns + info_.mono_to_wall_ns),
           "nanoseconds");
+    if (!marker.empty()) {
+      StrLabel(&sample, "unwind", s.unwind.status);
+      StrLabel(&sample, "unwind_where", s.unwind.where);
+    }
     samples_.Message(2, sample);
   }
 
@@ -190,6 +206,7 @@ class Pprof : public Exporter {
   std::unordered_map<std::string, uint64_t> function_ids_;
   std::unordered_map<std::string, uint64_t> location_ids_;
   std::map<std::string, uint64_t> mappings_;
+  std::map<std::string, attribution::Symbol> markers_;  // the marker frames' symbols
   ProtoWriter samples_, locations_, functions_;
 };
 

@@ -69,6 +69,10 @@ class TraceExporter : public Exporter {
     // Thread lane: the stack as nested slices.
     std::vector<std::string> names;
     std::vector<std::string> dsos;
+    if (std::string marker = IncompleteStackMarker(s); !marker.empty()) {
+      names.push_back(std::move(marker));  // the root end of an incomplete stack
+      dsos.emplace_back();
+    }
     for (auto it = rs.stack.rbegin(); it != rs.stack.rend(); ++it) {
       names.push_back((*it)->inlined ? (*it)->Display() + " [inlined]" : (*it)->Display());
       dsos.push_back((*it)->dso);

@@ -1,5 +1,7 @@
 #include "recorder/model/event_codec.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace flightrec::recorder {
@@ -346,7 +348,10 @@ StatusOr<bool> EventDecoder::Next(Event* out) {
       if (!GetVarint(&n) || n > kMaxStack || n > data_.size() - pos_) {
         return corrupt("sample stack");
       }
-      s.user_stack.stack.assign(data_.begin() + pos_, data_.begin() + pos_ + n);
+      // memcpy, not assign(char iterators): from char to uint8_t the
+      // library copies byte by byte, and stack copies are kilobytes.
+      s.user_stack.stack.resize(n);
+      if (n) std::memcpy(s.user_stack.stack.data(), data_.data() + pos_, n);
       pos_ += n;
       if (!GetVarint(&s.user_stack.dyn_size) || s.user_stack.dyn_size > s.user_stack.stack.size()) {
         return corrupt("sample stack");

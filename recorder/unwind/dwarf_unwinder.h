@@ -2,8 +2,10 @@
 // replay time: the registers and stack bytes a sample carries
 // (Sample::user_stack, from PERF_SAMPLE_REGS_USER + PERF_SAMPLE_STACK_USER or
 // the module's AUX ring) are unwound with libunwind's remote API against the
-// CFI (.eh_frame_hdr + .eh_frame) of the files the record's cookie table
-// names, each verified by build-id.
+// CFI of the files the record's cookie table names, each verified by
+// build-id: .eh_frame through its .eh_frame_hdr search table, .eh_frame
+// without one (a table is built), and .debug_frame (converted to .eh_frame
+// form, see LoadImage in the .cc for why and how).
 //
 // Why libunwind remote rather than libdw's dwfl_frame: the remote API lets
 // every memory access be answered from the sample's copy or from an mmap of
@@ -23,19 +25,9 @@
 #include <memory>
 
 #include "recorder/attribution/attribution.h"
+#include "recorder/unwind/unwind_stats.h"
 
 namespace flightrec::recorder::unwind {
-
-// Counters over every Unwind() call, for reports and benchmarks.
-struct UnwindStats {
-  uint64_t samples = 0;
-  uint64_t frames = 0;
-  uint64_t complete = 0;
-  uint64_t truncated = 0;
-  uint64_t missing_file = 0;
-  uint64_t no_unwind_info = 0;
-  uint64_t errors = 0;
-};
 
 class DwarfUnwinder : public attribution::UserUnwinder {
  public:
@@ -43,6 +35,7 @@ class DwarfUnwinder : public attribution::UserUnwinder {
   // 127; a DWARF copy of 64 KiB rarely holds more).
   static constexpr size_t kMaxFrames = 256;
 
+  // Counters over every Unwind() call, for reports and benchmarks.
   virtual const UnwindStats& stats() const = 0;
 };
 

@@ -6,13 +6,18 @@
 // a rebuilt file give.
 #include "recorder/unwind/dwarf_unwinder.h"
 
+#include <dlfcn.h>
+#include <elf.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <string>
 
 #include "recorder/perf/record_parser.h"
 
@@ -85,12 +90,18 @@ std::string SelfMaps() {
   return ss.str();
 }
 
-attribution::Attributor TableOfThisProcess(const std::string& corrupt_build_id_of = "") {
+// The process table of this process as a record would hold it; optionally
+// with one file's build-id changed, or one file's mappings named `as` (a
+// copy with the same build-id).
+attribution::Attributor TableOfThisProcess(const std::string& corrupt_build_id_of = "",
+                                           const std::string& rename = "",
+                                           const std::string& as = "") {
   attribution::Attributor a;
   for (auto& m : attribution::MapsEvents(static_cast<uint32_t>(getpid()), SelfMaps(), 0)) {
     if (!corrupt_build_id_of.empty() && m.filename == corrupt_build_id_of) {
       m.build_id = std::string(20, '\x5a');
     }
+    if (!rename.empty() && m.filename == rename) m.filename = as;
     a.table().Apply(m);
   }
   return a;
@@ -166,6 +177,187 @@ TEST(DwarfUnwinderTest, AnIpOutsideEveryMappingIsAnErrorWithTheAddress) {
   EXPECT_EQ(note.status, "error");
   EXPECT_NE(note.where.find("not in any mapping"), std::string::npos) << note.where;
   EXPECT_EQ(ips.size(), 1u);
+}
+
+// The test libraries (testdata/cfi_lib.c), each built with other CFI.
+extern "C" {
+typedef void (*cfi_callback)(void* arg);
+int cfi_debug_frame_outer(cfi_callback cb, void* arg, void** ret);
+int cfi_debug_frame_zlib_outer(cfi_callback cb, void* arg, void** ret);
+int cfi_debug_frame_zstd_outer(cfi_callback cb, void* arg, void** ret);
+int cfi_eh_frame_nohdr_outer(cfi_callback cb, void* arg, void** ret);
+int cfi_no_cfi_outer(cfi_callback cb, void* arg, void** ret);
+}
+
+__attribute__((noinline)) void CaptureFromLibrary(void* arg) {
+  Captured* c = static_cast<Captured*>(arg);
+  Capture(c, 8192);
+  asm volatile("" ::: "memory");  // work after the call: no tail call
+}
+
+// Unwinds a stack captured below `outer` (a library's two frames) and
+// checks that both of the library's return addresses come out, in order,
+// right after the callback's.
+void ExpectUnwoundThrough(int (*outer)(cfi_callback, void*, void**), const char* what) {
+  Captured c;
+  void* ret[2] = {nullptr, nullptr};
+  outer(&CaptureFromLibrary, &c, ret);
+  attribution::Attributor a = TableOfThisProcess();
+  auto u = MakeDwarfUnwinder();
+  attribution::UnwindNote note;
+  auto ips = u->Unwind(c.sample, a.table(), a.cookies(), &note);
+  // ips: the sampled ip in Capture, then the return addresses into
+  // CaptureFromLibrary, <lib>inner, <lib>outer (ret[0]), this function
+  // (ret[1]), ...
+  auto at = std::find(ips.begin(), ips.end(), reinterpret_cast<uint64_t>(ret[0]));
+  ASSERT_NE(at, ips.end()) << what << ": " << note.status << " " << note.where;
+  ASSERT_NE(at + 1, ips.end()) << what << ": " << note.status << " " << note.where;
+  EXPECT_EQ(at[1], reinterpret_cast<uint64_t>(ret[1])) << what;
+  EXPECT_EQ(at - ips.begin(), 3) << what;
+  EXPECT_TRUE(note.status == "ok" || note.status == "truncated" || note.status == "no_unwind_info")
+      << what << ": " << note.status << " " << note.where;
+}
+
+TEST(DwarfUnwinderTest, UnwindsThroughCodeWhoseOnlyCfiIsDebugFrame) {
+  ExpectUnwoundThrough(&cfi_debug_frame_outer, ".debug_frame only");
+}
+
+TEST(DwarfUnwinderTest, UnwindsThroughACompressedDebugFrame) {
+  ExpectUnwoundThrough(&cfi_debug_frame_zlib_outer, ".debug_frame, zlib-compressed");
+  ExpectUnwoundThrough(&cfi_debug_frame_zstd_outer, ".debug_frame, zstd-compressed");
+}
+
+TEST(DwarfUnwinderTest, UnwindsThroughAnEhFrameWithoutEhFrameHdr) {
+  ExpectUnwoundThrough(&cfi_eh_frame_nohdr_outer, ".eh_frame without .eh_frame_hdr");
+}
+
+TEST(DwarfUnwinderTest, CodeWithoutAnyCfiIsReportedNotGuessed) {
+  Captured c;
+  void* ret[2] = {nullptr, nullptr};
+  cfi_no_cfi_outer(&CaptureFromLibrary, &c, ret);
+  attribution::Attributor a = TableOfThisProcess();
+  auto u = MakeDwarfUnwinder();
+  attribution::UnwindNote note;
+  auto ips = u->Unwind(c.sample, a.table(), a.cookies(), &note);
+  EXPECT_EQ(note.status, "no_unwind_info") << note.where;
+  EXPECT_NE(note.where.find("libunwind_cfi_no_cfi.so"), std::string::npos) << note.where;
+  EXPECT_NE(note.where.find("no .eh_frame_hdr, .eh_frame or .debug_frame"), std::string::npos)
+      << note.where;
+  // The ip in Capture, the return addresses into the callback and into the
+  // library's inner frame, whose own caller needs the CFI that is missing.
+  EXPECT_EQ(ips.size(), 3u) << note.where;
+  EXPECT_EQ(std::find(ips.begin(), ips.end(), reinterpret_cast<uint64_t>(ret[0])), ips.end());
+  ASSERT_EQ(u->stats().stops.size(), 1u);
+  EXPECT_EQ(u->stats().stops.begin()->first.first, "no_unwind_info");
+  EXPECT_NE(u->stats().stops.begin()->first.second.find("libunwind_cfi_no_cfi.so"),
+            std::string::npos);
+}
+
+// The path this process loaded a library from (the one holding `fn`).
+std::string LibraryPath(void* fn) {
+  Dl_info info;
+  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return "";
+  return std::filesystem::canonical(info.dli_fname).string();
+}
+
+// A copy of `path` in which `damage` has rewritten the .debug_frame bytes.
+std::string DamagedCopy(const std::string& path, const std::string& name,
+                        const std::function<void(uint8_t*, size_t)>& damage) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof(eh));
+  Elf64_Shdr strtab;
+  std::memcpy(&strtab, bytes.data() + eh.e_shoff + eh.e_shstrndx * sizeof(Elf64_Shdr),
+              sizeof(strtab));
+  for (int i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, bytes.data() + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof(sh));
+    if (std::string(bytes.data() + strtab.sh_offset + sh.sh_name) == ".debug_frame") {
+      damage(reinterpret_cast<uint8_t*>(bytes.data() + sh.sh_offset), sh.sh_size);
+    }
+  }
+  std::string out = ::testing::TempDir() + "/" + name;
+  std::ofstream(out, std::ios::binary) << bytes;
+  return out;
+}
+
+TEST(DwarfUnwinderTest, ADamagedDebugFrameIsReportedNeverFollowed) {
+  const std::string lib = LibraryPath(reinterpret_cast<void*>(&cfi_debug_frame_outer));
+  ASSERT_FALSE(lib.empty());
+  struct Case {
+    const char* name;
+    std::function<void(uint8_t*, size_t)> damage;
+    const char* detail;  // in the note
+  };
+  const Case cases[] = {
+      {"all-ones", [](uint8_t* p, size_t n) { std::memset(p, 0xff, n); },
+       "64-bit DWARF .debug_frame entries are not supported"},
+      {"first-length-past-the-end",
+       [](uint8_t* p, size_t n) {
+         uint32_t len = static_cast<uint32_t>(n) + 100;
+         std::memcpy(p, &len, 4);
+       },
+       "no .eh_frame_hdr, .eh_frame or .debug_frame"},
+      {"unknown-cfa-op-in-cie",
+       [](uint8_t* p, size_t) {
+         // The CIE comes first (offset 0): version 1, "", code/data
+         // alignment, return column, then its instructions at byte 4+4+1+1+1+1+1.
+         p[13] = 0x3f;  // a vendor opcode no converter may guess at
+       },
+       ".debug_frame FDEs in an unsupported form left out"},
+  };
+  for (const Case& c : cases) {
+    std::string copy = DamagedCopy(lib, std::string("damaged-") + c.name + ".so", c.damage);
+    Captured cap;
+    void* ret[2] = {nullptr, nullptr};
+    cfi_debug_frame_outer(&CaptureFromLibrary, &cap, ret);
+    attribution::Attributor a = TableOfThisProcess("", lib, copy);
+    auto u = MakeDwarfUnwinder();
+    attribution::UnwindNote note;
+    auto ips = u->Unwind(cap.sample, a.table(), a.cookies(), &note);
+    EXPECT_EQ(note.status, "no_unwind_info") << c.name << ": " << note.where;
+    EXPECT_NE(note.where.find(c.detail), std::string::npos) << c.name << ": " << note.where;
+    // Capture, the callback and the return into the library; nothing past it.
+    EXPECT_EQ(ips.size(), 3u) << c.name << ": " << note.where;
+    std::filesystem::remove(copy);
+  }
+}
+
+TEST(DwarfUnwinderTest, StatsSayWhereIncompleteStacksStopped) {
+  Captured full;
+  Level1(&full, 8192);
+  attribution::Attributor a = TableOfThisProcess();
+  auto u = MakeDwarfUnwinder();
+  attribution::UnwindNote note;
+  for (size_t copy : {8, 16}) {
+    Sample s = full.sample;
+    s.user_stack.stack.resize(copy);
+    u->Unwind(s, a.table(), a.cookies(), &note);
+    u->Unwind(s, a.table(), a.cookies(), &note);
+  }
+  const UnwindStats& st = u->stats();
+  EXPECT_EQ(st.samples, 4u);
+  EXPECT_EQ(st.truncated, 4u);
+  EXPECT_EQ(st.incomplete(), 4u);
+  using Key = std::pair<std::string, std::string>;
+  EXPECT_EQ(st.stops.at(Key("truncated", "stack copy of 8 bytes")), 2u);
+  EXPECT_EQ(st.stops.at(Key("truncated", "stack copy of 16 bytes")), 2u);
+  auto lines = DescribeUnwindStats(st);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0],
+            "DWARF unwinding: 0 of 4 user stacks complete; incomplete: 4 truncated "
+            "(stack copy too short)");
+  EXPECT_EQ(lines[1], "  2 samples stopped: truncated at stack copy of 16 bytes");
+  auto j = UnwindStatsJson(st);
+  EXPECT_EQ(j["stacks"], 4);
+  EXPECT_EQ(j["truncated"], 4);
+  EXPECT_EQ(j["stops"].size(), 2u);
+  EXPECT_EQ(j["stops"][0]["samples"], 2);
+}
+
+TEST(DwarfUnwinderTest, NoSummaryWithoutDwarfStacks) {
+  EXPECT_TRUE(DescribeUnwindStats(UnwindStats{}).empty());
 }
 
 TEST(DwarfUnwinderTest, ASampleWithoutIpOrSpIsRefused) {

@@ -1,13 +1,19 @@
 // DWARF unwinding end to end on this machine's kernel (issue 7, acceptance 1
-// and 2): `recorder record --call-graph fp|dwarf[,N] -- fr_deep` with the
-// perf backend, then `recorder script --json` / `report` through the shared
+// and 2): `recorder record --call-graph fp|dwarf[,N] -- fr_deep` and
+// `recorderd --call-graph dwarf` with the perf backend, then `recorder
+// script --json` / `report` / `timeline` / `export` through the shared
 // replay. fr_deep is built -O2 -fomit-frame-pointer; its hot function sits 20
-// calls deep, through the executable and a shared library.
+// calls deep, through the executable and a shared library. fr_deep_df is the
+// same program with its CFI only in .debug_frame.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,12 +21,19 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_util.h"
+#include "tests/recorder/daemon_util.h"
 
 namespace flightrec {
 namespace {
 
 using testing::BuildPath;
+using testing::Daemon;
 using testing::RunCommand;
+using testing::Spawn;
+
+// Fewer samples than this and a percentage says little. The tests' workloads
+// give 2-6 times as many on the development VMs (~4 ms of CPU a call).
+constexpr size_t kMinSamples = 100;
 
 // Innermost first: the chain fr_deep builds, 20 frames.
 std::vector<std::string> Expected() {
@@ -40,24 +53,57 @@ class UnwindTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // Records fr_deep for `seconds` with this call graph; returns the samples
-  // of `recorder script --json` (fr_deep's own).
-  std::vector<nlohmann::json> Record(const std::string& call_graph, const std::string& seconds) {
+  // Records `program` (fr_deep or fr_deep_df) running its chain `calls`
+  // times with this call graph; returns the samples of `recorder script
+  // --json` (the program's own). A fixed number of calls is a fixed amount
+  // of CPU work, so the sample count does not depend on how busy the machine
+  // is (cpu-clock counts the task's own time); the window is the whole run.
+  std::vector<nlohmann::json> Record(const std::string& call_graph, const std::string& calls,
+                                     const std::string& program = "fr_deep") {
     std::string recorder = BuildPath("recorder/cli/recorder");
     auto rec = RunCommand({recorder, "--store", dir_, "record", "--call-graph", call_graph, "-F",
-                           "499", "--history", "5s", "--last", "5s", "--always", "--",
-                           BuildPath("tests/unwind/fr_deep"), seconds});
+                           "499", "--history", "10m", "--last", "10m", "--always", "--",
+                           BuildPath("tests/unwind/" + program), "-n", calls});
     EXPECT_EQ(rec.exit_code, 0) << rec.err;
-    auto script = RunCommand({recorder, "--store", dir_, "script", "-1", "--json"});
+    return Script(recorder, {"--store", dir_, "script", "-1", "--json"}, program);
+  }
+
+  // The samples of `recorder script --json` whose comm is `comm` (and pid
+  // `pid` if not 0).
+  static std::vector<nlohmann::json> Script(const std::string& recorder,
+                                            std::vector<std::string> args, const std::string& comm,
+                                            uint32_t pid = 0) {
+    args.insert(args.begin(), recorder);
+    auto script = RunCommand(args);
     EXPECT_EQ(script.exit_code, 0) << script.err;
     std::vector<nlohmann::json> out;
     std::istringstream in(script.out);
     std::string line;
     while (std::getline(in, line)) {
       auto j = nlohmann::json::parse(line);
-      if (j["comm"] == "fr_deep") out.push_back(std::move(j));
+      if (j["comm"] == comm && (pid == 0 || j["pid"] == pid)) out.push_back(std::move(j));
     }
     return out;
+  }
+
+  // How many samples have the whole chain, in order, with main below it and
+  // an "ok" note; one example of those that do not.
+  static size_t CountComplete(const std::vector<nlohmann::json>& samples, std::string* example) {
+    const auto expected = Expected();
+    size_t complete = 0;
+    for (const auto& s : samples) {
+      auto names = UserFunctions(s);
+      if (names.size() > expected.size() &&
+          std::equal(expected.begin(), expected.end(), names.begin())) {
+        ++complete;
+        // Below the 20: main and libc's start, then the outermost frame.
+        EXPECT_EQ(names[expected.size()], "main") << s.dump();
+        EXPECT_EQ(s["unwind"]["status"], "ok") << s.dump();
+      } else if (example->empty()) {
+        *example = s.dump();
+      }
+    }
+    return complete;
   }
 
   static std::vector<std::string> UserFunctions(const nlohmann::json& sample) {
@@ -73,8 +119,8 @@ class UnwindTest : public ::testing::Test {
 };
 
 TEST_F(UnwindTest, FramePointersSeeAtMostThreeUserFramesOfTheDeepProgram) {
-  auto samples = Record("fp", "1");
-  ASSERT_GE(samples.size(), 200u);
+  auto samples = Record("fp", "150");
+  ASSERT_GE(samples.size(), kMinSamples);
   const auto expected = Expected();
   size_t in_chain = 0;
   for (const auto& s : samples) {
@@ -92,23 +138,11 @@ TEST_F(UnwindTest, FramePointersSeeAtMostThreeUserFramesOfTheDeepProgram) {
 }
 
 TEST_F(UnwindTest, DwarfFindsAllTwentyFramesInOrderInNearlyEverySample) {
-  auto samples = Record("dwarf", "2");
-  ASSERT_GE(samples.size(), 400u);
+  auto samples = Record("dwarf", "300");
+  ASSERT_GE(samples.size(), kMinSamples);
   const auto expected = Expected();
-  size_t complete = 0;
   std::string example;
-  for (const auto& s : samples) {
-    auto names = UserFunctions(s);
-    if (names.size() >= expected.size() &&
-        std::equal(expected.begin(), expected.end(), names.begin())) {
-      ++complete;
-      // Below the 20: main and libc's start, then the outermost frame.
-      EXPECT_EQ(names[expected.size()], "main") << s.dump();
-      EXPECT_EQ(s["unwind"]["status"], "ok") << s.dump();
-    } else if (example.empty()) {
-      example = s.dump();
-    }
-  }
+  size_t complete = CountComplete(samples, &example);
   EXPECT_GE(complete * 100, samples.size() * 95)
       << complete << " of " << samples.size() << " complete; e.g. " << example;
 
@@ -125,12 +159,72 @@ TEST_F(UnwindTest, DwarfFindsAllTwentyFramesInOrderInNearlyEverySample) {
     EXPECT_GE(row["children"].get<uint64_t>() * 100, samples.size() * 95) << row.dump();
   }
   EXPECT_EQ(found, expected.size()) << report.out.substr(0, 4000);
+  // It says how many user stacks were unwound completely.
+  EXPECT_GE(j["unwind"]["stacks"].get<uint64_t>(), samples.size()) << j["unwind"].dump();
+  EXPECT_GE(j["unwind"]["complete"].get<uint64_t>(), complete) << j["unwind"].dump();
+}
+
+TEST_F(UnwindTest, DwarfUnwindsCodeWhoseOnlyCfiIsDebugFrame) {
+  // fr_deep_df and its library have no .eh_frame for their own code (crt1.o
+  // gives the executable an .eh_frame_hdr for _start only): every frame of
+  // the chain comes from .debug_frame.
+  auto samples = Record("dwarf", "300", "fr_deep_df");
+  ASSERT_GE(samples.size(), kMinSamples);
+  std::string example;
+  size_t complete = CountComplete(samples, &example);
+  EXPECT_GE(complete * 100, samples.size() * 95)
+      << complete << " of " << samples.size() << " complete; e.g. " << example;
+}
+
+TEST_F(UnwindTest, RecorderdWithDwarfCallGraphsGivesTheDeepStacks) {
+  // The always-on daemon, system-wide, with --call-graph dwarf: a dump taken
+  // after fr_deep has exited holds its samples, unwound through 20 frames.
+  Daemon d(dir_, {"--call-graph", "dwarf", "--history", "60s"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  auto status = d.Cli({"status", "--json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("dwarf,8192"), std::string::npos) << status.out;
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t deep = Spawn({BuildPath("tests/unwind/fr_deep"), "-n", "150"});
+  int st = 0;
+  ASSERT_EQ(waitpid(deep, &st, 0), deep);  // the samples exist once it has run
+  ASSERT_TRUE(WIFEXITED(st)) << st;
+  // A window over the whole run, however long the busy machine made it (the
+  // daemon's rings hold what they can of it: a few seconds at this rate).
+  auto ran_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  auto dump = d.Cli({"dump", "--last", std::to_string(ran_ms + 1000) + "ms", "--json"});
+  ASSERT_EQ(dump.exit_code, 0) << dump.err << d.Log();
+  std::string id = nlohmann::json::parse(dump.out)["id"];
+  std::string pid = std::to_string(deep);
+  // System-wide: only fr_deep's samples, by pid (another fr_deep may run).
+  auto samples =
+      Script(BuildPath("recorder/cli/recorder"), {"--store", d.store(), "script", id, "--json"},
+             "fr_deep", static_cast<uint32_t>(deep));
+  ASSERT_GE(samples.size(), kMinSamples) << "150 calls at " << testing::kDaemonHz << " Hz";
+  std::string example;
+  size_t complete = CountComplete(samples, &example);
+  EXPECT_GE(complete * 100, samples.size() * 95)
+      << complete << " of " << samples.size() << " complete; e.g. " << example;
+  auto report = d.Cli({"report", id, "--pid", pid, "--children", "--json"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  auto j = nlohmann::json::parse(report.out);
+  size_t found = 0;
+  for (const auto& row : j["rows"]) {
+    const auto expected = Expected();
+    if (std::find(expected.begin(), expected.end(), row["key"]) == expected.end()) continue;
+    ++found;
+    EXPECT_GE(row["children"].get<uint64_t>() * 100, samples.size() * 95) << row.dump();
+  }
+  EXPECT_EQ(found, Expected().size()) << report.out.substr(0, 4000);
+  EXPECT_GE(j["unwind"]["complete"].get<uint64_t>(), complete);
 }
 
 TEST_F(UnwindTest, AStackDeeperThanTheCopyIsReportedTruncatedNotWrong) {
   // 256 bytes hold ~16 of fr_deep's 16-byte frames, not 20.
-  auto samples = Record("dwarf,256", "1");
-  ASSERT_GE(samples.size(), 200u);
+  auto samples = Record("dwarf,256", "150");
+  ASSERT_GE(samples.size(), kMinSamples);
   const auto expected = Expected();
   size_t truncated = 0;
   for (const auto& s : samples) {
@@ -147,10 +241,57 @@ TEST_F(UnwindTest, AStackDeeperThanTheCopyIsReportedTruncatedNotWrong) {
   }
   EXPECT_GE(truncated, samples.size() * 9 / 10);
   // The text form says it too.
-  auto script = RunCommand({BuildPath("recorder/cli/recorder"), "--store", dir_, "script", "-1"});
+  const std::string recorder = BuildPath("recorder/cli/recorder");
+  auto script = RunCommand({recorder, "--store", dir_, "script", "-1"});
   EXPECT_NE(script.out.find("(stack incomplete: truncated at stack copy of 256 bytes"),
             std::string::npos)
       << script.out.substr(0, 3000);
+
+  // report, timeline and export say how many stacks stopped, why and where.
+  auto report = RunCommand({recorder, "--store", dir_, "report", "-1"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("# DWARF unwinding: "), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find(" truncated (stack copy too short)"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("samples stopped: truncated at stack copy of 256 bytes"),
+            std::string::npos)
+      << report.out;
+  auto rj = RunCommand({recorder, "--store", dir_, "report", "-1", "--json"});
+  ASSERT_EQ(rj.exit_code, 0) << rj.err;
+  auto unwind = nlohmann::json::parse(rj.out)["unwind"];
+  EXPECT_GE(unwind["truncated"].get<uint64_t>(), truncated) << unwind.dump();
+  ASSERT_FALSE(unwind["stops"].empty());
+  EXPECT_EQ(unwind["stops"][0]["status"], "truncated");
+  EXPECT_EQ(unwind["stops"][0]["place"], "stack copy of 256 bytes");
+  auto timeline = RunCommand({recorder, "--store", dir_, "timeline", "-1"});
+  ASSERT_EQ(timeline.exit_code, 0) << timeline.err;
+  EXPECT_NE(timeline.out.find("samples stopped: truncated at stack copy of 256 bytes"),
+            std::string::npos)
+      << timeline.out;
+  auto tj = RunCommand({recorder, "--store", dir_, "timeline", "-1", "--json"});
+  ASSERT_EQ(tj.exit_code, 0) << tj.err;
+  EXPECT_EQ(nlohmann::json::parse(tj.out)["unwind"], unwind);
+
+  // Exports: the truncated stacks end in a [truncated] frame at their root.
+  auto folded = RunCommand({recorder, "--store", dir_, "export", "-1", "-f", "folded", "-o", "-"});
+  ASSERT_EQ(folded.exit_code, 0) << folded.err;
+  EXPECT_NE(folded.err.find("samples stopped: truncated at stack copy of 256 bytes"),
+            std::string::npos)
+      << folded.err;
+  size_t marked = 0;
+  std::istringstream lines(folded.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("fr_deep;", 0) != 0 || line.find("fr_deep_hot") == std::string::npos) continue;
+    EXPECT_EQ(line.rfind("fr_deep;[truncated];", 0), 0u) << line;
+    marked += std::stoul(line.substr(line.rfind(' ') + 1));
+  }
+  EXPECT_EQ(marked, truncated);
+  std::string svg_path = dir_ + "/deep.svg";
+  auto svg = RunCommand({recorder, "--store", dir_, "flamegraph", "-1", "-o", svg_path});
+  ASSERT_EQ(svg.exit_code, 0) << svg.err;
+  std::ifstream svg_in(svg_path);
+  std::string svg_text((std::istreambuf_iterator<char>(svg_in)), {});
+  EXPECT_NE(svg_text.find("[truncated]"), std::string::npos);
 }
 
 TEST_F(UnwindTest, BadCallGraphValuesAreRefusedWithAMessage) {
