@@ -453,21 +453,26 @@ nlohmann::json CrashInfo(const std::string& store, const std::string& id) {
   return nlohmann::json::parse(r.out, nullptr, false);
 }
 
+// In a forked child: becomes uid (gid = uid, no groups) and execs argv.
+[[noreturn]] void ExecAs(uid_t uid, const std::vector<std::string>& argv) {
+  if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
+      setresuid(uid, uid, uid) != 0) {
+    _exit(126);
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
 // Starts argv as uid (gid = uid), stdout to /dev/null.
 pid_t SpawnAs(uid_t uid, const std::vector<std::string>& argv) {
   pid_t pid = fork();
   if (pid == 0) {
     int devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, 1);
-    if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
-        setresuid(uid, uid, uid) != 0) {
-      _exit(126);
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+    ExecAs(uid, argv);
   }
   return pid;
 }
@@ -841,15 +846,7 @@ RunResult RunAs(uid_t uid, const std::vector<std::string>& argv) {
     dup2(err[1], 2);
     close(out[0]);
     close(err[0]);
-    if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
-        setresuid(uid, uid, uid) != 0) {
-      _exit(126);
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+    ExecAs(uid, argv);
   }
   close(out[1]);
   close(err[1]);
