@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -44,6 +45,7 @@ class QueryTest : public ::testing::Test {
     waitpid(ex, &st, 0);
     ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     exec_pid_ = ex;
+    dl_pid_ = dl;
     waitpid(dl, &st, 0);
     ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     waitpid(spin, &st, 0);
@@ -64,6 +66,7 @@ class QueryTest : public ::testing::Test {
   static std::string id_;
   static pid_t spin_pid_;
   static pid_t exec_pid_;
+  static pid_t dl_pid_;
 };
 
 store::testing::TempDir* QueryTest::dir_ = nullptr;
@@ -71,6 +74,7 @@ Daemon* QueryTest::daemon_ = nullptr;
 std::string QueryTest::id_;
 pid_t QueryTest::spin_pid_ = 0;
 pid_t QueryTest::exec_pid_ = 0;
+pid_t QueryTest::dl_pid_ = 0;
 
 std::vector<std::string> Lines(const std::string& s) {
   std::vector<std::string> out;
@@ -310,6 +314,24 @@ TEST_F(QueryTest, HelpExplainsEveryQueryCommand) {
   for (const char* opt : {"--sort", "--children", "--since", "--until", "--tid", "--json"}) {
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
   }
+}
+
+TEST_F(QueryTest, ListAndInfoNameTheRecordedProcesses) {
+  auto list = Cli({"list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  for (const char* col : {"PIDS", "SIG", "EXE"}) {
+    EXPECT_NE(list.out.find(col), std::string::npos) << list.out;
+  }
+  auto info = Cli({"info", id_});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("Processes:"), std::string::npos) << info.out;
+  // The whole list is in --json; an exec'd process is named by what it became.
+  auto j = nlohmann::json::parse(Cli({"info", id_, "--json"}).out);
+  std::map<uint32_t, std::string> comm;
+  for (const auto& p : j["meta"]["processes"]) comm[p["pid"]] = p["comm"];
+  EXPECT_EQ(comm[spin_pid_], "fr_spin");
+  EXPECT_EQ(comm[exec_pid_], "fr_spin");
+  EXPECT_EQ(comm[dl_pid_], "fr_dlopen");
 }
 
 TEST_F(QueryTest, UnknownIdIsAClearError) {
