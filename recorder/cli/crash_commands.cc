@@ -259,6 +259,17 @@ Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json)
                    {"top", tj},
                    {"last", lj},
                    {"span_s", total ? (last - first) / 1e9 : 0.0}};
+        // Where recorderd took it from: a crash marker (cut at the crash in
+        // kernel context) or its live rings (as of the hook's request).
+        if ((*hreader)->FindSection("config")) {
+          auto text = (*hreader)->ReadSection("config");
+          nlohmann::json config =
+              text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+          if (config.is_object()) {
+            history["source"] = config.value("history_source", nlohmann::json());
+            history["end_mono_ns"] = config.value("freeze_time_mono_ns", uint64_t{0});
+          }
+        }
       }
     }
   }
@@ -302,6 +313,19 @@ Status RunCrashInfo(const CliContext& ctx, const std::string& id_arg, bool json)
                 history["id"].get<std::string>().c_str(),
                 static_cast<unsigned long long>(history["samples"].get<uint64_t>()),
                 history["span_s"].get<double>());
+    const nlohmann::json source = history.value("source", nlohmann::json());
+    if (source.is_object() && source.value("kind", "") == "crash_marker") {
+      std::printf("  from crash marker %llu, taken in the kernel as the core dump began",
+                  static_cast<unsigned long long>(source.value("marker_id", uint64_t{0})));
+      if (source.contains("crashing_thread_gap_ns")) {
+        std::printf("; the thread's last sample %.3f ms before it",
+                    source["crashing_thread_gap_ns"].get<uint64_t>() / 1e6);
+      }
+      std::printf("\n");
+    } else if (source.is_object() && source.contains("crash_marker")) {
+      std::printf("  from the live rings (%s)\n",
+                  source["crash_marker"].get<std::string>().c_str());
+    }
     for (const auto& t : history["top"]) {
       std::printf("  %6.2f%%  %s\n", t["pct"].get<double>(),
                   t["function"].get<std::string>().c_str());
