@@ -46,7 +46,8 @@ struct ModuleConfig {
   // or at most dwarf_stack_bytes of it; --call-graph fp/none: no stack bytes.
   bool dwarf = false;
   uint32_t dwarf_stack_bytes = 0;
-  // Unclaimed crash markers are freed once this old (recorderd: --history).
+  // Unclaimed crash markers are freed once this old (recorderd: --history;
+  // at least 1 s).
   int64_t marker_ttl_ns = 30'000'000'000;
 };
 
@@ -102,7 +103,8 @@ class ModuleBackend : public CaptureBackend {
   ModuleBackend() = default;
   StatusOr<std::vector<flightrec_cpu_stats>> ReadStats(flightrec_stats* global);
   StatusOr<std::vector<flightrec_marker>> ListMarkers();
-  // Frees the markers nobody claimed within the TTL; errors are logged once.
+  // Frees the markers nobody claimed within the TTL; a failure is kept in
+  // marker_error_ for status.
   void ReleaseStaleMarkers();
   StatusOr<Snapshot> SnapshotFromMarker(const flightrec_marker& m, int64_t last_ns);
   uint64_t SamplePeriodNs() const;

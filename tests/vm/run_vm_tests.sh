@@ -13,7 +13,7 @@ KVER=${FR_KVER:-6.1.0-56-amd64}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=""
 GUEST_SCRIPT="$SRC/tests/vm/guest_run.sh"
-TIMEOUT=${FR_VM_TIMEOUT:-480}
+TIMEOUT=${FR_VM_TIMEOUT:-900}
 SCEN=()
 while [ $# -gt 0 ]; do
   case "$1" in
