@@ -288,6 +288,10 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
                         {"window_start_ns", start},
                         {"window_end_ns", end},
                         {"window_s", (end - start) / 1e9},
+                        // Where recorderd took it from: a crash marker (cut
+                        // at the crash in kernel context) or its live rings.
+                        {"source", info.config.value("history_source", nlohmann::json())},
+                        {"end_mono_ns", info.window_end_ns},
                         {"timeline",
                          {{"bins", tb.bins()},
                           {"bin_ns", static_cast<uint64_t>(tb.width_ns())},
@@ -376,6 +380,19 @@ Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args) {
         h["id"].get<std::string>().c_str(),
         static_cast<unsigned long long>(h["samples"].get<uint64_t>()), h["tid"].get<uint32_t>(),
         h["window_s"].get<double>(), h["span_s"].get<double>());
+    const nlohmann::json source = history.value("source", nlohmann::json());
+    if (source.is_object() && source.value("kind", "") == "crash_marker") {
+      std::printf("  from crash marker %llu, taken in the kernel as the core dump began",
+                  static_cast<unsigned long long>(source.value("marker_id", uint64_t{0})));
+      if (source.contains("crashing_thread_gap_ns")) {
+        std::printf("; the thread's last sample %.3f ms before it",
+                    source["crashing_thread_gap_ns"].get<uint64_t>() / 1e6);
+      }
+      std::printf("\n");
+    } else if (source.is_object() && source.contains("crash_marker")) {
+      std::printf("  from the live rings (%s)\n",
+                  source["crash_marker"].get<std::string>().c_str());
+    }
     std::printf("  top functions:\n");
     for (const auto& t : h["top"]) {
       std::printf("  %6.2f%%  %s\n", t["pct"].get<double>(),

@@ -31,6 +31,10 @@ struct Snapshot {
   // produced - (in ring + each loss cause): 0 for discrete events; timer
   // periods without a sample for cpu-clock.
   int64_t unaccounted = 0;
+  // Where the history comes from: {"kind": "live_rings"} (frozen at the dump)
+  // or {"kind": "crash_marker", ...} (preserved at a crash instant in kernel
+  // context: marker time, pid/tid/signal, how long after the crash it was read).
+  nlohmann::json source = {{"kind", "live_rings"}};
 };
 
 class CaptureBackend {
@@ -46,6 +50,17 @@ class CaptureBackend {
   // Freezes every CPU's ring, copies out samples newer than now - last_ns,
   // resumes. pids empty = all processes.
   virtual StatusOr<Snapshot> TakeSnapshot(int64_t last_ns) = 0;
+  // The history of crashed process `pid` as preserved at the instant its core
+  // dump started (flightrec.ko's crash markers): the last `last_ns` before
+  // the crash, whatever happened since. Waits up to `wait_ns` for the marker
+  // to appear and frees its slot. Unsupported: this backend keeps no crash
+  // markers; NotFound: none for `pid` (the caller falls back to TakeSnapshot).
+  virtual StatusOr<Snapshot> TakeCrashSnapshot(uint32_t pid, int64_t last_ns, int64_t wait_ns) {
+    (void)pid;
+    (void)last_ns;
+    (void)wait_ns;
+    return Unsupported(name() + " backend: no crash markers");
+  }
   // Live counters and how many seconds of history the rings hold now.
   virtual nlohmann::json Stats() = 0;
 };

@@ -39,8 +39,14 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
           "--backend module: /dev/flightrec does not exist (flightrec.ko is not loaded; this "
           "kernel may not support modules). Use --backend perf");
     }
-    // The module's event, rate and ring sizes are its load parameters.
-    ASSIGN_OR_RETURN(auto mb, module::ModuleBackend::Create());
+    // The module's event, rate, ring sizes and stack copy size are its load
+    // parameters; --call-graph chooses what records keep of them.
+    module::ModuleConfig mc;
+    mc.callchain = options.callchain;
+    mc.dwarf = options.dwarf_stack_bytes > 0;
+    mc.dwarf_stack_bytes = options.dwarf_size_given ? options.dwarf_stack_bytes : 0;
+    mc.marker_ttl_ns = options.history_ns;
+    ASSIGN_OR_RETURN(auto mb, module::ModuleBackend::Create(FLIGHTREC_DEVICE, mc));
     d->backend_ = std::move(mb);
   }
   if (backend != "perf" && backend != "module") {
@@ -92,6 +98,41 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
 
 Daemon::~Daemon() = default;
 
+namespace {
+
+// The coredump hook's `crash_pid`: a process id, or the request is refused.
+Status ParseCrashPid(const nlohmann::json& params, DumpRequest* req) {
+  if (!params.contains("crash_pid")) return OkStatus();
+  const auto& c = params["crash_pid"];
+  if (!c.is_number_integer() || c.get<int64_t>() <= 0 || c.get<int64_t>() > INT32_MAX) {
+    return InvalidArgument("crash_pid must be a process id (1..2^31-1)");
+  }
+  req->crash_pid = c.get<uint32_t>();
+  return OkStatus();
+}
+
+// How long a crash_pid dump waits for the crash marker: the kernel takes it
+// before it starts the hook that asks, so a marker still missing after this
+// was dropped (every slot in use) or never taken.
+constexpr int64_t kCrashMarkerWaitNs = 250'000'000;
+
+// A crashed process's history: from its crash marker when the backend keeps
+// them (cut at the crash instant, however late the hook asks), else the live
+// rings as of now, saying why.
+StatusOr<Snapshot> CrashHistory(CaptureBackend& backend, const DumpRequest& req) {
+  auto snap = backend.TakeCrashSnapshot(req.crash_pid, req.last_ns, kCrashMarkerWaitNs);
+  if (snap.ok()) return snap;
+  auto live = backend.TakeSnapshot(req.last_ns);
+  if (live.ok() && snap.status().code() != StatusCode::kUnsupported) {
+    live->source["crash_marker"] = snap.status().message();
+    spdlog::warn("history of pid {}: {}; using the live rings", req.crash_pid,
+                 snap.status().message());
+  }
+  return live;
+}
+
+}  // namespace
+
 void Daemon::RegisterHandlers() {
   server_->Handle("status",
                   [this](const ipc::Peer&, const nlohmann::json&) -> StatusOr<nlohmann::json> {
@@ -105,6 +146,7 @@ void Daemon::RegisterHandlers() {
                     req.reason = p.value("reason", std::string("manual"));
                     if (p.contains("pids")) req.pids = p["pids"].get<std::vector<uint32_t>>();
                     req.live_attribution = p.value("live_attribution", false);
+                    RETURN_IF_ERROR(ParseCrashPid(p, &req));
                     ASSIGN_OR_RETURN(DumpResult r, Dump(req));
                     nlohmann::json j = r.ToJson();
                     j["summary"] = r.Summary();
@@ -222,7 +264,7 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req) {
                               dump_limiter_.max_events()));
   }
   Drain();  // the newest mappings must be in the table before we snapshot it
-  auto snap = backend_->TakeSnapshot(req.last_ns);
+  auto snap = req.crash_pid ? CrashHistory(*backend_, req) : backend_->TakeSnapshot(req.last_ns);
   if (!snap.ok()) {
     ++dump_failures_;
     return snap.status();
@@ -390,8 +432,9 @@ int RecorderdMain(int argc, char** argv) {
                  "fp (frame pointers: stacks end early in code built without them), "
                  "dwarf[,STACK_BYTES] (registers + 8192 or STACK_BYTES bytes of user stack, "
                  "unwound when read: whole stacks, but rings of 32 MiB per CPU for 30 s at 99 Hz "
-                 "instead of 1 MiB), or none. fp is the default: at 99 Hz both cost the same "
-                 "CPU, and the rings are held as long as the daemon runs (docs/BENCHMARKS.md)")
+                 "instead of 1 MiB; --backend module: the module's stack_bytes, or at most that), "
+                 "or none. fp is the default: at 99 Hz both cost the same CPU, and the rings are "
+                 "held as long as the daemon runs (docs/BENCHMARKS.md)")
       ->capture_default_str();
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour, "Rate limit for manual and signal dumps")
       ->capture_default_str();
@@ -418,6 +461,7 @@ int RecorderdMain(int argc, char** argv) {
   }
   o.callchain = cg->callchain;
   o.dwarf_stack_bytes = cg->dwarf_stack_bytes;
+  o.dwarf_size_given = callgraph.find(',') != std::string::npos;
   (void)foreground;  // recorderd never daemonizes itself; systemd supervises it
   spdlog::set_pattern("recorderd: %l: %v");
   umask(077);  // records and the index hold other users' data: root's only

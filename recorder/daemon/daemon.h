@@ -34,6 +34,9 @@ struct DaemonOptions {
   size_t data_pages = 0;  // 0 = sized from history
   bool callchain = true;
   uint32_t dwarf_stack_bytes = 0;  // --call-graph dwarf,N (perf backend): N > 0
+  // --call-graph dwarf without a size: the module backend then keeps what
+  // flightrec.ko copies (its stack_bytes), perf takes 8192 bytes.
+  bool dwarf_size_given = false;
   // "" = cycles, else cpu-clock; or a discrete software event sampled every
   // `event_period` occurrences: page-faults, context-switches.
   std::string event;

@@ -119,7 +119,8 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                            {"freeze_time_mono_ns", snap.freeze_time_ns},
                            {"window_start_mono_ns", snap.window_start_ns},
                            {"mono_to_wall_ns", to_wall},
-                           {"freeze_copy_ns", snap.copy_ns}};
+                           {"freeze_copy_ns", snap.copy_ns},
+                           {"history_source", snap.source}};
 
   std::string live_text;
   if (req.live_attribution) {
@@ -145,6 +146,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                          {"lost", lost},
                          {"backend", backend_description.value("backend", "")},
                          {"event", backend_description.value("event", "")},
+                         {"history_source", snap.source.value("kind", "")},
                          {"cookies", cookies.ToJson()}};
   ASSIGN_OR_RETURN(store::RecordRow row, store.Commit(std::move(rec), meta));
   DumpResult r;

@@ -22,6 +22,9 @@ struct DumpRequest {
   std::vector<uint32_t> pids;  // empty = every process
   std::string reason = "manual";
   std::string kind = "dump";
+  // The coredump hook's request: the history of this crashed process, from
+  // its crash marker when the backend keeps them (0: none).
+  uint32_t crash_pid = 0;
   // Also store each sample as the daemon attributes it now, from its live
   // process table (section `live_attribution`): `recorder script --live`
   // shows it, and a test checks it equals the replay of the record.

@@ -6,6 +6,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -75,8 +77,34 @@ std::optional<Event> SidebandEvent(const flightrec_sideband& r) {
   }
 }
 
+std::string CallGraphMode::ToString() const {
+  if (dwarf_stack_bytes > 0) return fmt::format("dwarf,{}", dwarf_stack_bytes);
+  return callchain ? "fp" : "none";
+}
+
+StatusOr<CallGraphMode> ResolveCallGraph(const ModuleConfig& config, uint32_t module_stack_bytes) {
+  CallGraphMode m;
+  m.callchain = config.callchain;
+  if (!config.dwarf) return m;
+  // The module copies whole 8-byte words (round_down(stack_bytes, 8)).
+  const uint32_t have = module_stack_bytes & ~7u;
+  if (have == 0) {
+    return InvalidArgument(
+        "--call-graph dwarf: flightrec.ko copies no user stack (its stack_bytes parameter is 0); "
+        "reload it with e.g. stack_bytes=8192, or use --call-graph fp");
+  }
+  if (config.dwarf_stack_bytes > have) {
+    return InvalidArgument(fmt::format(
+        "--call-graph dwarf,{}: flightrec.ko copies only {} bytes of user stack per sample (its "
+        "stack_bytes parameter); reload it with stack_bytes={} or ask for at most dwarf,{}",
+        config.dwarf_stack_bytes, have, config.dwarf_stack_bytes, have));
+  }
+  m.dwarf_stack_bytes = config.dwarf_stack_bytes ? config.dwarf_stack_bytes : have;
+  return m;
+}
+
 Sample SampleFromRecord(const flightrec_sample& r, uint64_t period_ns, const flightrec_aux* aux,
-                        const uint8_t* stack, size_t stack_len) {
+                        const uint8_t* stack, size_t stack_len, const CallGraphMode& mode) {
   Sample s;
   s.time_ns = r.time_ns;
   s.cpu = r.cpu;
@@ -85,16 +113,22 @@ Sample SampleFromRecord(const flightrec_sample& r, uint64_t period_ns, const fli
   s.ip = r.ip;
   s.period = period_ns;
   s.mode = r.mode == FLIGHTREC_MODE_KERNEL ? CpuMode::kKernel : CpuMode::kUser;
-  const size_t nk = std::min<size_t>(r.nr_kframes, FLIGHTREC_MAX_KFRAMES);
-  const size_t nu = std::min<size_t>(r.nr_uframes, FLIGHTREC_MAX_UFRAMES);
+  // --call-graph none: the sampled ip only, like a perf sample without
+  // PERF_SAMPLE_CALLCHAIN.
+  const size_t nk = mode.callchain ? std::min<size_t>(r.nr_kframes, FLIGHTREC_MAX_KFRAMES) : 0;
+  const size_t nu = mode.callchain ? std::min<size_t>(r.nr_uframes, FLIGHTREC_MAX_UFRAMES) : 0;
   // Like a perf callchain: the chain of the sampled mode starts with the ip.
   // kframes are return addresses only; uframes start with the user ip.
-  if (s.mode == CpuMode::kKernel) {
+  if (s.mode == CpuMode::kKernel && mode.callchain) {
     s.kernel_chain.push_back(r.ip);
     s.kernel_chain.insert(s.kernel_chain.end(), r.kframes, r.kframes + nk);
   }
   s.user_chain.assign(r.uframes, r.uframes + nu);
-  if (aux != nullptr && aux->abi == 1) {
+  // The AUX blob only with --call-graph dwarf (fp records stay small and
+  // replay uses the frame-pointer chain, as with the perf backend); the copy
+  // starts at the stack pointer, so the first N bytes are the innermost.
+  if (aux != nullptr && aux->abi == 1 && mode.dwarf_stack_bytes > 0) {
+    stack_len = std::min<size_t>(stack_len, mode.dwarf_stack_bytes);
     s.user_stack.regs_mask = kAuxRegsMask;
     s.user_stack.regs.assign(aux->regs, aux->regs + FLIGHTREC_NR_REGS);
     s.user_stack.stack.assign(stack, stack + stack_len);
@@ -103,8 +137,64 @@ Sample SampleFromRecord(const flightrec_sample& r, uint64_t period_ns, const fli
   return s;
 }
 
-StatusOr<std::unique_ptr<ModuleBackend>> ModuleBackend::Create(const std::string& device) {
+uint64_t AppendSamples(const CpuCopy& cpu, uint64_t window_start_ns, uint64_t period_ns,
+                       const CallGraphMode& mode, std::vector<Sample>* out) {
+  uint64_t outside = 0;
+  for (size_t i = 0; i < cpu.count; ++i) {
+    const flightrec_sample& r = cpu.records[i];
+    if (r.time_ns < window_start_ns) {
+      ++outside;
+      continue;
+    }
+    const flightrec_aux* ah = nullptr;
+    const uint8_t* stack = nullptr;
+    size_t stack_len = 0;
+    if (cpu.aux != nullptr && (r.flags & FLIGHTREC_SAMPLE_HAS_AUX) &&
+        r.aux_len >= sizeof(flightrec_aux) && r.aux_pos >= cpu.aux_first &&
+        r.aux_pos + r.aux_len <= cpu.aux_end) {
+      const uint8_t* p = cpu.aux + (r.aux_pos - cpu.aux_first);
+      ah = reinterpret_cast<const flightrec_aux*>(p);
+      if (ah->seq == r.seq && ah->len <= r.aux_len &&
+          sizeof(flightrec_aux) + ah->stack_len <= ah->len) {
+        stack = p + sizeof(flightrec_aux);
+        stack_len = ah->stack_len;
+      } else {
+        ah = nullptr;  // overwritten since: no stack for this one
+      }
+    }
+    out->push_back(SampleFromRecord(r, period_ns, ah, stack, stack_len, mode));
+  }
+  return outside;
+}
+
+const flightrec_marker* FindMarker(const std::vector<flightrec_marker>& markers, uint32_t pid,
+                                   uint64_t now_ns, int64_t ttl_ns) {
+  const flightrec_marker* best = nullptr;
+  for (const auto& m : markers) {
+    if (m.pid != pid) continue;
+    // An old marker of a reused pid is not this crash's.
+    if (m.time_ns + static_cast<uint64_t>(ttl_ns) < now_ns) continue;
+    if (best == nullptr || m.id > best->id) best = &m;
+  }
+  return best;
+}
+
+std::vector<flightrec_marker> StaleMarkers(const std::vector<flightrec_marker>& markers,
+                                           uint64_t now_ns, int64_t ttl_ns) {
+  std::vector<flightrec_marker> out;
+  for (const auto& m : markers) {
+    if (m.time_ns + static_cast<uint64_t>(ttl_ns) < now_ns) out.push_back(m);
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<ModuleBackend>> ModuleBackend::Create(const std::string& device,
+                                                               const ModuleConfig& config) {
   auto b = std::unique_ptr<ModuleBackend>(new ModuleBackend);
+  b->config_ = config;
+  // A marker must outlive the hook's request (seconds): a floor keeps a tiny
+  // --history from freeing markers before anyone could ask.
+  b->config_.marker_ttl_ns = std::max<int64_t>(config.marker_ttl_ns, 1'000'000'000);
   b->fd_ = ScopedFd(open(device.c_str(), O_RDWR | O_CLOEXEC));
   if (!b->fd_) {
     return ErrnoStatus(
@@ -119,6 +209,7 @@ StatusOr<std::unique_ptr<ModuleBackend>> ModuleBackend::Create(const std::string
         device, b->info_.version, b->info_.sample_size, b->info_.sideband_size, FLIGHTREC_VERSION,
         sizeof(flightrec_sample), sizeof(flightrec_sideband)));
   }
+  ASSIGN_OR_RETURN(b->mode_, ResolveCallGraph(b->config_, b->info_.stack_bytes));
   return b;
 }
 
@@ -137,7 +228,13 @@ nlohmann::json ModuleBackend::Describe() const {
           {"data_ring_bytes", info_.data_ring_bytes},
           {"aux_ring_bytes", info_.aux_ring_bytes},
           {"stack_bytes", info_.stack_bytes},
-          {"call_graph", "fp"},
+          {"data_ring_bytes_per_cpu", info_.data_ring_bytes},  // named as perf's, for status
+          {"callchain", mode_.dwarf_stack_bytes ? "dwarf"
+                        : mode_.callchain       ? "fp"
+                                                : "none"},
+          {"call_graph", mode_.ToString()},
+          {"max_markers", info_.max_markers},
+          {"marker_ttl_s", config_.marker_ttl_ns / 1e9},
           {"kernel_samples", true}};
 }
 
@@ -157,6 +254,8 @@ Status ModuleBackend::DrainSideband(const std::function<void(const Event&)>& sin
     if (n < buf.size()) break;
   }
   for (const auto& e : OrderSideband(std::move(batch))) sink(e);
+  // The daemon drains on a timer: the place to free markers nobody claimed.
+  ReleaseStaleMarkers();
   return OkStatus();
 }
 
@@ -207,6 +306,7 @@ StatusOr<std::vector<flightrec_cpu_stats>> ModuleBackend::ReadStats(flightrec_st
 }
 
 StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
+  ReleaseStaleMarkers();
   Snapshot snap;
   int64_t t0 = MonotonicNs();
   RETURN_IF_ERROR(Ioctl(fd_.get(), FLIGHTREC_IOC_FREEZE, nullptr, "FREEZE"));
@@ -227,7 +327,9 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
   std::vector<uint8_t> aux(info_.aux_ring_bytes + 4096);
   for (const auto& c : cpus) {
     if (!c.online && c.data_head == 0) continue;
-    // DATA: everything still in the ring.
+    // DATA: everything still in the ring, up to the head the counters were
+    // read at (a sample that was being written when FREEZE came is not in
+    // them, and not copied).
     flightrec_read rd{};
     rd.cpu = c.cpu;
     rd.ring = FLIGHTREC_RING_DATA;
@@ -240,9 +342,7 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
       return ErrnoStatus(fmt::format("/dev/flightrec: READ_RING data cpu {}", c.cpu));
     }
     size_t n = rd.bytes / sizeof(flightrec_sample);
-    const auto* recs = reinterpret_cast<const flightrec_sample*>(
-        reinterpret_cast<const char*>(data.data()) + rd.data_offset);
-    // AUX: the whole ring once, sliced per sample below.
+    // AUX: the whole ring once, sliced per sample.
     flightrec_read ra{};
     ra.cpu = c.cpu;
     ra.ring = FLIGHTREC_RING_AUX;
@@ -250,41 +350,28 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
     ra.to = c.aux_head;
     ra.buf = reinterpret_cast<uint64_t>(aux.data());
     ra.buf_len = aux.size();
-    bool have_aux = info_.aux_ring_bytes > 0 && c.aux_head > 0 &&
+    // fp and none records carry no stack bytes: the AUX ring is not read.
+    bool have_aux = mode_.dwarf_stack_bytes > 0 && info_.aux_ring_bytes > 0 && c.aux_head > 0 &&
                     ioctl(fd_.get(), FLIGHTREC_IOC_READ_RING, &ra) == 0;
-    uint64_t cpu_outside = 0, cpu_kept = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const flightrec_sample& r = recs[i];
-      if (r.time_ns < snap.window_start_ns) {
-        ++cpu_outside;
-        continue;
-      }
-      const flightrec_aux* ah = nullptr;
-      const uint8_t* stack = nullptr;
-      size_t stack_len = 0;
-      if (have_aux && (r.flags & FLIGHTREC_SAMPLE_HAS_AUX) && r.aux_len >= sizeof(flightrec_aux) &&
-          r.aux_pos >= ra.first && r.aux_pos + r.aux_len <= ra.next) {
-        const uint8_t* p = aux.data() + ra.data_offset + (r.aux_pos - ra.first);
-        ah = reinterpret_cast<const flightrec_aux*>(p);
-        if (ah->seq == r.seq && ah->len <= r.aux_len &&
-            sizeof(flightrec_aux) + ah->stack_len <= ah->len) {
-          stack = p + sizeof(flightrec_aux);
-          stack_len = ah->stack_len;
-        } else {
-          ah = nullptr;  // overwritten since: no stack for this one
-        }
-      }
-      snap.samples.push_back(SampleFromRecord(r, period, ah, stack, stack_len));
-      ++cpu_kept;
-      if (snap.oldest_sample_ns == 0 || r.time_ns < snap.oldest_sample_ns) {
-        snap.oldest_sample_ns = r.time_ns;
-      }
+    CpuCopy copy;
+    copy.records = reinterpret_cast<const flightrec_sample*>(
+        reinterpret_cast<const char*>(data.data()) + rd.data_offset);
+    copy.count = n;
+    if (have_aux) {
+      copy.aux = aux.data() + ra.data_offset;
+      copy.aux_first = ra.first;
+      copy.aux_end = ra.next;
     }
+    size_t before = snap.samples.size();
+    uint64_t cpu_outside = AppendSamples(copy, snap.window_start_ns, period, mode_, &snap.samples);
+    uint64_t cpu_kept = snap.samples.size() - before;
     produced += c.produced;
     overwritten += c.overwritten;
     frozen += c.dropped_frozen;
     size += c.dropped_size;
-    torn += c.torn_on_read + rd.lost;
+    // Only this read's: torn_on_read is the module's lifetime count, over
+    // every reader's copies, most of them not this dump's.
+    torn += rd.lost;
     outside += cpu_outside;
     kept += cpu_kept;
     snap.per_cpu.push_back({{"cpu", c.cpu},
@@ -297,13 +384,14 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
                             {"overwritten", c.overwritten},
                             {"paused", c.dropped_frozen},
                             {"size", c.dropped_size},
-                            {"torn", c.torn_on_read},
-                            {"lost_on_read", rd.lost},
+                            {"torn", rd.lost},
+                            {"torn_on_read_lifetime", c.torn_on_read},
                             {"aux_written", c.aux_written},
                             {"aux_overwritten", c.aux_overwritten}});
   }
   std::sort(snap.samples.begin(), snap.samples.end(),
             [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  if (!snap.samples.empty()) snap.oldest_sample_ns = snap.samples.front().time_ns;
   snap.counters = {{"produced", produced},
                    {"in_window", kept},
                    {"outside_window", outside},
@@ -313,14 +401,191 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
                    {"torn", torn},
                    {"in_ring", kept + outside}};
   // The module's counters are exact: produced == written + frozen + size,
-  // and written == in ring + overwritten (+ torn on read).
+  // and written == in ring + overwritten + torn by this read.
   snap.unaccounted = static_cast<int64_t>(produced) -
                      static_cast<int64_t>(kept + outside + overwritten + frozen + size + torn);
   snap.copy_ns = MonotonicNs() - t0;
   return snap;
 }
 
+StatusOr<std::vector<flightrec_marker>> ModuleBackend::ListMarkers() {
+  std::vector<flightrec_marker> m(std::max<uint32_t>(info_.max_markers, 1));
+  for (;;) {
+    flightrec_markers l{};
+    l.buf = reinterpret_cast<uint64_t>(m.data());
+    l.count = static_cast<uint32_t>(m.size());
+    RETURN_IF_ERROR(Ioctl(fd_.get(), FLIGHTREC_IOC_LIST_MARKERS, &l, "LIST_MARKERS"));
+    if (l.count <= m.size()) {
+      m.resize(l.count);
+      return m;
+    }
+    m.resize(l.count);  // more than max_markers: a newer module; list again
+  }
+}
+
+void ModuleBackend::ReleaseStaleMarkers() {
+  if (info_.max_markers == 0) return;
+  auto markers = ListMarkers();
+  if (!markers.ok()) {
+    marker_error_ = markers.status().message();
+    return;
+  }
+  for (const auto& m :
+       StaleMarkers(*markers, static_cast<uint64_t>(MonotonicNs()), config_.marker_ttl_ns)) {
+    if (ioctl(fd_.get(), FLIGHTREC_IOC_RELEASE_MARKER, static_cast<unsigned long>(m.slot)) == 0) {
+      ++markers_released_unclaimed_;
+    } else if (errno != ENOENT) {  // ENOENT: another reader freed it
+      marker_error_ =
+          ErrnoStatus(fmt::format("/dev/flightrec: RELEASE_MARKER {}", m.slot)).message();
+    }
+  }
+}
+
+StatusOr<Snapshot> ModuleBackend::TakeCrashSnapshot(uint32_t pid, int64_t last_ns,
+                                                    int64_t wait_ns) {
+  // The kernel takes the marker at the start of the core dump, before it
+  // starts the core_pattern handler that asks for it, so it is normally
+  // there at once. The module has no notification for markers: poll the
+  // list (one short ioctl) until the marker is there or the bound passes.
+  const int64_t t0 = MonotonicNs();
+  const flightrec_marker* found = nullptr;
+  std::vector<flightrec_marker> markers;
+  for (;;) {
+    ASSIGN_OR_RETURN(markers, ListMarkers());
+    found = FindMarker(markers, pid, static_cast<uint64_t>(MonotonicNs()), config_.marker_ttl_ns);
+    if (found != nullptr || MonotonicNs() - t0 >= wait_ns) break;
+    struct timespec ts = {0, 5'000'000};
+    nanosleep(&ts, nullptr);
+  }
+  const int64_t waited = MonotonicNs() - t0;
+  if (found == nullptr) {
+    flightrec_stats global{};
+    auto st = ReadStats(&global);
+    return NotFound(fmt::format(
+        "no crash marker for pid {} after {} ms ({} marker slots, {} in use; {} crashes "
+        "found every slot in use)",
+        pid, waited / 1'000'000, info_.max_markers, markers.size(),
+        st.ok() ? global.markers_dropped : 0));
+  }
+  const flightrec_marker m = *found;
+  auto snap = SnapshotFromMarker(m, last_ns);
+  // Claimed, copied or not: the slot is freed for the next crash.
+  if (ioctl(fd_.get(), FLIGHTREC_IOC_RELEASE_MARKER, static_cast<unsigned long>(m.slot)) == 0)
+    ++markers_claimed_;
+  if (!snap.ok()) return snap.status();
+  snap->source["waited_ns"] = waited;
+  return snap;
+}
+
+StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, int64_t last_ns) {
+  Snapshot snap;
+  const int64_t t0 = MonotonicNs();
+  snap.freeze_time_ns = m.time_ns;  // the history ends at the crash
+  snap.window_start_ns = last_ns > 0 && static_cast<uint64_t>(last_ns) < m.time_ns
+                             ? m.time_ns - static_cast<uint64_t>(last_ns)
+                             : 0;
+  const uint64_t period = SamplePeriodNs();
+  uint64_t written = 0, in_marker = 0, overwritten = 0, outside = 0, kept = 0;
+  uint64_t crasher_last = 0;
+  uint32_t crasher_cpu = 0;
+  bool crasher_last_on_cpu = false;
+  std::vector<uint8_t> data, aux;
+  for (uint32_t cpu = 0; cpu < m.nr_cpus && cpu < info_.nr_cpus; ++cpu) {
+    // Two calls per ring: the preserved size, then the bytes.
+    auto read = [&](uint32_t ring, std::vector<uint8_t>* buf,
+                    flightrec_marker_read* r) -> StatusOr<bool> {
+      *r = {};
+      r->slot = m.slot;
+      r->cpu = cpu;
+      r->ring = ring;
+      if (ioctl(fd_.get(), FLIGHTREC_IOC_READ_MARKER, r) != 0) {
+        if (errno == ENODEV) return false;  // not a possible CPU
+        return ErrnoStatus(fmt::format("/dev/flightrec: READ_MARKER slot {} cpu {}", m.slot, cpu));
+      }
+      buf->resize(r->total_bytes);
+      r->buf = reinterpret_cast<uint64_t>(buf->data());
+      r->buf_len = buf->size();
+      if (ioctl(fd_.get(), FLIGHTREC_IOC_READ_MARKER, r) != 0) {
+        return ErrnoStatus(fmt::format("/dev/flightrec: READ_MARKER slot {} cpu {}", m.slot, cpu));
+      }
+      buf->resize(r->bytes);
+      return true;
+    };
+    flightrec_marker_read rd, ra;
+    ASSIGN_OR_RETURN(bool possible, read(FLIGHTREC_RING_DATA, &data, &rd));
+    if (!possible) continue;
+    CpuCopy copy;
+    copy.records = reinterpret_cast<const flightrec_sample*>(data.data());
+    copy.count = data.size() / sizeof(flightrec_sample);
+    if (mode_.dwarf_stack_bytes > 0) {
+      ASSIGN_OR_RETURN(bool aux_ok, read(FLIGHTREC_RING_AUX, &aux, &ra));
+      if (aux_ok) {
+        copy.aux = aux.data();
+        copy.aux_first = ra.first;
+        copy.aux_end = ra.first + aux.size();
+      }
+    }
+    for (size_t i = 0; i < copy.count; ++i) {
+      const auto& r = copy.records[i];
+      if (r.tid == m.tid && r.time_ns >= crasher_last) {
+        crasher_last = r.time_ns;
+        crasher_cpu = cpu;
+        crasher_last_on_cpu = i + 1 == copy.count;
+      }
+    }
+    size_t before = snap.samples.size();
+    uint64_t cpu_outside = AppendSamples(copy, snap.window_start_ns, period, mode_, &snap.samples);
+    uint64_t cpu_kept = snap.samples.size() - before;
+    // DATA positions count records: everything below `first` was written
+    // before the crash and overwritten (before it, or while the kernel
+    // copied the other CPUs' rings).
+    written += rd.end;
+    in_marker += copy.count;
+    overwritten += rd.first;
+    outside += cpu_outside;
+    kept += cpu_kept;
+    snap.per_cpu.push_back({{"cpu", cpu},
+                            {"written_at_crash", rd.end},
+                            {"in_marker", copy.count},
+                            {"in_window", cpu_kept},
+                            {"outside_window", cpu_outside},
+                            {"overwritten", rd.first}});
+  }
+  std::sort(snap.samples.begin(), snap.samples.end(),
+            [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  if (!snap.samples.empty()) snap.oldest_sample_ns = snap.samples.front().time_ns;
+  // At the crash instant the module keeps ring positions, not its drop
+  // counters: samples dropped while frozen or for size before the crash are
+  // not known here (they are in the module's live counters).
+  snap.counters = {{"written", written},
+                   {"in_ring", in_marker},
+                   {"in_window", kept},
+                   {"outside_window", outside},
+                   {"overwritten", overwritten}};
+  snap.unaccounted = static_cast<int64_t>(written) - static_cast<int64_t>(in_marker + overwritten);
+  snap.copy_ns = MonotonicNs() - t0;
+  snap.source = {{"kind", "crash_marker"},
+                 {"marker_id", m.id},
+                 {"slot", m.slot},
+                 {"pid", m.pid},
+                 {"tid", m.tid},
+                 {"signal", m.signal},
+                 {"marker_time_mono_ns", m.time_ns},
+                 {"read_after_ns", static_cast<uint64_t>(MonotonicNs()) - m.time_ns}};
+  if (crasher_last) {
+    // How close to the crash the crashing thread's history ends, and whether
+    // nothing else ran on its CPU between its last sample and the crash.
+    snap.source["crashing_thread_last_sample_mono_ns"] = crasher_last;
+    snap.source["crashing_thread_gap_ns"] = m.time_ns - crasher_last;
+    snap.source["crashing_thread_cpu"] = crasher_cpu;
+    snap.source["crashing_thread_last_on_its_cpu"] = crasher_last_on_cpu;
+  }
+  snap.source["sample_period_ns"] = period;
+  return snap;
+}
+
 nlohmann::json ModuleBackend::Stats() {
+  ReleaseStaleMarkers();
   flightrec_stats global{};
   auto cpus = ReadStats(&global);
   nlohmann::json j = Describe();
@@ -328,18 +593,22 @@ nlohmann::json ModuleBackend::Stats() {
     j["error"] = cpus.status().message();
     return j;
   }
-  uint64_t produced = 0, written = 0, oldest = 0;
+  uint64_t produced = 0, written = 0;
   for (const auto& c : *cpus) {
     produced += c.produced;
     written += c.written;
   }
-  (void)oldest;
   j["produced"] = produced;
   j["written"] = written;
   j["sideband_written"] = global.sideband_written;
   j["sideband_dropped"] = global.sideband_dropped;
   j["markers_taken"] = global.markers_taken;
   j["markers_dropped"] = global.markers_dropped;
+  auto markers = ListMarkers();
+  j["markers_pending"] = markers.ok() ? markers->size() : 0;
+  j["markers_claimed"] = markers_claimed_;
+  j["markers_released_unclaimed"] = markers_released_unclaimed_;
+  if (!marker_error_.empty()) j["marker_error"] = marker_error_;
   uint64_t period = SamplePeriodNs();
   uint64_t capacity = info_.data_ring_bytes / sizeof(flightrec_sample);
   if (period) j["history_s"] = static_cast<double>(capacity) * period / 1e9;

@@ -9,6 +9,13 @@
 // `Sample` events the perf backend produces — so records from either backend
 // replay through the same attribution pipeline. Loss comes from the module's
 // exact per-CPU counters (module/uapi/flightrec.h).
+//
+// Crash markers: at the start of every core dump the module preserves every
+// CPU's rings in one of its few marker slots. A dump that names a crashed pid
+// (the coredump hook's) is built from that pid's marker, so the history ends
+// at the crash even though it is read later, and the slot is freed. Markers
+// nobody claims within `marker_ttl_ns` are freed too, or a few crashes
+// without a hook would fill every slot and later crashes would be dropped.
 #pragma once
 
 #include <linux/types.h>
@@ -24,6 +31,30 @@
 
 namespace flightrec::recorder::module {
 
+// What a sample keeps of the module's record (--call-graph): the module
+// always records the kernel chain, the user frame-pointer chain and (AUX)
+// registers + stack bytes; the daemon keeps what was asked for.
+struct CallGraphMode {
+  bool callchain = true;           // false (none): only the sampled ip
+  uint32_t dwarf_stack_bytes = 0;  // > 0 (dwarf): registers + at most this many stack bytes
+  std::string ToString() const;    // fp, none, dwarf,N: as perf's --call-graph
+};
+
+struct ModuleConfig {
+  bool callchain = true;
+  // --call-graph dwarf: use the module's stack_bytes (dwarf_stack_bytes == 0)
+  // or at most dwarf_stack_bytes of it; --call-graph fp/none: no stack bytes.
+  bool dwarf = false;
+  uint32_t dwarf_stack_bytes = 0;
+  // Unclaimed crash markers are freed once this old (recorderd: --history;
+  // at least 1 s).
+  int64_t marker_ttl_ns = 30'000'000'000;
+};
+
+// The mode these options give with a module that copies `module_stack_bytes`
+// bytes of user stack per sample, or an error that says what to change.
+StatusOr<CallGraphMode> ResolveCallGraph(const ModuleConfig& config, uint32_t module_stack_bytes);
+
 // Pure conversions, exposed for unit tests.
 std::optional<Event> SidebandEvent(const flightrec_sideband& r);
 // A drained batch of sideband records as events, execs moved before the
@@ -31,27 +62,60 @@ std::optional<Event> SidebandEvent(const flightrec_sideband& r);
 std::vector<Event> OrderSideband(std::vector<flightrec_sideband> batch);
 // aux: the AUX blob of this sample (header + stack), or nullptr.
 Sample SampleFromRecord(const flightrec_sample& r, uint64_t period_ns, const flightrec_aux* aux,
-                        const uint8_t* stack, size_t stack_len);
+                        const uint8_t* stack, size_t stack_len, const CallGraphMode& mode = {});
+
+// One CPU's copy of its DATA records and AUX bytes [aux_first, aux_end) (from
+// the live rings or a crash marker).
+struct CpuCopy {
+  const flightrec_sample* records = nullptr;
+  size_t count = 0;
+  const uint8_t* aux = nullptr;
+  uint64_t aux_first = 0;
+  uint64_t aux_end = 0;
+};
+// Appends the CPU's samples taken at or after window_start_ns to *out, each
+// with its AUX blob when the blob is still whole in the copy and belongs to it
+// (its seq matches); returns how many were older than the window.
+uint64_t AppendSamples(const CpuCopy& cpu, uint64_t window_start_ns, uint64_t period_ns,
+                       const CallGraphMode& mode, std::vector<Sample>* out);
+
+// The newest marker of `pid` taken within ttl_ns before now_ns, or nullptr.
+const flightrec_marker* FindMarker(const std::vector<flightrec_marker>& markers, uint32_t pid,
+                                   uint64_t now_ns, int64_t ttl_ns);
+// Markers older than ttl_ns at now_ns: nobody asked for them in time.
+std::vector<flightrec_marker> StaleMarkers(const std::vector<flightrec_marker>& markers,
+                                           uint64_t now_ns, int64_t ttl_ns);
 
 class ModuleBackend : public CaptureBackend {
  public:
   static StatusOr<std::unique_ptr<ModuleBackend>> Create(
-      const std::string& device = FLIGHTREC_DEVICE);
+      const std::string& device = FLIGHTREC_DEVICE, const ModuleConfig& config = {});
 
   std::string name() const override { return "module"; }
   nlohmann::json Describe() const override;
   std::vector<int> SidebandFds() const override { return {}; }  // drained on the daemon's timer
   Status DrainSideband(const std::function<void(const Event&)>& sink) override;
   StatusOr<Snapshot> TakeSnapshot(int64_t last_ns) override;
+  StatusOr<Snapshot> TakeCrashSnapshot(uint32_t pid, int64_t last_ns, int64_t wait_ns) override;
   nlohmann::json Stats() override;
 
  private:
   ModuleBackend() = default;
   StatusOr<std::vector<flightrec_cpu_stats>> ReadStats(flightrec_stats* global);
+  StatusOr<std::vector<flightrec_marker>> ListMarkers();
+  // Frees the markers nobody claimed within the TTL; a failure is kept in
+  // marker_error_ for status.
+  void ReleaseStaleMarkers();
+  StatusOr<Snapshot> SnapshotFromMarker(const flightrec_marker& m, int64_t last_ns);
   uint64_t SamplePeriodNs() const;
 
   ScopedFd fd_;
   flightrec_info info_{};
+  ModuleConfig config_;
+  CallGraphMode mode_;
+  uint64_t markers_claimed_ = 0;
+  uint64_t markers_released_unclaimed_ = 0;
+  std::string marker_error_;  // last LIST/RELEASE failure, for status
 };
 
 }  // namespace flightrec::recorder::module

@@ -77,13 +77,173 @@ TEST(ModuleBackendTest, SamplesCarryChainsLikePerfAndTheAuxStack) {
   aux.abi = 1;
   aux.regs[7] = 0x7ffc0000;  // PERF_REG_X86_SP
   uint8_t stack[16] = {1, 2, 3};
-  s = SampleFromRecord(r, 1'000'000, &aux, stack, sizeof(stack));
+  CallGraphMode dwarf;
+  dwarf.dwarf_stack_bytes = 1024;
+  s = SampleFromRecord(r, 1'000'000, &aux, stack, sizeof(stack), dwarf);
   EXPECT_TRUE(s.kernel_chain.empty());
   EXPECT_EQ(s.user_chain.size(), static_cast<size_t>(FLIGHTREC_MAX_UFRAMES));
   EXPECT_EQ(s.user_stack.regs.size(), static_cast<size_t>(FLIGHTREC_NR_REGS));
   EXPECT_EQ(s.user_stack.regs[7], 0x7ffc0000u);
   EXPECT_EQ(s.user_stack.stack.size(), sizeof(stack));
   EXPECT_EQ(s.user_stack.dyn_size, sizeof(stack));
+}
+
+TEST(ModuleBackendTest, TheCallGraphModeDecidesWhatASampleKeeps) {
+  flightrec_sample r{};
+  r.mode = FLIGHTREC_MODE_USER;
+  r.ip = 0x401000;
+  r.nr_uframes = 2;
+  r.uframes[0] = 0x401000;
+  r.uframes[1] = 0x402000;
+  flightrec_aux aux{};
+  aux.abi = 1;
+  uint8_t stack[64];
+  for (size_t i = 0; i < sizeof(stack); ++i) stack[i] = static_cast<uint8_t>(i);
+  // fp (the default): the frame-pointer chain, no registers or stack bytes.
+  Sample s = SampleFromRecord(r, 1, &aux, stack, sizeof(stack), CallGraphMode{});
+  EXPECT_EQ(s.user_chain.size(), 2u);
+  EXPECT_TRUE(s.user_stack.regs.empty());
+  EXPECT_TRUE(s.user_stack.stack.empty());
+  // dwarf,16: the innermost 16 bytes (the copy starts at the stack pointer).
+  CallGraphMode d16;
+  d16.dwarf_stack_bytes = 16;
+  s = SampleFromRecord(r, 1, &aux, stack, sizeof(stack), d16);
+  ASSERT_EQ(s.user_stack.stack.size(), 16u);
+  EXPECT_EQ(s.user_stack.stack[15], 15);
+  EXPECT_EQ(s.user_stack.dyn_size, 16u);
+  EXPECT_EQ(s.user_chain.size(), 2u) << "dwarf keeps the chain, as perf's dwarf mode does";
+  // none: only the ip.
+  CallGraphMode none;
+  none.callchain = false;
+  r.mode = FLIGHTREC_MODE_KERNEL;
+  r.nr_kframes = 1;
+  r.kframes[0] = 0xffffffff81000100;
+  s = SampleFromRecord(r, 1, &aux, stack, sizeof(stack), none);
+  EXPECT_TRUE(s.kernel_chain.empty());
+  EXPECT_TRUE(s.user_chain.empty());
+  EXPECT_EQ(s.ip, 0x401000u);
+  EXPECT_EQ(d16.ToString(), "dwarf,16");
+  EXPECT_EQ(none.ToString(), "none");
+  EXPECT_EQ(CallGraphMode{}.ToString(), "fp");
+}
+
+TEST(ModuleBackendTest, DwarfNeedsTheModuleToCopyAtLeastTheAskedStack) {
+  ModuleConfig c;
+  auto fp = ResolveCallGraph(c, 0);
+  ASSERT_TRUE(fp.ok());
+  EXPECT_EQ(fp->dwarf_stack_bytes, 0u);
+  c.dwarf = true;
+  auto all = ResolveCallGraph(c, 2048);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->dwarf_stack_bytes, 2048u) << "dwarf alone: what the module copies";
+  EXPECT_EQ(ResolveCallGraph(c, 1001)->dwarf_stack_bytes, 1000u) << "whole words";
+  c.dwarf_stack_bytes = 512;
+  EXPECT_EQ(ResolveCallGraph(c, 2048)->dwarf_stack_bytes, 512u);
+  c.dwarf_stack_bytes = 4096;
+  auto more = ResolveCallGraph(c, 2048);
+  ASSERT_FALSE(more.ok());
+  EXPECT_NE(more.status().message().find("copies only 2048 bytes"), std::string::npos)
+      << more.status().message();
+  EXPECT_NE(more.status().message().find("stack_bytes=4096"), std::string::npos);
+  c.dwarf_stack_bytes = 0;
+  auto zero = ResolveCallGraph(c, 0);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("stack_bytes parameter is 0"), std::string::npos);
+}
+
+// Two records with AUX blobs laid out as the module writes them.
+struct Rings {
+  std::vector<flightrec_sample> recs;
+  std::vector<uint8_t> aux;
+  uint64_t aux_first = 4096;  // ring position of aux[0]
+
+  void Add(uint64_t seq, uint64_t time, size_t stack_len) {
+    flightrec_sample r{};
+    r.seq = seq;
+    r.time_ns = time;
+    r.mode = FLIGHTREC_MODE_USER;
+    r.ip = 0x401000 + seq;
+    r.flags = FLIGHTREC_SAMPLE_HAS_AUX;
+    r.aux_pos = aux_first + aux.size();
+    flightrec_aux a{};
+    a.seq = seq;
+    a.abi = 1;
+    a.stack_len = static_cast<uint32_t>(stack_len);
+    a.len = static_cast<uint32_t>(sizeof(a) + stack_len);
+    a.regs[7] = 0x7ffc0000 + seq;
+    r.aux_len = a.len;
+    const auto* p = reinterpret_cast<const uint8_t*>(&a);
+    aux.insert(aux.end(), p, p + sizeof(a));
+    aux.insert(aux.end(), stack_len, static_cast<uint8_t>(seq));
+    recs.push_back(r);
+  }
+  CpuCopy Copy() const {
+    return CpuCopy{recs.data(), recs.size(), aux.data(), aux_first, aux_first + aux.size()};
+  }
+};
+
+TEST(ModuleBackendTest, SamplesGetTheirOwnAuxBlobOnlyWhileItIsWhole) {
+  Rings rings;
+  rings.Add(1, 100, 32);
+  rings.Add(2, 200, 64);
+  rings.Add(3, 300, 8);
+  CallGraphMode dwarf;
+  dwarf.dwarf_stack_bytes = 4096;
+  std::vector<Sample> out;
+  // Window from t=150: the first record is counted outside, not kept.
+  EXPECT_EQ(AppendSamples(rings.Copy(), 150, 10, dwarf, &out), 1u);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].user_stack.stack.size(), 64u);
+  EXPECT_EQ(out[0].user_stack.stack[0], 2);
+  EXPECT_EQ(out[0].user_stack.regs[7], 0x7ffc0002u);
+  EXPECT_EQ(out[1].user_stack.stack.size(), 8u);
+  // A blob overwritten by a later sample (its seq no longer matches) and one
+  // cut by the copy's end are dropped; the samples stay.
+  auto* second = reinterpret_cast<flightrec_aux*>(rings.aux.data() +
+                                                  (rings.recs[1].aux_pos - rings.aux_first));
+  second->seq = 99;
+  CpuCopy c = rings.Copy();
+  c.aux_end -= 1;  // the third blob is not whole
+  out.clear();
+  EXPECT_EQ(AppendSamples(c, 0, 10, dwarf, &out), 0u);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].user_stack.stack.size(), 32u);
+  EXPECT_TRUE(out[1].user_stack.regs.empty());
+  EXPECT_TRUE(out[2].user_stack.regs.empty());
+  // Blobs before the copy's first position are gone too.
+  c = rings.Copy();
+  c.aux_first += 1;
+  c.aux += 1;
+  out.clear();
+  AppendSamples(c, 0, 10, dwarf, &out);
+  EXPECT_TRUE(out[0].user_stack.regs.empty());
+}
+
+TEST(ModuleBackendTest, ACrashFindsItsOwnNewestMarkerAndOldOnesGoStale) {
+  auto marker = [](uint64_t id, uint32_t slot, uint32_t pid, uint64_t t) {
+    flightrec_marker m{};
+    m.id = id;
+    m.slot = slot;
+    m.pid = pid;
+    m.tid = pid;
+    m.time_ns = t;
+    return m;
+  };
+  const int64_t ttl = 10'000'000'000;
+  // Slot 0: pid 7 long ago (a reused pid's old crash); slot 1: pid 7 now.
+  std::vector<flightrec_marker> ms = {marker(1, 0, 7, 1'000'000'000),
+                                      marker(5, 1, 7, 20'000'000'000),
+                                      marker(3, 2, 8, 19'000'000'000)};
+  const uint64_t now = 21'000'000'000;
+  const flightrec_marker* m = FindMarker(ms, 7, now, ttl);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->slot, 1u);
+  EXPECT_EQ(FindMarker(ms, 9, now, ttl), nullptr);
+  // Only pid 7's old marker is stale; the others are within the TTL.
+  auto stale = StaleMarkers(ms, now, ttl);
+  ASSERT_EQ(stale.size(), 1u);
+  EXPECT_EQ(stale[0].slot, 0u);
+  EXPECT_EQ(FindMarker({ms[0]}, 7, now, ttl), nullptr) << "a stale marker is not this crash's";
 }
 
 TEST(ModuleBackendTest, AnExecComesBeforeTheMappingsOfItsImage) {

@@ -350,6 +350,35 @@ TEST(RecorderE2ETest, UprobeTriggerDumpsOncePerAllowedFiringAndRespectsItsLimit)
   EXPECT_NE(r.err.find("no function"), std::string::npos) << r.err;
 }
 
+// The coredump hook's `crash_pid` dump: anything but a process id is refused
+// with a message; with the perf backend (no crash markers) the history comes
+// from the live rings, as before, and the record says so.
+TEST(RecorderE2ETest, CrashPidDumpsRefuseBadPidsAndUseTheLiveRingsWithPerf) {
+  store::testing::TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  auto c = recorder::ipc::Client::Connect(d.sock(), 5s);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  for (const nlohmann::json& bad :
+       {nlohmann::json("123"), nlohmann::json(0), nlohmann::json(-4), nlohmann::json(1.5),
+        nlohmann::json(1ll << 40), nlohmann::json::array()}) {
+    auto r = (*c)->Call("dump", {{"last_ns", 1'000'000'000}, {"crash_pid", bad}}, 10s);
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad.dump();
+    EXPECT_NE(r.status().message().find("crash_pid"), std::string::npos) << r.status().message();
+  }
+  auto r = (*c)->Call("dump", {{"last_ns", 1'000'000'000}, {"crash_pid", getpid()}}, 30s);
+  ASSERT_TRUE(r.ok()) << r.status().message() << d.Log();
+  auto s = store::Store::Open(d.store(), store::testing::TestOptions());
+  ASSERT_TRUE(s.ok());
+  auto reader = (*s)->OpenRecord((*r)["id"].get<std::string>());
+  ASSERT_TRUE(reader.ok());
+  auto dump = recorder::LoadDump(**reader);
+  ASSERT_TRUE(dump.ok()) << dump.status().message();
+  EXPECT_EQ(dump->config["history_source"], nlohmann::json({{"kind", "live_rings"}}))
+      << dump->config.dump();
+}
+
 TEST(RecorderE2ETest, ClearErrorsWhenTheDaemonIsDownOrTheIdIsUnknown) {
   store::testing::TempDir dir;
   auto r = RunCommand({BuildPath("recorder/cli/recorder"), "--socket", dir.path() + "/none.sock",

@@ -8,14 +8,14 @@
 # guest hung (qemu killed after $FR_VM_TIMEOUT s).
 #
 # usage: run_vm_tests.sh --build-dir DIR [--guest-script PATH] [scenario...]
-#   scenarios: load abi crash hotplug loss storm sideband backend (default: all)
+#   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind (default: all)
 set -euo pipefail
 
 KVER=${FR_KVER:-6.1.0-56-amd64}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=""
 GUEST_SCRIPT="$SRC/tests/vm/guest_run.sh"
-TIMEOUT=${FR_VM_TIMEOUT:-480}
+TIMEOUT=${FR_VM_TIMEOUT:-900}
 SCEN=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
-[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend)
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind)
 
 # The work dir lives in the build tree: the guest sees the host root
 # read-only over 9p, and /tmp is replaced by a guest tmpfs.
@@ -91,9 +91,11 @@ for k in $(echo "$K" | tr ',' ' '); do
   mount -o bind "/orig/$k" "/host/tmp/$k"
 done
 echo "FLIGHTREC-VM-BOOTED $(cut -d' ' -f1 /proc/uptime)"
-chroot /host /bin/bash "$S" $(echo "$A" | tr ',' ' ')
-echo "FLIGHTREC-VM-DONE"
-poweroff -f
+# PID 1 itself moves into the host root (exec chroot, as switch_root does):
+# the kernel's user-mode helpers, such as a core_pattern pipe handler, share
+# PID 1's root, so they see the same files as the scenarios.
+exec chroot /host /bin/sh -c '/bin/bash "$@"; echo FLIGHTREC-VM-DONE; /bin/busybox poweroff -f' \
+  sh "$S" $(echo "$A" | tr ',' ' ')
 INIT
 chmod +x "$IR/init"
 (cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
