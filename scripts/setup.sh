@@ -22,7 +22,7 @@ PKGS=(
   libboost-dev libboost-system-dev libunwind-dev libdw-dev libelf-dev elfutils zlib1g-dev libacl1-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-  linux-perf gdb golang-go util-linux procps psmisc time
+  linux-perf gdb golang-go util-linux bsdutils procps psmisc time python3 binutils
 )
 # The VM harness (tests/vm) boots Debian's kernel under QEMU and builds the
 # module against its headers.
