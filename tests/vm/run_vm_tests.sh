@@ -11,7 +11,21 @@
 #   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind (default: all)
 set -euo pipefail
 
-KVER=${FR_KVER:-6.1.0-56-amd64}
+# The newest Debian kernel the setup installed (linux-image-amd64 +
+# linux-headers-amd64 follow Debian's current ABI, e.g. 6.1.0-56-amd64): the
+# one with both an image in /boot and a build tree. FR_KVER overrides.
+if [ -z "${FR_KVER:-}" ]; then
+  for img in $(ls /boot/vmlinuz-*-amd64 2>/dev/null | sort -V -r); do
+    v=${img#/boot/vmlinuz-}
+    if [ -d "/lib/modules/$v/build" ]; then FR_KVER=$v; break; fi
+  done
+fi
+KVER=${FR_KVER:-}
+[ -n "$KVER" ] || {
+  echo "run_vm_tests: no Debian kernel with headers (/boot/vmlinuz-*-amd64 and /lib/modules/*/build);" \
+       "run scripts/setup.sh --vm" >&2
+  exit 1
+}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=""
 GUEST_SCRIPT="$SRC/tests/vm/guest_run.sh"
