@@ -7,7 +7,9 @@
  * the inner loop per round) instead of by CPU time. For emulated guests
  * (QEMU TCG): there the guest's clock runs on while the host does not run
  * the vCPU, so a time slice may hold almost no work and one sample, and a
- * split by time drifts towards 50/50 in samples; a split by work does not. */
+ * split by time drifts towards 50/50 in samples; a split by work does not.
+ * fr_spin N rounds: exactly N rounds of that split by work (spin_a and
+ * spin_b each called N times), however long they take on a loaded machine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,15 +39,18 @@ __attribute__((noinline)) void spin_b(double seconds, int blocks) {
 
 int main(int argc, char **argv) {
   double total = argc > 1 ? atof(argv[1]) : 5.0;
-  int by_work = argc > 2 && strcmp(argv[2], "work") == 0;
+  int rounds = argc > 2 && strcmp(argv[2], "rounds") == 0;
+  int by_work = rounds || (argc > 2 && strcmp(argv[2], "work") == 0);
   printf("%d\n", getpid());
   fflush(stdout);
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
+  for (long round = 0;; round++) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec - start.tv_sec + (now.tv_nsec - start.tv_nsec) / 1e9 >= total) break;
+    if (rounds ? round >= (long)total
+               : now.tv_sec - start.tv_sec + (now.tv_nsec - start.tv_nsec) / 1e9 >= total)
+      break;
     spin_a(0.007, by_work ? 7 : 0);
     spin_b(0.003, by_work ? 3 : 0);
   }
