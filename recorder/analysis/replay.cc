@@ -340,7 +340,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
                              const InfoFn& on_info, const SampleFn& on_sample) {
   ASSIGN_OR_RETURN(LoadedDump dump, LoadDump(reader, /*decode_events=*/false,
                                              /*read_events=*/false));
-  ASSIGN_OR_RETURN(auto ksyms, attribution::KernelSymbols::FromText(dump.kallsyms));
+  ASSIGN_OR_RETURN(auto ksyms, dump.Kernel());
   RecordInfo info;
   info.id = reader.header().id;
   info.kind = reader.header().kind;

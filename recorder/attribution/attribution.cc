@@ -504,8 +504,66 @@ StatusOr<KernelSymbols> KernelSymbols::Load(const std::string& kallsyms,
   return k;
 }
 
+namespace {
+
+// Whether JSON text nests arrays/objects at most max deep (strings skipped):
+// checked before parsing, as parts of nlohmann's DOM recurse per level.
+bool NestingAtMost(const std::string& text, int max) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<KernelSymbols> KernelSymbols::FromNames(const std::string& json_text) {
+  // A record is untrusted: depth, counts and lengths are bounded, types checked.
+  constexpr size_t kMaxName = 512;
+  if (!NestingAtMost(json_text, 2)) {
+    return Corrupt("kernel_names: nested deeper than [[name, module], ...]");
+  }
+  auto j = nlohmann::json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_array() || j.size() > kNameRefLimit) {
+    return Corrupt("kernel_names: not an array of at most 2^24 [name, module] pairs");
+  }
+  KernelSymbols k;
+  k.names_only_ = true;
+  k.names_.reserve(j.size());
+  for (const auto& e : j) {
+    if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_string() ||
+        e[0].get_ref<const std::string&>().size() > kMaxName ||
+        e[1].get_ref<const std::string&>().size() > kMaxName) {
+      return Corrupt("kernel_names: an entry is not a [name, module] pair of short strings");
+    }
+    k.names_.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+  }
+  return k;
+}
+
 KernelSymbol KernelSymbols::Lookup(uint64_t addr) const {
   KernelSymbol r;
+  if (names_only_) {
+    const uint64_t index = addr >> 32;
+    if (index == 0 || index > names_.size()) return r;
+    const auto& [name, module] = names_[index - 1];
+    return KernelSymbol{name, addr & 0xffffffffu, module, true};
+  }
   auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
                              [](uint64_t a, const Sym& s) { return a < s.addr; });
   if (const Module* m = ModuleAt(addr)) {
@@ -1100,8 +1158,11 @@ Symbol Symbolizer::ResolveIn(const Frame& f, const FileSyms** fs_out, uint64_t* 
     s.dso = k.module.empty() ? "[kernel.kallsyms]" : "[" + k.module + "]";
     s.status = k.name.empty() ? "no_symbol" : "ok";
     s.function = k.name;
-    // A module's code without a symbol: "[module]+0xoff" from its base.
-    if (k.name.empty() && !k.module.empty()) s.offset = k.offset;
+    // A module's code without a symbol: "[module]+0xoff" from its base. A
+    // record without kernel addresses has only the offset into the symbol.
+    if ((k.name.empty() && !k.module.empty()) || (kernel_ && kernel_->names_only())) {
+      s.offset = k.offset;
+    }
     return s;
   }
   if (f.cookie == 0) {

@@ -181,7 +181,22 @@ class KernelSymbols {
   // The subset of symbols (and module extents) that covers addrs, as text
   // FromText reads (for records).
   std::string Subset(const std::vector<uint64_t>& addrs) const;
-  bool empty() const { return syms_.empty(); }
+  bool empty() const { return syms_.empty() && names_.empty(); }
+
+  // Records given to users hold no kernel address (/proc/kallsyms hides them
+  // from users; one defeats KASLR). A kernel frame there is a name reference,
+  // (index + 1) << 32 | offset into the symbol, over the record's table of
+  // (symbol, module) names (section `kernel_names`, docs/FORMAT.md); 0 is a
+  // kernel frame nobody could name. MakeNameRef returns the reference for a
+  // looked-up address; FromNames reads a table, after which Lookup answers
+  // for references only.
+  static constexpr uint64_t kNameRefLimit = 1ull << 24;  // names per record
+  static uint64_t NameRef(uint32_t index, uint64_t offset) {
+    return (static_cast<uint64_t>(index) + 1) << 32 | offset;
+  }
+  // JSON: [[name, module], ...] ("" = none); bounded, type-checked.
+  static StatusOr<KernelSymbols> FromNames(const std::string& json_text);
+  bool names_only() const { return names_only_; }
 
  private:
   struct Sym {
@@ -198,6 +213,8 @@ class KernelSymbols {
   std::vector<Sym> syms_;
   std::vector<Module> modules_;
   uint64_t core_text_end_ = 0;  // _etext, 0 if unknown
+  bool names_only_ = false;
+  std::vector<std::pair<std::string, std::string>> names_;  // FromNames: (symbol, module)
 };
 
 struct Frame {

@@ -66,6 +66,54 @@ TEST(KernelSymbolsTest, SubsetResolvesItsAddressesLikeTheWhole) {
   for (uint64_t a : addrs) EXPECT_EQ(sub->Resolve(a), k.Resolve(a)) << std::hex << a;
 }
 
+// Records for users name kernel frames by reference (docs/FORMAT.md,
+// "Kernel frames in records written for users"): a table built from the
+// lookups resolves each reference to what the address resolved to.
+TEST(KernelSymbolsTest, NameReferencesResolveLikeTheAddressesTheyReplace) {
+  KernelSymbols k = Load();
+  const std::vector<uint64_t> addrs = {0xffffffff81000104, 0xffffffffc0001410, 0xffffffffc0000010,
+                                       0xffffffffc0100020};
+  nlohmann::json table = nlohmann::json::array();
+  std::vector<uint64_t> refs;
+  for (uint64_t a : addrs) {
+    KernelSymbol s = k.Lookup(a);
+    ASSERT_TRUE(s.found);
+    refs.push_back(KernelSymbols::NameRef(static_cast<uint32_t>(table.size()), s.offset));
+    table.push_back({s.name, s.module});
+  }
+  auto named = KernelSymbols::FromNames(table.dump());
+  ASSERT_TRUE(named.ok()) << named.status().message();
+  EXPECT_TRUE(named->names_only());
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    EXPECT_EQ(named->Resolve(refs[i]), k.Resolve(addrs[i])) << std::hex << addrs[i];
+    EXPECT_LT(refs[i], 1ull << 40);  // nothing like a kernel address
+  }
+  // 0 and references past the table: a kernel frame without a name.
+  EXPECT_FALSE(named->Lookup(0).found);
+  EXPECT_FALSE(named->Lookup(KernelSymbols::NameRef(4, 0)).found);
+  // Addresses mean nothing in a table of names.
+  EXPECT_FALSE(named->Lookup(0xffffffff81000104).found);
+}
+
+TEST(KernelSymbolsTest, HostileNameTablesAreRefused) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& bad :
+       {std::string("{}"), std::string("[1]"), std::string("[[\"a\"]]"),
+        std::string("[[\"a\", 5]]"), std::string("[[\"a\", \"b\", \"c\"]]"),
+        std::string("[[\"") + std::string(600, 'x') + "\", \"\"]]", std::string("not json"),
+        std::string("[[[\"a\"], \"b\"]]"), deep}) {
+    auto k = KernelSymbols::FromNames(bad);
+    EXPECT_FALSE(k.ok()) << bad.substr(0, 40);
+    if (!k.ok()) {
+      EXPECT_EQ(k.status().code(), StatusCode::kCorrupt);
+    }
+  }
+  // Brackets inside names are not nesting.
+  auto k = KernelSymbols::FromNames(R"([["f[[[[", "m]]]\"x"]])");
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(k->Resolve(KernelSymbols::NameRef(0, 3)), "f[[[[+0x3 [m]]]\"x]");
+}
+
 TEST(KernelSymbolsTest, MalformedTextIsSkippedNotFatal) {
   auto k = KernelSymbols::FromText("garbage\nffff\nmodule x\nmodule y zz 1\n0 T hidden\n");
   ASSERT_TRUE(k.ok());

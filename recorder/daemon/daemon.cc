@@ -111,6 +111,17 @@ Status ParseCrashPid(const nlohmann::json& params, DumpRequest* req) {
   return OkStatus();
 }
 
+// Whom a dump's record is for: the peer, or, from root only (the coredump
+// hook, asking for a crashed process's history), the uid in `for_uid`.
+StatusOr<uint32_t> RecordOwner(const ipc::Peer& peer, const nlohmann::json& params) {
+  if (peer.uid != 0 || !params.contains("for_uid")) return peer.uid;
+  const auto& u = params["for_uid"];
+  if (!u.is_number_integer() || u.get<int64_t>() < 0 || u.get<int64_t>() > UINT32_MAX - 1) {
+    return InvalidArgument("for_uid must be a user id (0..2^32-2)");
+  }
+  return u.get<uint32_t>();
+}
+
 // How long a crash_pid dump waits for the crash marker: the kernel takes it
 // before it starts the hook that asks, so a marker still missing after this
 // was dropped (every slot in use) or never taken.
@@ -139,8 +150,11 @@ void Daemon::RegisterHandlers() {
                     return StatusJson();
                   });
   server_->Handle("dump",
-                  [this](const ipc::Peer&, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
+                  [this](const ipc::Peer& c, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
                     DumpRequest req;
+                    // Records for anyone but root carry no kernel address.
+                    ASSIGN_OR_RETURN(uint32_t owner, RecordOwner(c, p));
+                    if (owner != 0) req.kernel_frames = options_.kernel_frames_for_users;
                     req.last_ns = p.value("last_ns", options_.default_last_ns);
                     if (req.last_ns <= 0) return InvalidArgument("last_ns must be positive");
                     req.reason = p.value("reason", std::string("manual"));
@@ -438,6 +452,15 @@ int RecorderdMain(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour, "Rate limit for manual and signal dumps")
       ->capture_default_str();
+  std::string kernel_frames = KernelFramesName(o.kernel_frames_for_users);
+  app.add_option("--kernel-frames-for-users", kernel_frames,
+                 "What records written for a user (the coredump hook's history of a crash of "
+                 "uid != 0, a dump asked by a non-root member of --group) keep of kernel frames: "
+                 "symbolized (function+offset names resolved when the record is written, no "
+                 "kernel address) or none (no kernel frames). Root's own records keep the "
+                 "addresses (docs/FORMAT.md)")
+      ->check(CLI::IsMember({"symbolized", "none"}))
+      ->capture_default_str();
   app.add_flag("--foreground", foreground,
                "Stay in the foreground, log to stderr (systemd runs it so)");
   try {
@@ -452,6 +475,7 @@ int RecorderdMain(int argc, char** argv) {
                  (!h.ok() ? h.status() : l.status()).message().c_str());
     return 2;
   }
+  o.kernel_frames_for_users = *ParseKernelFrames(kernel_frames);  // IsMember checked it
   o.history_ns = *h;
   o.default_last_ns = *l;
   auto cg = perf::ParseCallGraph(callgraph);

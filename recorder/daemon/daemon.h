@@ -42,6 +42,8 @@ struct DaemonOptions {
   std::string event;
   uint64_t event_period = 1;
   uint32_t dumps_per_hour = 60;  // SIGUSR2 and manual dumps
+  // Records for anyone but root (the hook's for_uid, non-root peers).
+  KernelFrames kernel_frames_for_users = KernelFrames::kSymbolized;
 };
 
 class Daemon {

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <unordered_map>
 
 #include "common/units.h"
 #include "recorder/model/event_codec.h"
@@ -18,6 +20,101 @@ int64_t MonotonicToWallOffset() {
   int64_t m1 = MonotonicNs();
   return w - (m0 + (m1 - m0) / 2);
 }
+
+const char* KernelFramesName(KernelFrames k) {
+  switch (k) {
+    case KernelFrames::kAddresses:
+      return "addresses";
+    case KernelFrames::kSymbolized:
+      return "symbolized";
+    case KernelFrames::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+StatusOr<KernelFrames> ParseKernelFrames(const std::string& name) {
+  for (KernelFrames k :
+       {KernelFrames::kAddresses, KernelFrames::kSymbolized, KernelFrames::kNone}) {
+    if (name == KernelFramesName(k)) return k;
+  }
+  return InvalidArgument(
+      fmt::format("kernel frames: '{}' is not one of addresses, symbolized, none", name));
+}
+
+namespace {
+
+// x86-64 and arm64 put the kernel in the upper half of the address space.
+constexpr uint64_t kKernelHalf = 1ull << 63;
+
+// Takes every kernel address out of a record's samples: symbolized, each
+// becomes a reference into a table of (symbol, module) names, looked up now
+// with the daemon's kallsyms (attribution::KernelSymbols::NameRef); none, the
+// kernel chain goes and a sample taken in the kernel keeps only the fact
+// (one frame, unnamed). Any other kernel-half value a sample carries (the ip
+// of a guest or hypervisor sample, a corrupt user chain entry) becomes 0.
+class KernelRedactor {
+ public:
+  KernelRedactor(const attribution::KernelSymbols& ksyms, KernelFrames policy)
+      : ksyms_(ksyms), policy_(policy) {}
+
+  void Redact(Sample* s) {
+    if (policy_ == KernelFrames::kNone) {
+      s->kernel_chain.clear();
+    } else {
+      for (uint64_t& a : s->kernel_chain) a = Ref(a);
+    }
+    if (s->mode == CpuMode::kKernel) {
+      s->ip = Ref(s->ip);
+    } else if (s->ip >= kKernelHalf) {
+      s->ip = 0;
+    }
+    for (uint64_t& a : s->user_chain) {
+      if (a >= kKernelHalf) a = 0;
+    }
+  }
+
+  // Kernel maps (perf's kernel and module mmaps) are addresses themselves.
+  static bool Keep(const Event& e) {
+    const auto* m = std::get_if<MmapEvent>(&e);
+    return m == nullptr || (!m->kernel && m->start < kKernelHalf);
+  }
+
+  // Section `kernel_names`: [[name, module], ...], index order.
+  std::string NamesJson() const {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& [name, module] : names_) j.push_back({name, module});
+    return j.dump();
+  }
+
+ private:
+  uint64_t Ref(uint64_t addr) {
+    if (policy_ == KernelFrames::kNone) return 0;
+    auto it = refs_.find(addr);
+    if (it != refs_.end()) return it->second;
+    uint64_t ref = 0;
+    attribution::KernelSymbol k = ksyms_.Lookup(addr);
+    if (k.found && k.offset <= UINT32_MAX) {
+      auto key = std::make_pair(k.name, k.module);
+      auto idx = index_.find(key);
+      if (idx == index_.end() && names_.size() < attribution::KernelSymbols::kNameRefLimit) {
+        idx = index_.emplace(key, static_cast<uint32_t>(names_.size())).first;
+        names_.push_back(std::move(key));
+      }
+      if (idx != index_.end()) ref = attribution::KernelSymbols::NameRef(idx->second, k.offset);
+    }
+    refs_.emplace(addr, ref);
+    return ref;
+  }
+
+  const attribution::KernelSymbols& ksyms_;
+  KernelFrames policy_;
+  std::map<std::pair<std::string, std::string>, uint32_t> index_;
+  std::vector<std::pair<std::string, std::string>> names_;
+  std::unordered_map<uint64_t, uint64_t> refs_;  // address -> reference
+};
+
+}  // namespace
 
 nlohmann::json DumpResult::ToJson() const {
   return {
@@ -51,8 +148,16 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                    [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
   std::set<uint32_t> pids;
   std::vector<uint64_t> kaddrs;
-  for (const auto& s : snap.samples) {
+  const bool redact = req.kernel_frames != KernelFrames::kAddresses;
+  KernelRedactor redactor(ksyms, req.kernel_frames);
+  for (auto& s : snap.samples) {
     pids.insert(s.pid);
+    // Before anything reads the samples (events, live attribution): what a
+    // user's record holds must not depend on which section it is in.
+    if (redact) {
+      redactor.Redact(&s);
+      continue;
+    }
     for (uint64_t a : s.kernel_chain) kaddrs.push_back(a);
     if (s.kernel_chain.empty() && s.mode == CpuMode::kKernel) kaddrs.push_back(s.ip);
   }
@@ -64,6 +169,11 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   if (!snap.samples.empty()) first = std::min(first, snap.samples.front().time_ns);
   std::vector<Event> side = history.EventsFor(std::vector<uint32_t>(pids.begin(), pids.end()),
                                               first, snap.freeze_time_ns);
+  if (redact) {
+    side.erase(std::remove_if(side.begin(), side.end(),
+                              [](const Event& e) { return !KernelRedactor::Keep(e); }),
+               side.end());
+  }
   // The daemon's own attribution of the same stream (the "live" side of one
   // pipeline): the same Attributor that replay runs, fed from memory instead
   // of from the stored bytes.
@@ -120,7 +230,8 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                            {"window_start_mono_ns", snap.window_start_ns},
                            {"mono_to_wall_ns", to_wall},
                            {"freeze_copy_ns", snap.copy_ns},
-                           {"history_source", snap.source}};
+                           {"history_source", snap.source},
+                           {"kernel_frames", KernelFramesName(req.kernel_frames)}};
 
   std::string live_text;
   if (req.live_attribution) {
@@ -132,7 +243,11 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     RETURN_IF_ERROR(rec->writer().AddSection("live_attribution", live_text));
   }
   RETURN_IF_ERROR(rec->writer().AddSection("events", enc.buffer()));
-  RETURN_IF_ERROR(rec->writer().AddSection("kallsyms", ksyms.Subset(kaddrs)));
+  if (!redact) {
+    RETURN_IF_ERROR(rec->writer().AddSection("kallsyms", ksyms.Subset(kaddrs)));
+  } else if (req.kernel_frames == KernelFrames::kSymbolized) {
+    RETURN_IF_ERROR(rec->writer().AddSection("kernel_names", redactor.NamesJson()));
+  }
   RETURN_IF_ERROR(rec->writer().AddSection("config", config.dump()));
   RETURN_IF_ERROR(rec->writer().AddSection("loss", loss.dump()));
   uint64_t start_mono = snap.oldest_sample_ns ? snap.oldest_sample_ns : snap.window_start_ns;
@@ -159,6 +274,11 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   return r;
 }
 
+StatusOr<attribution::KernelSymbols> LoadedDump::Kernel() const {
+  if (kernel_names.empty()) return attribution::KernelSymbols::FromText(kallsyms);
+  return attribution::KernelSymbols::FromNames(kernel_names);
+}
+
 StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_events,
                               bool read_events) {
   LoadedDump d;
@@ -183,6 +303,11 @@ StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_eve
   if (!decode_events) d.events_raw = std::move(events);
   if (reader.FindSection("kallsyms")) {
     ASSIGN_OR_RETURN(d.kallsyms, reader.ReadSection("kallsyms"));
+  }
+  if (reader.FindSection("kernel_names")) {
+    // 2^24 names of at most 512 bytes would be 8 GiB: a real table is far
+    // smaller, so a bigger section is refused before it is read.
+    ASSIGN_OR_RETURN(d.kernel_names, reader.ReadSection("kernel_names", 64u << 20));
   }
   for (auto [name, target] : {std::pair{"config", &d.config}, std::pair{"loss", &d.loss}}) {
     if (!reader.FindSection(name)) continue;

@@ -17,6 +17,18 @@
 
 namespace flightrec::recorder {
 
+// What a record keeps of kernel frames. Root's records keep the addresses
+// (and the kallsyms lines that name them); records for a user hold none
+// (recorderd --kernel-frames-for-users): /proc/kallsyms hides them from
+// users, and one kernel address defeats KASLR.
+enum class KernelFrames {
+  kAddresses,   // raw addresses + section `kallsyms`
+  kSymbolized,  // name references + section `kernel_names`, resolved at write time
+  kNone,        // no kernel frames; a sample in the kernel keeps one unnamed frame
+};
+const char* KernelFramesName(KernelFrames k);
+StatusOr<KernelFrames> ParseKernelFrames(const std::string& name);
+
 struct DumpRequest {
   int64_t last_ns = 5'000'000'000;
   std::vector<uint32_t> pids;  // empty = every process
@@ -29,6 +41,7 @@ struct DumpRequest {
   // process table (section `live_attribution`): `recorder script --live`
   // shows it, and a test checks it equals the replay of the record.
   bool live_attribution = false;
+  KernelFrames kernel_frames = KernelFrames::kAddresses;
 };
 
 struct DumpResult {
@@ -42,8 +55,9 @@ struct DumpResult {
   std::string Summary() const;
 };
 
-// Filters the snapshot, writes sections `events`, `kallsyms`, `config`,
-// `loss` and commits the record with its index metadata.
+// Filters the snapshot, writes sections `events`, `kallsyms` (or
+// `kernel_names`, per req.kernel_frames), `config`, `loss` and commits the
+// record with its index metadata.
 StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snapshot snap,
                                const attribution::SidebandHistory& history,
                                const attribution::KernelSymbols& ksyms,
@@ -53,8 +67,11 @@ struct LoadedDump {
   std::vector<Event> events;
   std::string events_raw;  // the encoded events, when not decoded (decode_events = false)
   std::string kallsyms;
+  std::string kernel_names;  // records without kernel addresses
   nlohmann::json config;
   nlohmann::json loss;
+  // The table that names the record's kernel frames, whichever form it has.
+  StatusOr<attribution::KernelSymbols> Kernel() const;
 };
 
 // Decodes a record's dump sections; errors name the record and section.
