@@ -291,6 +291,8 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
       {"last_ns", o.history_ns},
       {"pids", {a.pid}},
       {"crash_pid", a.pid},
+      // The record is granted to this user: recorderd leaves kernel addresses out.
+      {"for_uid", a.uid},
       {"reason", fmt::format("history of {} ({}) killed by SIG{}", a.comm, a.pid,
                              sigabbrev_np(a.signal) ? sigabbrev_np(a.signal) : "?")}};
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
