@@ -159,6 +159,7 @@ Scanned ScanRecord(const Daemon& d, const std::string& id) {
   }
   for (std::vector<std::string> cmd : {std::vector<std::string>{"script", "--json", id},
                                        {"script", id},
+                                       {"script", "--live", id},
                                        {"report", id},
                                        {"report", "--json", id},
                                        {"info", id},
@@ -276,7 +277,8 @@ TEST_F(KernelRedactionTest, RecordsForUsersNameKernelFramesButCarryNoKernelAddre
   Daemon d(dir_.path(), DaemonArgs(""));  // the default policy: symbolized
   ASSERT_TRUE(d.ready()) << d.Log();
   loop_ = StartSyscallLoop();
-  nlohmann::json base = {{"last_ns", 2'000'000'000}, {"pids", {loop_}}};
+  // With the daemon's own attribution too (section live_attribution).
+  nlohmann::json base = {{"last_ns", 2'000'000'000}, {"pids", {loop_}}, {"live_attribution", true}};
 
   // Root's own record keeps kernel addresses: the scan below finds them.
   std::string root_id = DumpAsRoot(d, base);
@@ -318,7 +320,8 @@ TEST_F(KernelRedactionTest, PolicyNoneLeavesNothingKernelSideInUsersRecords) {
   Daemon d(dir_.path(), DaemonArgs("none"));
   ASSERT_TRUE(d.ready()) << d.Log();
   loop_ = StartSyscallLoop();
-  nlohmann::json base = {{"last_ns", 2'000'000'000}, {"pids", {loop_}}};
+  // With the daemon's own attribution too (section live_attribution).
+  nlohmann::json base = {{"last_ns", 2'000'000'000}, {"pids", {loop_}}, {"live_attribution", true}};
   Scanned root = ScanRecord(d, DumpAsRoot(d, base));
   ASSERT_FALSE(root.found.empty()) << "the root record has no kernel address: the scan cannot fail";
   nlohmann::json for_user = base;
