@@ -438,7 +438,8 @@ StatusOr<std::unique_ptr<RecordReader>> RecordReader::OpenFd(ScopedFd fd, std::s
     r->sections_.push_back(std::move(info));
   }
   auto mit = toc.find("meta");
-  if (mit == toc.end()) {
+  if (mit == toc.end() || mit->is_null()) {
+    // null: what Commit(rec, {}) wrote before it normalised meta to {}.
     r->meta_ = nlohmann::json::object();
   } else if (mit->is_object()) {
     r->meta_ = std::move(*mit);

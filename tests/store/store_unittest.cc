@@ -359,6 +359,19 @@ TEST(RecoveryTest, WrongTypesInMetaAreIndexedWithDefaultsNotFatal) {
   EXPECT_EQ(row->start_ns, 0);
 }
 
+TEST(RecordFileTest, NullOrAbsentMetaReadsAsEmpty) {
+  // Records committed with `{}` (a JSON null) before Commit normalised it.
+  TempDir d;
+  for (const char* toc : {R"({"sections":[],"meta":null})", R"({"sections":[]})"}) {
+    std::string p = d.path() + "/r.frec";
+    std::ofstream(p, std::ios::binary | std::ios::trunc)
+        << testing::CraftRecord(testing::GoodHeader("20200101T000000Z-0000ac"), toc);
+    auto r = RecordReader::Open(p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE((*r)->meta().is_object());
+  }
+}
+
 TEST(RecordFileTest, HugeSectionCountIsRefusedQuickly) {
   TempDir d;
   nlohmann::json secs = nlohmann::json::array();
