@@ -234,6 +234,14 @@ Status Store::Recover() {
       if (reader.status().code() == StatusCode::kCorrupt) Quarantine(f, reader.status());
       continue;
     }
+    // The index is keyed by the header's id: a file claiming another
+    // record's id would replace that record's row (and point it here).
+    if ((*reader)->header().id + kSuffix != f) {
+      ++recovery_.unreadable;
+      Quarantine(f, Corrupt(fmt::format("{}/{}: its header says it is record '{}'", dir_, f,
+                                        (*reader)->header().id)));
+      continue;
+    }
     RETURN_IF_ERROR(index_->Upsert(RowFromReader(**reader, f)));
     ++recovery_.reindexed;
   }

@@ -132,6 +132,9 @@ inline std::vector<std::pair<std::string, std::string>> HostileRecords() {
        CraftRecord(GoodHeader("20200101T000000Z-00000b"),
                    R"({"sections":[{"name":"a","offset":40,"stored_size":9223372036854775808,)"
                    R"("raw_size":9223372036854775808,"xxh3":"0","frames":[]}],"meta":{}})")});
+  // Valid, but claiming another record's id (the index is keyed by it).
+  v.push_back(
+      {"20200101T000000Z-00000d.frec", CraftRecord(GoodHeader("20200101T000000Z-000001"), toc_ok)});
   // Truncated: a complete-looking record cut in half.
   std::string whole = CraftRecord(GoodHeader("20200101T000000Z-00000c"), toc_ok);
   v.push_back({"20200101T000000Z-00000c.frec", whole.substr(0, whole.size() / 2)});
