@@ -4,9 +4,11 @@
 
 namespace flightrec::store {
 
-size_t JsonNestingDepth(std::string_view text, size_t limit) {
-  size_t depth = 0, max = 0;
+JsonShape ScanJson(std::string_view text) {
+  JsonShape shape;
+  size_t depth = 0;
   bool in_string = false, escaped = false;
+  shape.values = 1;
   for (char c : text) {
     if (in_string) {
       if (escaped)
@@ -20,19 +22,25 @@ size_t JsonNestingDepth(std::string_view text, size_t limit) {
     if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > max) max = depth;
-      if (max > limit) return limit + 1;
+      ++shape.values;
+      if (++depth > shape.depth) shape.depth = depth;
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
+    } else if (c == ',') {
+      ++shape.values;
     }
   }
-  return max;
+  return shape;
 }
 
 StatusOr<nlohmann::json> ParseUntrustedJson(std::string_view text, const std::string& what,
-                                            size_t max_depth) {
-  if (JsonNestingDepth(text, max_depth) > max_depth) {
+                                            size_t max_depth, size_t max_values) {
+  JsonShape shape = ScanJson(text);
+  if (shape.depth > max_depth) {
     return Corrupt(fmt::format("{}: JSON nested deeper than {} levels", what, max_depth));
+  }
+  if (shape.values > max_values) {
+    return Corrupt(fmt::format("{}: JSON holds more than {} values", what, max_values));
   }
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Corrupt(fmt::format("{}: not valid JSON", what));

@@ -19,15 +19,25 @@ namespace flightrec::store {
 
 // Deeper than anything flightrec writes (meta is at most ~5 levels).
 inline constexpr size_t kMaxJsonDepth = 64;
+// A parsed value costs ~16-64 bytes whatever its text, so a 64 MiB TOC of
+// "[0,0,0,..." would take ~1 GiB: the number of values is bounded too. A
+// dump's meta on a large machine (thousands of processes and file cookies)
+// has tens of thousands.
+inline constexpr size_t kMaxJsonValues = 1 << 20;
 
-// Returns the maximum nesting depth of `text` as JSON, scanning brackets
-// outside strings; stops early once `limit` is exceeded (returns limit + 1).
-size_t JsonNestingDepth(std::string_view text, size_t limit);
+struct JsonShape {
+  size_t depth = 0;   // deepest nesting of arrays/objects
+  size_t values = 0;  // upper bound on the number of values (commas + containers + 1)
+};
+// Scans `text` (brackets and commas outside strings) without parsing it.
+JsonShape ScanJson(std::string_view text);
 
-// Parses untrusted JSON: refuses nesting deeper than max_depth before any
-// parse, and syntax errors, with a Corrupt status naming `what`.
+// Parses untrusted JSON: refuses nesting deeper than max_depth or more than
+// max_values values before any parse, and syntax errors, with a Corrupt
+// status naming `what`.
 StatusOr<nlohmann::json> ParseUntrustedJson(std::string_view text, const std::string& what,
-                                            size_t max_depth = kMaxJsonDepth);
+                                            size_t max_depth = kMaxJsonDepth,
+                                            size_t max_values = kMaxJsonValues);
 
 // Checked field reads: the default when `o` is not an object, the key is
 // absent, or the value has another type (never a nlohmann type_error).

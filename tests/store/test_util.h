@@ -132,6 +132,13 @@ inline std::vector<std::pair<std::string, std::string>> HostileRecords() {
        CraftRecord(GoodHeader("20200101T000000Z-00000b"),
                    R"({"sections":[{"name":"a","offset":40,"stored_size":9223372036854775808,)"
                    R"("raw_size":9223372036854775808,"xxh3":"0","frames":[]}],"meta":{}})")});
+  // Two million values in 4 MiB (well under the TOC's 64 MiB): ~100 MB parsed.
+  std::string many = "[0";
+  for (int i = 0; i < 2000000; ++i) many += ",0";
+  many += "]";
+  v.push_back({"20200101T000000Z-00000e.frec",
+               CraftRecord(GoodHeader("20200101T000000Z-00000e"),
+                           R"({"sections":[],"meta":{"x":)" + many + "}}")});
   // Valid, but claiming another record's id (the index is keyed by it).
   v.push_back(
       {"20200101T000000Z-00000d.frec", CraftRecord(GoodHeader("20200101T000000Z-000001"), toc_ok)});
