@@ -1,8 +1,15 @@
 #include "store/index.h"
 
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <chrono>
+#include <set>
+
 #include <fmt/format.h>
+
+#include "common/units.h"
+#include "store/untrusted_json.h"
 
 namespace flightrec::store {
 namespace {
@@ -65,6 +72,16 @@ CREATE TABLE file_cookies(
 CREATE INDEX cookies_by_build_id ON file_cookies(build_id);
 CREATE INDEX cookies_by_record ON file_cookies(record_id);
 )sql",
+    // v1 → v2: the uid a record belongs to, so retention reclaims space from
+    // the user using the most (docs/FORMAT.md, "Retention"). A crash belongs
+    // to the crashed process's uid, its history dump to the same uid.
+    R"sql(
+ALTER TABLE records ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;
+UPDATE records SET owner_uid = coalesce(
+  (SELECT c.uid FROM crashes c WHERE c.record_id = records.id),
+  (SELECT c.uid FROM crashes c WHERE c.history = records.id AND c.history <> '' LIMIT 1), 0);
+CREATE INDEX records_by_owner ON records(owner_uid, created_ns);
+)sql",
 };
 
 class Stmt {
@@ -117,14 +134,22 @@ RecordRow ReadRow(Stmt& s) {
   r.raw_size = static_cast<uint64_t>(sqlite3_column_int64(s.get(), 11));
   r.checksum = s.Text(12);
   r.state = s.Text(13);
-  r.meta = nlohmann::json::parse(s.Text(14), nullptr, /*allow_exceptions=*/false);
-  if (r.meta.is_discarded()) r.meta = nlohmann::json::object();
+  // Bounded like a record's TOC: the index is a cache of untrusted files.
+  auto meta = ParseUntrustedJson(s.Text(14), "index meta");
+  r.meta = meta.ok() && meta->is_object() ? std::move(*meta) : nlohmann::json::object();
+  int64_t owner = sqlite3_column_int64(s.get(), 15);
+  r.owner_uid = owner >= 0 && owner <= UINT32_MAX ? static_cast<uint32_t>(owner) : 0;
   return r;
 }
 
-constexpr const char* kRowColumns =
-    "r.id, r.kind, r.reason, r.created_ns, r.start_ns, r.end_ns, r.host, r.kernel, r.boot_id, "
-    "r.file, r.file_size, r.raw_size, r.checksum, r.state, r.meta";
+// A read-only open of a version 1 index (which it must not migrate) has no
+// owner_uid column: it reads as 0 there.
+std::string RowColumns(bool has_owner) {
+  return fmt::format(
+      "r.id, r.kind, r.reason, r.created_ns, r.start_ns, r.end_ns, r.host, r.kernel, r.boot_id, "
+      "r.file, r.file_size, r.raw_size, r.checksum, r.state, r.meta, {}",
+      has_owner ? "r.owner_uid" : "0");
+}
 
 }  // namespace
 
@@ -143,6 +168,7 @@ nlohmann::json RecordRow::ToJson() const {
           {"raw_size", raw_size},
           {"checksum", checksum},
           {"state", state},
+          {"owner_uid", owner_uid},
           {"meta", meta}};
 }
 
@@ -152,6 +178,12 @@ StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_
   int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   flags |= SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
   if (sqlite3_open_v2(path.c_str(), &idx->db_, flags, nullptr) != SQLITE_OK) {
+    // The index of a root store is root's (0600): say so plainly, so that
+    // the CLI can fall back to the records this user was granted.
+    if (access(path.c_str(), R_OK) != 0 && errno == EACCES) {
+      return Status(StatusCode::kPermissionDenied,
+                    fmt::format("index {} is not readable by you", path), EACCES);
+    }
     Status st = SqlError(idx->db_, "opening " + path);
     return st;
   }
@@ -160,6 +192,10 @@ StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_
   sqlite3_extended_result_codes(idx->db_, 0);
   if (read_only) {
     RETURN_IF_ERROR(idx->Exec("PRAGMA query_only=ON"));
+    Stmt v(idx->db_, "PRAGMA user_version");
+    if (v.ok() && sqlite3_step(v.get()) == SQLITE_ROW) {
+      idx->has_owner_ = sqlite3_column_int(v.get(), 0) >= 2;
+    }
     return idx;
   }
   RETURN_IF_ERROR(idx->Exec("PRAGMA journal_mode=WAL"));
@@ -168,6 +204,7 @@ StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_
   RETURN_IF_ERROR(idx->Exec("PRAGMA synchronous=NORMAL"));
   RETURN_IF_ERROR(idx->Exec("PRAGMA foreign_keys=ON"));
   RETURN_IF_ERROR(idx->Migrate());
+  idx->has_owner_ = true;
   return idx;
 }
 
@@ -224,8 +261,9 @@ Status Index::Upsert(const RecordRow& row) {
   }
   Stmt s(db_,
          "INSERT INTO records(id, kind, reason, created_ns, start_ns, end_ns, host, kernel, "
-         "boot_id, file, file_size, raw_size, checksum, state, meta) "
-         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+         "boot_id, file, file_size, raw_size, checksum, state, meta, owner_uid) "
+         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,coalesce(?16,"
+         "(SELECT c.uid FROM crashes c WHERE c.history = ?1 LIMIT 1), 0))");
   if (!s.ok()) return fail("preparing insert");
   s.Bind(1, row.id);
   s.Bind(2, row.kind);
@@ -242,6 +280,7 @@ Status Index::Upsert(const RecordRow& row) {
   s.Bind(13, row.checksum);
   s.Bind(14, row.state.empty() ? std::string("ok") : row.state);
   s.Bind(15, row.meta.dump());
+  if (auto owner = OwnerFromMeta(row.meta)) s.Bind(16, static_cast<int64_t>(*owner));
   if (sqlite3_step(s.get()) != SQLITE_DONE) return fail("inserting " + row.id);
 
   const auto& meta = row.meta;
@@ -251,10 +290,10 @@ Status Index::Upsert(const RecordRow& row) {
       Stmt ps(db_,
               "INSERT INTO record_processes(record_id, pid, exe, comm, uid) VALUES(?,?,?,?,?)");
       ps.Bind(1, row.id);
-      ps.Bind(2, p.value("pid", int64_t{0}));
-      ps.Bind(3, p.value("exe", std::string()));
-      ps.Bind(4, p.value("comm", std::string()));
-      if (p.contains("uid")) ps.Bind(5, p.value("uid", int64_t{0}));
+      ps.Bind(2, JsonInt(p, "pid"));
+      ps.Bind(3, JsonStr(p, "exe"));
+      ps.Bind(4, JsonStr(p, "comm"));
+      if (p.contains("uid") && p["uid"].is_number_integer()) ps.Bind(5, JsonInt(p, "uid"));
       if (sqlite3_step(ps.get()) != SQLITE_DONE) return fail("indexing processes of " + row.id);
     }
   }
@@ -264,18 +303,29 @@ Status Index::Upsert(const RecordRow& row) {
             "INSERT INTO crashes(record_id, pid, tid, signal, exe, uid, gid, time_ns, dumpable, "
             "core_size, truncated, history) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
     cs.Bind(1, row.id);
-    cs.Bind(2, c.value("pid", int64_t{0}));
-    cs.Bind(3, c.value("tid", int64_t{0}));
-    cs.Bind(4, c.value("signal", int64_t{0}));
-    cs.Bind(5, c.value("exe", std::string()));
-    cs.Bind(6, c.value("uid", int64_t{0}));
-    cs.Bind(7, c.value("gid", int64_t{0}));
-    cs.Bind(8, c.value("time_ns", int64_t{0}));
-    cs.Bind(9, static_cast<int64_t>(c.value("dumpable", true) ? 1 : 0));
-    cs.Bind(10, c.value("core_size", int64_t{0}));
-    cs.Bind(11, static_cast<int64_t>(c.value("truncated", false) ? 1 : 0));
-    cs.Bind(12, c.value("history", std::string()));
+    cs.Bind(2, JsonInt(c, "pid"));
+    cs.Bind(3, JsonInt(c, "tid"));
+    cs.Bind(4, JsonInt(c, "signal"));
+    cs.Bind(5, JsonStr(c, "exe"));
+    cs.Bind(6, JsonInt(c, "uid"));
+    cs.Bind(7, JsonInt(c, "gid"));
+    cs.Bind(8, JsonInt(c, "time_ns"));
+    cs.Bind(9, static_cast<int64_t>(JsonBool(c, "dumpable", true) ? 1 : 0));
+    cs.Bind(10, JsonInt(c, "core_size"));
+    cs.Bind(11, static_cast<int64_t>(JsonBool(c, "truncated", false) ? 1 : 0));
+    std::string history = JsonStr(c, "history");
+    cs.Bind(12, history);
     if (sqlite3_step(cs.get()) != SQLITE_DONE) return fail("indexing crash of " + row.id);
+    // The crash's history dump (written by recorderd, as root) is the crashed
+    // user's too: retention charges it to them.
+    if (!history.empty() && c.contains("uid") && c["uid"].is_number_integer()) {
+      Stmt hs(db_, "UPDATE records SET owner_uid = ?1 WHERE id = ?2 AND kind <> 'crash'");
+      hs.Bind(1, JsonInt(c, "uid"));
+      hs.Bind(2, history);
+      if (!hs.ok() || sqlite3_step(hs.get()) != SQLITE_DONE) {
+        return fail("setting the owner of " + history);
+      }
+    }
   }
   if (meta.contains("cookies") && meta["cookies"].is_array()) {
     for (const auto& k : meta["cookies"]) {
@@ -283,10 +333,10 @@ Status Index::Upsert(const RecordRow& row) {
       Stmt ks(db_,
               "INSERT INTO file_cookies(record_id, build_id, path, dev, ino) VALUES(?,?,?,?,?)");
       ks.Bind(1, row.id);
-      ks.Bind(2, k.value("build_id", std::string()));
-      ks.Bind(3, k.value("path", std::string()));
-      ks.Bind(4, k.value("dev", int64_t{0}));
-      ks.Bind(5, k.value("ino", int64_t{0}));
+      ks.Bind(2, JsonStr(k, "build_id"));
+      ks.Bind(3, JsonStr(k, "path"));
+      ks.Bind(4, JsonInt(k, "dev"));
+      ks.Bind(5, JsonInt(k, "ino"));
       if (sqlite3_step(ks.get()) != SQLITE_DONE) return fail("indexing cookies of " + row.id);
     }
   }
@@ -309,7 +359,7 @@ Status Index::Delete(const std::string& id) {
 }
 
 StatusOr<std::vector<RecordRow>> Index::List(const ListQuery& q) {
-  std::string sql = fmt::format("SELECT {} FROM records r", kRowColumns);
+  std::string sql = fmt::format("SELECT {} FROM records r", RowColumns(has_owner_));
   std::vector<std::string> where;
   if (q.since_ns) where.push_back("r.created_ns >= ?1");
   if (q.until_ns) where.push_back("r.created_ns <= ?2");
@@ -374,7 +424,7 @@ StatusOr<RecordRow> Index::Resolve(const std::string& ref) {
   Stmt s(db_,
          fmt::format("SELECT {} FROM records r WHERE r.id >= ?1 AND r.id < ?1 || char(1114111) "
                      "ORDER BY r.id LIMIT 2",
-                     kRowColumns));
+                     RowColumns(has_owner_)));
   if (!s.ok()) return SqlError(db_, "looking up " + ref);
   s.Bind(1, ref);
   std::vector<RecordRow> rows;
@@ -389,10 +439,63 @@ StatusOr<RecordRow> Index::Resolve(const std::string& ref) {
   return rows[0];
 }
 
-StatusOr<nlohmann::json> Index::QueryReadOnly(const std::string& sql, size_t max_rows) {
+namespace {
+
+// `recorder sql` may read the schema and the data, nothing else: no ATTACH
+// (it creates files), no PRAGMA that sets anything (writable_schema=ON).
+int SqlAuthorizer(void*, int action, const char* a1, const char* a2, const char*, const char*) {
+  switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_FUNCTION:
+    case SQLITE_RECURSIVE:
+      return SQLITE_OK;
+    case SQLITE_PRAGMA: {
+      static const std::set<std::string> kReadOnlyPragmas = {
+          "table_info",  "table_xinfo",      "table_list",   "index_list",     "index_info",
+          "index_xinfo", "foreign_key_list", "user_version", "schema_version", "page_count",
+          "page_size",   "freelist_count",   "journal_mode", "function_list",  "collation_list"};
+      // With an argument, several of these set a value (user_version=5):
+      // only the table-valued ones take a table name.
+      std::string name = a1 ? a1 : "";
+      bool takes_table =
+          name.find("table_") == 0 || name.find("index_") == 0 || name == "foreign_key_list";
+      if (kReadOnlyPragmas.count(name) && (a2 == nullptr || takes_table)) return SQLITE_OK;
+      return SQLITE_DENY;
+    }
+    default:
+      return SQLITE_DENY;
+  }
+}
+
+int SqlProgress(void* arg) {
+  auto deadline = *static_cast<std::chrono::steady_clock::time_point*>(arg);
+  return std::chrono::steady_clock::now() > deadline ? 1 : 0;
+}
+
+}  // namespace
+
+StatusOr<nlohmann::json> Index::QueryReadOnly(const std::string& sql, const QueryLimits& limits) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.timeout_ms);
+  // Installed for this query only: flightrec's own statements need no checks.
+  sqlite3_set_authorizer(db_, SqlAuthorizer, nullptr);
+  sqlite3_progress_handler(db_, 10000, SqlProgress, &deadline);
+  struct Reset {
+    sqlite3* db;
+    ~Reset() {
+      sqlite3_set_authorizer(db, nullptr, nullptr);
+      sqlite3_progress_handler(db, 0, nullptr, nullptr);
+    }
+  } reset{db_};
   sqlite3_stmt* raw = nullptr;
   const char* tail = nullptr;
   if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &raw, &tail) != SQLITE_OK) {
+    if (sqlite3_errcode(db_) == SQLITE_AUTH) {
+      return Status(StatusCode::kPermissionDenied,
+                    fmt::format("refused: {} (`recorder sql` runs read-only queries; ATTACH, "
+                                "DETACH and PRAGMAs that set anything are not allowed)",
+                                sqlite3_errmsg(db_)));
+    }
     return InvalidArgument(fmt::format("SQL error: {}", sqlite3_errmsg(db_)));
   }
   std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> st(raw, sqlite3_finalize);
@@ -407,9 +510,15 @@ StatusOr<nlohmann::json> Index::QueryReadOnly(const std::string& sql, size_t max
                   "changed only by flightrec itself");
   }
   nlohmann::json rows = nlohmann::json::array();
+  size_t bytes = 0;
   int rc;
   while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
-    if (rows.size() >= max_rows) break;
+    if (rows.size() >= limits.max_rows || bytes > limits.max_bytes) {
+      return Status(StatusCode::kResourceExhausted,
+                    fmt::format("query output over the limit ({} rows or {}): narrow it (WHERE, "
+                                "LIMIT) or raise --max-rows",
+                                limits.max_rows, FormatBytes(limits.max_bytes)));
+    }
     nlohmann::json row = nlohmann::json::object();
     int n = sqlite3_column_count(raw);
     for (int i = 0; i < n; ++i) {
@@ -417,9 +526,11 @@ StatusOr<nlohmann::json> Index::QueryReadOnly(const std::string& sql, size_t max
       switch (sqlite3_column_type(raw, i)) {
         case SQLITE_INTEGER:
           row[name] = sqlite3_column_int64(raw, i);
+          bytes += 8;
           break;
         case SQLITE_FLOAT:
           row[name] = sqlite3_column_double(raw, i);
+          bytes += 8;
           break;
         case SQLITE_NULL:
           row[name] = nullptr;
@@ -427,15 +538,29 @@ StatusOr<nlohmann::json> Index::QueryReadOnly(const std::string& sql, size_t max
         default: {
           auto* t = sqlite3_column_text(raw, i);
           row[name] = std::string(t ? reinterpret_cast<const char*>(t) : "");
+          bytes += static_cast<size_t>(sqlite3_column_bytes(raw, i));
         }
       }
     }
     rows.push_back(std::move(row));
   }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+  if (rc == SQLITE_INTERRUPT) {
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("query interrupted after {} ms (--timeout)", limits.timeout_ms));
+  }
+  if (rc != SQLITE_DONE) {
     return InvalidArgument(fmt::format("SQL error: {}", sqlite3_errmsg(db_)));
   }
   return rows;
+}
+
+std::optional<uint32_t> OwnerFromMeta(const nlohmann::json& meta) {
+  auto valid = [](int64_t v) { return v >= 0 && v <= UINT32_MAX; };
+  if (int64_t o = JsonInt(meta, "owner_uid", -1); valid(o)) return static_cast<uint32_t>(o);
+  if (int64_t u = JsonInt(JsonObj(meta, "crash"), "uid", -1); valid(u)) {
+    return static_cast<uint32_t>(u);
+  }
+  return std::nullopt;
 }
 
 RecordRow RowFromReader(const RecordReader& reader, const std::string& file) {
@@ -458,11 +583,10 @@ RecordRow RowFromReader(const RecordReader& reader, const std::string& file) {
   r.checksum = fmt::format("{:016x}", XXH3_64bits_digest(hs));
   XXH3_freeState(hs);
   r.meta = reader.meta();
-  if (r.meta.is_object()) {
-    r.reason = r.meta.value("reason", std::string());
-    r.start_ns = r.meta.value("start_ns", int64_t{0});
-    r.end_ns = r.meta.value("end_ns", int64_t{0});
-  }
+  r.reason = JsonStr(r.meta, "reason");
+  r.start_ns = JsonInt(r.meta, "start_ns");
+  r.end_ns = JsonInt(r.meta, "end_ns");
+  r.owner_uid = OwnerFromMeta(r.meta).value_or(0);
   r.state = "ok";
   return r;
 }

@@ -23,7 +23,7 @@
 
 namespace flightrec::store {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct RecordRow {
   std::string id;
@@ -38,8 +38,9 @@ struct RecordRow {
   std::string file;  // name inside the store directory
   uint64_t file_size = 0;
   uint64_t raw_size = 0;
-  std::string checksum;  // XXH3 of the TOC's section checksums
-  std::string state;     // ok | missing | corrupt
+  std::string checksum;    // XXH3 of the TOC's section checksums
+  std::string state;       // ok | missing | corrupt
+  uint32_t owner_uid = 0;  // whose space it uses (schema v2): crash uid, else 0
   nlohmann::json meta;
   nlohmann::json ToJson() const;
 };
@@ -68,8 +69,19 @@ class Index {
   StatusOr<std::vector<RecordRow>> List(const ListQuery& q);
   // Exact id, unique prefix, or -N (N-th newest, -1 = newest).
   StatusOr<RecordRow> Resolve(const std::string& id_or_prefix);
-  // Read-only query: rows as JSON objects. Statements that write are refused.
-  StatusOr<nlohmann::json> QueryReadOnly(const std::string& sql, size_t max_rows = 100000);
+  // Read-only query: rows as JSON objects. Statements that write are refused,
+  // and so are ATTACH/DETACH and PRAGMAs other than a few that only read (an
+  // authorizer); the query is interrupted after `timeout_ms` and refused
+  // once its output passes max_rows or max_bytes.
+  struct QueryLimits {
+    int64_t timeout_ms = 10000;
+    size_t max_rows = 100000;
+    size_t max_bytes = 64u << 20;
+  };
+  StatusOr<nlohmann::json> QueryReadOnly(const std::string& sql, const QueryLimits& limits);
+  StatusOr<nlohmann::json> QueryReadOnly(const std::string& sql) {
+    return QueryReadOnly(sql, QueryLimits{});
+  }
   const std::string& path() const { return path_; }
 
  private:
@@ -78,7 +90,12 @@ class Index {
   Status Migrate();
   sqlite3* db_ = nullptr;
   std::string path_;
+  bool has_owner_ = false;  // schema >= 2 (a read-only open does not migrate)
 };
+
+// The uid a record belongs to, from its meta: `owner_uid`, else the crashed
+// process's `crash.uid`; nullopt if neither is a valid uid.
+std::optional<uint32_t> OwnerFromMeta(const nlohmann::json& meta);
 
 // Builds an index row from a record's header, TOC and meta.
 RecordRow RowFromReader(const RecordReader& reader, const std::string& file);

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "store/untrusted_json.h"
+
 namespace flightrec::store {
 namespace {
 
@@ -317,19 +319,35 @@ StatusOr<std::unique_ptr<RecordReader>> RecordReader::OpenFd(ScopedFd fd, std::s
   if (HeaderHash(prefix, hjson) != GetLe64(prefix + 16) || GetLe64(prefix + 24) != 0) {
     return Corrupt(fmt::format("{}: header: checksum mismatch", display));
   }
-  try {
-    auto h = nlohmann::json::parse(hjson);
-    r->header_.id = h.at("id").get<std::string>();
-    r->header_.kind = h.at("kind").get<std::string>();
-    r->header_.created_ns = h.at("created_ns").get<int64_t>();
-    r->header_.host = h.value("host", "");
-    r->header_.kernel = h.value("kernel", "");
-    r->header_.boot_id = h.value("boot_id", "");
-    r->header_.major = major;
-    r->header_.minor = minor;
-  } catch (const std::exception& e) {
-    return Corrupt(fmt::format("{}: header: {}", display, e.what()));
+  // Every field is type-checked: the file is untrusted (a hostile .frec
+  // planted in the store must give an error, not abort recovery).
+  ASSIGN_OR_RETURN(auto h, ParseUntrustedJson(hjson, display + ": header"));
+  if (!h.is_object()) return Corrupt(fmt::format("{}: header: not a JSON object", display));
+  auto str_field = [&](const char* key, bool required, std::string* out) -> Status {
+    auto it = h.find(key);
+    if (it == h.end()) {
+      return required ? Corrupt(fmt::format("{}: header: no '{}'", display, key)) : OkStatus();
+    }
+    if (!it->is_string()) {
+      return Corrupt(fmt::format("{}: header: '{}' is not a string", display, key));
+    }
+    *out = it->get<std::string>();
+    if (out->size() > kMaxHeaderFieldBytes) {
+      return Corrupt(fmt::format("{}: header: '{}' is too long", display, key));
+    }
+    return OkStatus();
+  };
+  RETURN_IF_ERROR(str_field("id", true, &r->header_.id));
+  RETURN_IF_ERROR(str_field("kind", true, &r->header_.kind));
+  RETURN_IF_ERROR(str_field("host", false, &r->header_.host));
+  RETURN_IF_ERROR(str_field("kernel", false, &r->header_.kernel));
+  RETURN_IF_ERROR(str_field("boot_id", false, &r->header_.boot_id));
+  if (!h.contains("created_ns") || !h["created_ns"].is_number_integer()) {
+    return Corrupt(fmt::format("{}: header: 'created_ns' is missing or not an integer", display));
   }
+  r->header_.created_ns = h["created_ns"].get<int64_t>();
+  r->header_.major = major;
+  r->header_.minor = minor;
 
   char trailer[kTrailerSize];
   RETURN_IF_ERROR(PreadFull(r->fd_.get(), trailer, sizeof(trailer), size - kTrailerSize,
@@ -352,38 +370,81 @@ StatusOr<std::unique_ptr<RecordReader>> RecordReader::OpenFd(ScopedFd fd, std::s
   if (XXH3_64bits(tjson.data(), tjson.size()) != GetLe64(trailer + 24)) {
     return Corrupt(fmt::format("{}: table of contents: checksum mismatch", display));
   }
-  try {
-    auto toc = nlohmann::json::parse(tjson);
-    for (const auto& s : toc.at("sections")) {
-      SectionInfo info;
-      info.name = s.at("name").get<std::string>();
-      info.offset = s.at("offset").get<uint64_t>();
-      info.stored_size = s.at("stored_size").get<uint64_t>();
-      info.raw_size = s.at("raw_size").get<uint64_t>();
-      info.xxh3 = std::stoull(s.at("xxh3").get<std::string>(), nullptr, 16);
-      if (info.offset < data_start || info.offset > toc_off ||
-          info.stored_size > toc_off - info.offset) {
-        return Corrupt(fmt::format("{}: section '{}': extent out of range", display, info.name));
-      }
-      uint64_t expect = 0;
-      for (const auto& f : s.at("frames")) {
-        FrameInfo fi{f.at(0).get<uint64_t>(), f.at(1).get<uint64_t>(), f.at(2).get<uint64_t>()};
-        if (fi.offset != expect || fi.stored > info.stored_size - fi.offset) {
-          return Corrupt(
-              fmt::format("{}: section '{}': frame table inconsistent", display, info.name));
-        }
-        expect += fi.stored;
-        info.frames.push_back(fi);
-      }
-      if (expect != info.stored_size) {
-        return Corrupt(
-            fmt::format("{}: section '{}': frame table inconsistent", display, info.name));
-      }
-      r->sections_.push_back(std::move(info));
+  ASSIGN_OR_RETURN(auto toc, ParseUntrustedJson(tjson, display + ": table of contents"));
+  auto bad = [&](const std::string& what) {
+    return Corrupt(fmt::format("{}: table of contents: {}", display, what));
+  };
+  if (!toc.is_object()) return bad("not a JSON object");
+  if (!toc.contains("sections") || !toc["sections"].is_array()) return bad("no 'sections' array");
+  if (toc["sections"].size() > kMaxSections) {
+    return bad(fmt::format("{} sections, more than the {} a record may have",
+                           toc["sections"].size(), kMaxSections));
+  }
+  auto u64 = [](const nlohmann::json& s, const char* key, uint64_t* out) {
+    auto it = s.find(key);
+    if (it == s.end() || !it->is_number_unsigned()) return false;
+    *out = it->get<uint64_t>();
+    return true;
+  };
+  size_t total_frames = 0;
+  for (const auto& s : toc["sections"]) {
+    SectionInfo info;
+    if (!s.is_object() || !s.contains("name") || !s["name"].is_string()) {
+      return bad("a section without a name");
     }
-    r->meta_ = toc.value("meta", nlohmann::json::object());
-  } catch (const std::exception& e) {
-    return Corrupt(fmt::format("{}: table of contents: {}", display, e.what()));
+    info.name = s["name"].get<std::string>();
+    if (info.name.empty() || info.name.size() > 255)
+      return bad("a section name is not 1-255 bytes");
+    auto sbad = [&](const std::string& what) {
+      return Corrupt(fmt::format("{}: section '{}': {}", display, info.name, what));
+    };
+    if (!u64(s, "offset", &info.offset) || !u64(s, "stored_size", &info.stored_size) ||
+        !u64(s, "raw_size", &info.raw_size)) {
+      return sbad("offset or sizes missing or not unsigned integers");
+    }
+    auto xit = s.find("xxh3");
+    if (xit == s.end() || !xit->is_string() || xit->get_ref<const std::string&>().empty() ||
+        xit->get_ref<const std::string&>().size() > 16 ||
+        xit->get_ref<const std::string&>().find_first_not_of("0123456789abcdefABCDEF") !=
+            std::string::npos) {
+      return sbad("checksum is not 1-16 hex digits");
+    }
+    info.xxh3 = std::stoull(xit->get<std::string>(), nullptr, 16);
+    if (info.offset < data_start || info.offset > toc_off ||
+        info.stored_size > toc_off - info.offset) {
+      return sbad("extent out of range");
+    }
+    auto fit = s.find("frames");
+    if (fit == s.end() || !fit->is_array()) return sbad("no frame table");
+    total_frames += fit->size();
+    if (total_frames > kMaxFrames) {
+      return bad(fmt::format("more than {} frames in all", kMaxFrames));
+    }
+    uint64_t expect = 0;
+    for (const auto& f : *fit) {
+      FrameInfo fi;
+      if (!f.is_array() || f.size() != 3 || !f[0].is_number_unsigned() ||
+          !f[1].is_number_unsigned() || !f[2].is_number_unsigned()) {
+        return sbad("frame table inconsistent");
+      }
+      fi = {f[0].get<uint64_t>(), f[1].get<uint64_t>(), f[2].get<uint64_t>()};
+      if (fi.offset != expect || fi.stored > info.stored_size - fi.offset) {
+        return sbad("frame table inconsistent");
+      }
+      expect += fi.stored;
+      info.frames.push_back(fi);
+    }
+    if (expect != info.stored_size) return sbad("frame table inconsistent");
+    r->sections_.push_back(std::move(info));
+  }
+  auto mit = toc.find("meta");
+  if (mit == toc.end() || mit->is_null()) {
+    // null: what Commit(rec, {}) wrote before it normalised meta to {}.
+    r->meta_ = nlohmann::json::object();
+  } else if (mit->is_object()) {
+    r->meta_ = std::move(*mit);
+  } else {
+    return bad("'meta' is not a JSON object");
   }
   return r;
 }

@@ -39,6 +39,12 @@ inline constexpr uint64_t kFrameRawBytes = 64ull << 20;
 // Sanity bounds for lengths read from disk (hostile files).
 inline constexpr uint64_t kMaxHeaderBytes = 1ull << 20;
 inline constexpr uint64_t kMaxTocBytes = 64ull << 20;
+// Bounds on what a TOC may declare, so that opening or verifying a hostile
+// record costs little: flightrec writes fewer than ten sections, and a
+// frame holds 64 MiB of input (65 536 frames = 4 TiB).
+inline constexpr size_t kMaxSections = 1024;
+inline constexpr size_t kMaxFrames = 65536;
+inline constexpr size_t kMaxHeaderFieldBytes = 4096;
 
 struct RecordHeader {
   std::string id;

@@ -13,13 +13,16 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "common/units.h"
+#include "store/untrusted_json.h"
 
 namespace flightrec::store {
 namespace {
@@ -27,6 +30,20 @@ namespace {
 constexpr const char* kTmpPrefix = ".tmp-";
 constexpr const char* kSuffix = ".frec";
 constexpr const char* kIndexName = "index.sqlite";
+constexpr const char* kQuarantineDir = "quarantine";
+
+// File names in a store are chosen by whoever planted them: control bytes
+// are shown as \xNN so that a log line cannot drive a terminal.
+std::string EscapeForLog(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
 
 bool HasSuffix(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
@@ -112,14 +129,48 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Store
   if (options.read_only && faccessat(s->dirfd_.get(), kIndexName, F_OK, 0) != 0) {
     return NotFound(fmt::format("store {} has no index yet (no records)", dir));
   }
+  if (!options.read_only) s->MakePrivate();
   auto idx = Index::Open(index_path, options.read_only);
   if (!idx.ok()) return idx.status().Annotate(fmt::format("store {}", dir));
   s->index_ = std::move(*idx);
+  // sqlite creates -wal and -shm with the index's mode; older stores may
+  // have them (and the index) world-readable: fixed on every open.
+  if (!options.read_only) s->MakePrivate();
   if (!options.read_only) RETURN_IF_ERROR(s->Recover());
   return s;
 }
 
 Store::~Store() = default;
+
+void Store::MakePrivate() {
+  // The index holds every user's crash metadata (exe, argv-derived reasons):
+  // root's only (or the group's, for a group-readable store). Users read
+  // their own records through per-file ACLs, never through the index.
+  const mode_t want = options_.group_readable ? 0640 : 0600;
+  {
+    ScopedFd fd(openat(dirfd_.get(), kIndexName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, want));
+    (void)fd;  // created with `want` before sqlite would create it 0644
+  }
+  for (const char* name : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) {
+    ScopedFd fd(openat(dirfd_.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (st.st_uid == geteuid() && (st.st_mode & 0777 & ~want) != 0) {
+      if (fchmod(fd.get(), st.st_mode & want) != 0) {
+        std::fprintf(stderr, "flightrec store: cannot make %s/%s private: %s\n", dir_.c_str(), name,
+                     std::strerror(errno));
+      }
+    }
+  }
+  // Nobody but the owner (and the group, if asked) may add or remove files in
+  // the store. Read and search bits for others stay as set up: `recorder
+  // coredump install` makes a root store 0755 so that users can find the
+  // record files the hook granted them by ACL (names are only ids).
+  struct stat st {};
+  if (fstat(dirfd_.get(), &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0022) != 0) {
+    (void)fchmod(dirfd_.get(), st.st_mode & 07777 & ~0022);
+  }
+}
 
 Status Store::Unlink(const std::string& name) {
   if (unlinkat(dirfd_.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
@@ -177,12 +228,52 @@ Status Store::Recover() {
     auto reader = RecordReader::OpenFd(std::move(fd), dir_ + "/" + f);
     if (!reader.ok()) {
       ++recovery_.unreadable;
+      // A damaged or hostile file is moved aside (never deleted: it may be
+      // evidence) so that it costs nothing on later opens; a newer format
+      // (kUnsupported) or an I/O error stays where it is.
+      if (reader.status().code() == StatusCode::kCorrupt) Quarantine(f, reader.status());
+      continue;
+    }
+    // The index is keyed by the header's id: a file claiming another
+    // record's id would replace that record's row (and point it here).
+    if ((*reader)->header().id + kSuffix != f) {
+      ++recovery_.unreadable;
+      Quarantine(f, Corrupt(fmt::format("{}/{}: its header says it is record '{}'", dir_, f,
+                                        (*reader)->header().id)));
       continue;
     }
     RETURN_IF_ERROR(index_->Upsert(RowFromReader(**reader, f)));
     ++recovery_.reindexed;
   }
   return OkStatus();
+}
+
+void Store::Quarantine(const std::string& name, const Status& why) {
+  std::string line;
+  if (mkdirat(dirfd_.get(), kQuarantineDir, 0700) != 0 && errno != EEXIST) {
+    line = fmt::format("cannot quarantine {}/{} ({}): mkdir {}: {}", dir_, name, why.message(),
+                       kQuarantineDir, std::strerror(errno));
+  } else {
+    ScopedFd qfd(
+        openat(dirfd_.get(), kQuarantineDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    std::string target = name;
+    int rc = -1;
+    for (int i = 1; qfd && i <= 100; ++i) {
+      rc = renameat2(dirfd_.get(), name.c_str(), qfd.get(), target.c_str(), RENAME_NOREPLACE);
+      if (rc == 0 || errno != EEXIST) break;
+      target = fmt::format("{}.{}", name, i);
+    }
+    if (rc == 0) {
+      line = fmt::format("quarantined {}/{} to {}/{}/{}: {}", dir_, name, dir_, kQuarantineDir,
+                         target, why.message());
+    } else {
+      line = fmt::format("cannot quarantine {}/{} ({}): {}", dir_, name, why.message(),
+                         std::strerror(errno));
+    }
+  }
+  line = EscapeForLog(line);
+  recovery_.quarantined.push_back(line);
+  std::fprintf(stderr, "flightrec store: %s\n", line.c_str());
 }
 
 StatusOr<std::unique_ptr<PendingRecord>> Store::BeginRecord(const std::string& kind) {
@@ -234,10 +325,17 @@ StatusOr<std::unique_ptr<PendingRecord>> Store::BeginRecord(const std::string& k
   return p;
 }
 
-StatusOr<RecordRow> Store::Commit(std::unique_ptr<PendingRecord> rec, const nlohmann::json& meta) {
+StatusOr<RecordRow> Store::Commit(std::unique_ptr<PendingRecord> rec, const nlohmann::json& meta_in,
+                                  const CommitOptions& commit) {
+  nlohmann::json meta = meta_in.is_object() ? meta_in : nlohmann::json::object();
+  if (commit.owner_uid && !meta.contains("owner_uid")) meta["owner_uid"] = *commit.owner_uid;
+  std::set<std::string> protect = commit.protect;
+  protect.insert(rec->id());
+  if (std::string h = JsonStr(JsonObj(meta, "crash"), "history"); !h.empty()) protect.insert(h);
   if (options_.apply_retention_on_commit) {
-    auto v = Vacuum(options_.retention);
+    auto v = Vacuum(options_.retention, false, protect);
     if (!v.ok()) return v.status().Annotate("applying retention before commit");
+    for (const auto& n : v->notes) meta["store_notes"].push_back(n);
   }
   RETURN_IF_ERROR(rec->writer().Finish(meta));
   std::string final_name = rec->id() + kSuffix;
@@ -263,7 +361,7 @@ StatusOr<RecordRow> Store::Commit(std::unique_ptr<PendingRecord> rec, const nloh
                     row.id));
   }
   if (options_.apply_retention_on_commit) {
-    auto v = Vacuum(options_.retention, false, row.id);
+    auto v = Vacuum(options_.retention, false, protect);
     if (!v.ok()) return v.status().Annotate("applying retention after commit");
   }
   return row;
@@ -339,22 +437,35 @@ StatusOr<uint64_t> Store::TotalBytes() {
 
 StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run,
                                      const std::string& keep_id) {
+  std::set<std::string> protect;
+  if (!keep_id.empty()) protect.insert(keep_id);
+  return Vacuum(limits, dry_run, protect);
+}
+
+StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run,
+                                     const std::set<std::string>& protect) {
   ASSIGN_OR_RETURN(RetentionLimits lim, EffectiveLimits(limits));
   ListQuery q;  // oldest first
-  ASSIGN_OR_RETURN(auto rows, index_->List(q));
+  ASSIGN_OR_RETURN(auto all_rows, index_->List(q));
+  std::vector<RecordRow> rows;
+  for (auto& r : all_rows) {
+    if (r.state != "missing") rows.push_back(std::move(r));
+  }
   struct statvfs vfs {};
   if (fstatvfs(dirfd_.get(), &vfs) != 0) return ErrnoStatus(fmt::format("statvfs {}", dir_));
   uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   uint64_t total = 0;
-  uint64_t count = 0;
+  std::map<uint32_t, uint64_t> bytes_by_uid, count_by_uid;
   for (const auto& r : rows) {
-    if (r.state == "missing") continue;
     total += r.file_size;
-    ++count;
+    bytes_by_uid[r.owner_uid] += r.file_size;
+    ++count_by_uid[r.owner_uid];
   }
+  uint64_t count = rows.size();
   const int64_t now = WallClockNs();
   VacuumReport rep;
   std::set<std::string> gone;
+  auto removable = [&](const RecordRow& r) { return !protect.count(r.id) && !gone.count(r.id); };
   auto remove = [&](const RecordRow& r, const char* why) -> Status {
     if (!dry_run) {
       RETURN_IF_ERROR(Unlink(r.file));
@@ -366,29 +477,66 @@ StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run
     rep.bytes_freed += r.file_size;
     total -= std::min(total, r.file_size);
     free_bytes += r.file_size;
+    bytes_by_uid[r.owner_uid] -= std::min(bytes_by_uid[r.owner_uid], r.file_size);
+    --count_by_uid[r.owner_uid];
     --count;
     return OkStatus();
   };
+  // Like systemd-coredump's vacuum: space is reclaimed from the uid that
+  // uses the most (by `usage`), its oldest removable record first, so one
+  // user's crashes cannot push out another user's (or root's). Returns
+  // nullptr when nothing removable is left.
+  auto next_victim = [&](const std::map<uint32_t, uint64_t>& usage) -> const RecordRow* {
+    std::map<uint32_t, const RecordRow*> oldest;
+    for (const auto& r : rows) {
+      if (removable(r) && !oldest.count(r.owner_uid)) oldest[r.owner_uid] = &r;
+    }
+    const RecordRow* best = nullptr;
+    uint64_t best_use = 0;
+    for (const auto& [uid, r] : oldest) {
+      uint64_t use = usage.count(uid) ? usage.at(uid) : 0;
+      if (best == nullptr || use > best_use) best = r, best_use = use;
+    }
+    return best;
+  };
   // The documented order (docs/FORMAT.md, "Retention"): age, count, max_use,
-  // keep_free; within each, oldest first.
+  // keep_free. Age removes every old record; the others take from the
+  // heaviest user first.
   for (const auto& r : rows) {
-    if (r.state == "missing" || r.id == keep_id || !lim.max_age_ns) continue;
+    if (!removable(r) || !lim.max_age_ns) continue;
     if (now - r.created_ns > *lim.max_age_ns) RETURN_IF_ERROR(remove(r, "age"));
   }
-  for (const auto& r : rows) {
-    if (!lim.max_count || count <= *lim.max_count) break;
-    if (r.state == "missing" || r.id == keep_id || gone.count(r.id)) continue;
-    RETURN_IF_ERROR(remove(r, "count"));
+  while (lim.max_count && count > *lim.max_count) {
+    const RecordRow* v = next_victim(count_by_uid);
+    if (v == nullptr) break;
+    RETURN_IF_ERROR(remove(*v, "count"));
   }
-  for (const auto& r : rows) {
-    if (total <= *lim.max_use) break;
-    if (r.state == "missing" || r.id == keep_id || gone.count(r.id)) continue;
-    RETURN_IF_ERROR(remove(r, "max_use"));
+  while (total > *lim.max_use) {
+    const RecordRow* v = next_victim(bytes_by_uid);
+    if (v == nullptr) break;
+    RETURN_IF_ERROR(remove(*v, "max_use"));
   }
-  for (const auto& r : rows) {
-    if (free_bytes >= *lim.keep_free) break;
-    if (r.state == "missing" || r.id == keep_id || gone.count(r.id)) continue;
-    RETURN_IF_ERROR(remove(r, "keep_free"));
+  if (free_bytes < *lim.keep_free) {
+    uint64_t reclaimable = 0;
+    for (const auto& r : rows) {
+      if (removable(r)) reclaimable += r.file_size;
+    }
+    if (free_bytes + reclaimable < *lim.keep_free) {
+      // The space is used by files that are not ours: deleting every record
+      // would not meet keep-free, so delete none (systemd-coredump refuses
+      // to store instead of wiping its directory).
+      rep.refused = true;
+      rep.notes.push_back(fmt::format(
+          "retention: keep-free {} cannot be met: {} free on the filesystem of {}, and removing "
+          "every removable record would free only {}; nothing was removed for keep-free",
+          FormatBytes(*lim.keep_free), FormatBytes(free_bytes), dir_, FormatBytes(reclaimable)));
+    } else {
+      while (free_bytes < *lim.keep_free) {
+        const RecordRow* v = next_victim(bytes_by_uid);
+        if (v == nullptr) break;
+        RETURN_IF_ERROR(remove(*v, "keep_free"));
+      }
+    }
   }
   return rep;
 }

@@ -9,7 +9,9 @@
 //
 // Opening recovers: temporaries whose writer is dead (flock free) are
 // removed, complete files without a row are indexed from their table of
-// contents, rows whose file vanished are marked `missing`.
+// contents, rows whose file vanished are marked `missing`. A `.frec` that
+// cannot be read (damaged or hostile: every record is untrusted) is moved to
+// `quarantine/` with one line on stderr saying which file and why.
 //
 // Thread: a Store is used by one thread; several processes may each open the
 // same directory at once (a daemon and crash handlers).
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,12 +58,28 @@ struct RecoveryReport {
   int reindexed = 0;
   int marked_missing = 0;
   int unreadable = 0;  // complete-looking files that failed to open
+  // One line per file moved to quarantine/ (also written to stderr).
+  std::vector<std::string> quarantined;
 };
 
 struct VacuumReport {
   std::vector<std::string> removed;  // ids, in removal order
   std::vector<std::string> reasons;  // "age", "count", "max_use", "keep_free"
   uint64_t bytes_freed = 0;
+  // keep_free could not be met even by removing every removable record (the
+  // filesystem is full of other files), so nothing was removed for it.
+  bool refused = false;
+  std::vector<std::string> notes;  // why, for the user (and the record's meta)
+};
+
+struct CommitOptions {
+  // Records retention must not remove while committing (e.g. the history
+  // dump a crash refers to). Commit also protects the id in the committed
+  // meta's `crash.history`.
+  std::set<std::string> protect;
+  // Whose space the record uses (meta `owner_uid`); unset = from the meta
+  // (`crash.uid`), else root.
+  std::optional<uint32_t> owner_uid;
 };
 
 // A record being written; obtained from Store::BeginRecord. Destroying it
@@ -94,7 +113,10 @@ class Store {
   StatusOr<std::unique_ptr<PendingRecord>> BeginRecord(const std::string& kind);
   // Finishes the file with `meta` in its TOC, makes it visible, indexes it,
   // then applies retention (never to the record just committed).
-  StatusOr<RecordRow> Commit(std::unique_ptr<PendingRecord> record, const nlohmann::json& meta);
+  // Retention notes (keep-free refused) are added to the meta as
+  // `store_notes`.
+  StatusOr<RecordRow> Commit(std::unique_ptr<PendingRecord> record, const nlohmann::json& meta,
+                             const CommitOptions& commit = {});
 
   StatusOr<std::vector<RecordRow>> List(const ListQuery& q) { return index_->List(q); }
   StatusOr<RecordRow> Get(const std::string& id_or_prefix) { return index_->Resolve(id_or_prefix); }
@@ -105,6 +127,10 @@ class Store {
   StatusOr<std::vector<std::string>> Verify(const std::optional<std::string>& id);
   StatusOr<VacuumReport> Vacuum(const RetentionLimits& limits, bool dry_run = false,
                                 const std::string& keep_id = "");
+  // Never removes an id in `protect`. Space (count, max_use, keep_free) is
+  // reclaimed from the owner uid using the most first, oldest record first.
+  StatusOr<VacuumReport> Vacuum(const RetentionLimits& limits, bool dry_run,
+                                const std::set<std::string>& protect);
   // Effective limits after defaults from the filesystem's size.
   StatusOr<RetentionLimits> EffectiveLimits(const RetentionLimits& limits) const;
   StatusOr<uint64_t> TotalBytes();
@@ -113,6 +139,8 @@ class Store {
   Store() = default;
   Status Recover();
   Status Unlink(const std::string& name);
+  void Quarantine(const std::string& name, const Status& why);
+  void MakePrivate();
 
   std::string dir_;
   ScopedFd dirfd_;

@@ -2,13 +2,17 @@
 // like coredumpctl's (list, info, -1 for the newest).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/units.h"
 #include "recorder/cli/cli.h"
+#include "store/untrusted_json.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -25,7 +29,7 @@ std::string Pids(const store::RecordRow& r) {
     out += std::to_string(pid);
   };
   if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
-    add(r.meta["crash"].value("pid", int64_t{0}));
+    add(store::JsonInt(r.meta["crash"], "pid"));
   } else if (r.meta.contains("pids") && r.meta["pids"].is_array()) {
     size_t n = 0;
     for (const auto& p : r.meta["pids"]) {
@@ -41,18 +45,19 @@ std::string Pids(const store::RecordRow& r) {
 
 std::string Exe(const store::RecordRow& r) {
   if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
-    return r.meta["crash"].value("exe", std::string("-"));
+    return store::JsonStr(r.meta["crash"], "exe", "-");
   }
   if (r.meta.contains("processes") && r.meta["processes"].is_array() &&
       r.meta["processes"].size() == 1) {
-    return r.meta["processes"][0].value("exe", std::string("-"));
+    return store::JsonStr(r.meta["processes"][0], "exe", "-");
   }
   return "-";
 }
 
 std::string Signal(const store::RecordRow& r) {
   if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
-    int sig = static_cast<int>(r.meta["crash"].value("signal", int64_t{0}));
+    int64_t sig64 = store::JsonInt(r.meta["crash"], "signal");
+    int sig = sig64 >= 0 && sig64 < 256 ? static_cast<int>(sig64) : 0;
     const char* abbrev = sigabbrev_np(sig);
     return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
   }
@@ -67,6 +72,52 @@ struct ListArgs {
   bool reverse = false;
 };
 
+bool Matches(const store::RecordRow& r, const store::ListQuery& q) {
+  if (q.since_ns && r.created_ns < *q.since_ns) return false;
+  if (q.until_ns && r.created_ns > *q.until_ns) return false;
+  if (q.kind && r.kind != *q.kind) return false;
+  const auto& crash = store::JsonObj(r.meta, "crash");
+  auto procs = r.meta.contains("processes") && r.meta["processes"].is_array()
+                   ? r.meta["processes"]
+                   : nlohmann::json::array();
+  if (q.pid) {
+    bool hit = !crash.empty() && store::JsonInt(crash, "pid", -1) == *q.pid;
+    for (const auto& p : procs) hit = hit || store::JsonInt(p, "pid", -1) == *q.pid;
+    if (!hit) return false;
+  }
+  if (q.exe) {
+    bool hit = !crash.empty() && store::JsonStr(crash, "exe") == *q.exe;
+    for (const auto& p : procs) hit = hit || store::JsonStr(p, "exe") == *q.exe;
+    if (!hit) return false;
+  }
+  return true;
+}
+
+// A user who may not read the index (a root store's is 0600: it holds every
+// user's metadata) lists the record files they can open: the hook grants a
+// crashed user read access to their crash and its history by ACL.
+StatusOr<std::vector<store::RecordRow>> ListReadableRecords(const CliContext& ctx,
+                                                            const store::ListQuery& q) {
+  std::vector<store::RecordRow> rows;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(ctx.store_dir, ec);
+  if (ec) return ErrnoStatus(ec.value(), "cannot read the store " + ctx.store_dir);
+  for (const auto& e : it) {
+    std::string name = e.path().filename().string();
+    if (e.path().extension() != ".frec" || name[0] == '.') continue;
+    auto reader = store::RecordReader::Open(e.path().string());
+    if (!reader.ok()) continue;  // another user's, root's, or damaged
+    store::RecordRow r = store::RowFromReader(**reader, name);
+    if (Matches(r, q)) rows.push_back(std::move(r));
+  }
+  std::sort(rows.begin(), rows.end(), [&](const auto& x, const auto& y) {
+    return q.newest_first ? std::tie(x.created_ns, x.id) > std::tie(y.created_ns, y.id)
+                          : std::tie(x.created_ns, x.id) < std::tie(y.created_ns, y.id);
+  });
+  if (q.limit >= 0 && rows.size() > static_cast<size_t>(q.limit)) rows.resize(q.limit);
+  return rows;
+}
+
 Status RunList(const CliContext& ctx, const ListArgs& a) {
   auto s = ctx.OpenStore();
   if (!s.ok() && s.status().code() == StatusCode::kNotFound) {
@@ -76,7 +127,9 @@ Status RunList(const CliContext& ctx, const ListArgs& a) {
       std::fprintf(stderr, "No records in %s.\n", ctx.store_dir.c_str());
     return OkStatus();
   }
-  if (!s.ok()) return s.status();
+  const bool own_files_only =
+      !s.ok() && s.status().code() == StatusCode::kPermissionDenied && geteuid() != 0;
+  if (!s.ok() && !own_files_only) return s.status();
   store::ListQuery q;
   int64_t now = WallClockNs();
   if (!a.since.empty()) {
@@ -95,7 +148,12 @@ Status RunList(const CliContext& ctx, const ListArgs& a) {
   if (geteuid() != 0 && (!a.kind.empty() && a.kind == "crash")) q.uid = geteuid();
   q.newest_first = a.reverse || a.newest_only;
   if (a.newest_only) q.limit = 1;
-  ASSIGN_OR_RETURN(auto rows, (*s)->List(q));
+  std::vector<store::RecordRow> rows;
+  if (own_files_only) {
+    ASSIGN_OR_RETURN(rows, ListReadableRecords(ctx, q));
+  } else {
+    ASSIGN_OR_RETURN(rows, (*s)->List(q));
+  }
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) out.push_back(r.ToJson());
@@ -156,12 +214,12 @@ Status RunInfo(const CliContext& ctx, const std::string& id, bool json) {
   std::printf("         Size: %s stored, %s raw\n", FormatBytes(row.file_size).c_str(),
               FormatBytes(row.raw_size).c_str());
   std::printf("        State: %s\n", row.state.c_str());
-  if (row.meta.contains("crash")) {
+  if (row.meta.contains("crash") && row.meta["crash"].is_object()) {
     const auto& c = row.meta["crash"];
     std::printf("        Crash: pid %lld tid %lld %s %s\n",
-                static_cast<long long>(c.value("pid", int64_t{0})),
-                static_cast<long long>(c.value("tid", int64_t{0})), Signal(row).c_str(),
-                c.value("exe", std::string()).c_str());
+                static_cast<long long>(store::JsonInt(c, "pid")),
+                static_cast<long long>(store::JsonInt(c, "tid")), Signal(row).c_str(),
+                store::JsonStr(c, "exe").c_str());
   }
   if (row.meta.contains("processes") && row.meta["processes"].is_array()) {
     std::printf("    Processes:");
@@ -171,8 +229,8 @@ Status RunInfo(const CliContext& ctx, const std::string& id, bool json) {
         std::printf(" ... (%zu in all)", row.meta["processes"].size());
         break;
       }
-      std::printf(" %lld(%s)", static_cast<long long>(p.value("pid", int64_t{0})),
-                  p.value("comm", std::string()).c_str());
+      std::printf(" %lld(%s)", static_cast<long long>(store::JsonInt(p, "pid")),
+                  store::JsonStr(p, "comm").c_str());
     }
     std::printf("\n");
   }
@@ -237,7 +295,8 @@ Status RunVacuum(const CliContext& ctx, const VacuumArgs& a) {
   if (a.json) {
     nlohmann::json out = {{"removed", rep.removed},         {"reasons", rep.reasons},
                           {"bytes_freed", rep.bytes_freed}, {"dry_run", a.dry_run},
-                          {"max_use", *eff.max_use},        {"keep_free", *eff.keep_free}};
+                          {"max_use", *eff.max_use},        {"keep_free", *eff.keep_free},
+                          {"refused", rep.refused},         {"notes", rep.notes}};
     std::printf("%s\n", out.dump(2).c_str());
     return OkStatus();
   }
@@ -251,12 +310,29 @@ Status RunVacuum(const CliContext& ctx, const VacuumArgs& a) {
   }
   std::printf("%s %zu record(s), %s\n", a.dry_run ? "would free" : "freed", rep.removed.size(),
               FormatBytes(rep.bytes_freed).c_str());
+  for (const auto& n : rep.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   return OkStatus();
 }
 
-Status RunSql(const CliContext& ctx, const std::string& sql, bool json) {
-  ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto rows, s->index().QueryReadOnly(sql));
+struct SqlArgs {
+  std::string query;
+  bool json = false;
+  double timeout_s = 10;
+  int64_t max_rows = 100000;
+};
+
+Status RunSql(const CliContext& ctx, const SqlArgs& a) {
+  // Read-only and without recovery: `sql` over a copied store must not
+  // change it (recovery would re-index and rewrite rows).
+  store::StoreOptions opts;
+  opts.create = false;
+  opts.read_only = true;
+  ASSIGN_OR_RETURN(auto s, store::Store::Open(ctx.store_dir, opts));
+  store::Index::QueryLimits lim;
+  lim.timeout_ms = static_cast<int64_t>(a.timeout_s * 1000);
+  lim.max_rows = static_cast<size_t>(a.max_rows);
+  ASSIGN_OR_RETURN(auto rows, s->index().QueryReadOnly(a.query, lim));
+  const bool json = a.json;
   if (json) {
     std::printf("%s\n", rows.dump(2).c_str());
     return OkStatus();
@@ -324,17 +400,20 @@ void AddStoreCommands(CLI::App& app, CliContext& ctx) {
   vacuum->add_flag("--json", va->json, "Machine-readable output");
   vacuum->callback([&ctx, va] { ctx.action = [&ctx, va] { return RunVacuum(ctx, *va); }; });
 
-  auto sql_text = std::make_shared<std::string>();
-  auto sql_json = std::make_shared<bool>(false);
+  auto sa = std::make_shared<SqlArgs>();
   auto* sql = app.add_subcommand(
       "sql",
       "Run a read-only SQL query over the index (tables: records, record_processes, crashes, "
       "file_cookies; see docs/FORMAT.md)");
-  sql->add_option("QUERY", *sql_text, "One SELECT statement")->required();
-  sql->add_flag("--json", *sql_json, "Rows as a JSON array");
-  sql->callback([&ctx, sql_text, sql_json] {
-    ctx.action = [&ctx, sql_text, sql_json] { return RunSql(ctx, *sql_text, *sql_json); };
-  });
+  sql->add_option("QUERY", sa->query, "One SELECT statement")->required();
+  sql->add_flag("--json", sa->json, "Rows as a JSON array");
+  sql->add_option("--timeout", sa->timeout_s, "Interrupt the query after this many seconds")
+      ->check(CLI::Range(0.001, 3600.0))
+      ->capture_default_str();
+  sql->add_option("--max-rows", sa->max_rows, "Refuse output of more rows than this")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
+      ->capture_default_str();
+  sql->callback([&ctx, sa] { ctx.action = [&ctx, sa] { return RunSql(ctx, *sa); }; });
 }
 
 }  // namespace flightrec::recorder::cli

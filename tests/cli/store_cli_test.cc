@@ -1,6 +1,14 @@
 // The store commands as a user sees them: exit codes, messages, --json.
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/acl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
+#include <chrono>
+
+#include <fmt/format.h>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +20,36 @@ namespace {
 
 using testing::BuildPath;
 using testing::RunCommand;
+
+// RunCommand as another user (fork, setgid/setuid, exec).
+testing::RunResult RunAs(uid_t uid, const std::vector<std::string>& argv) {
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]);
+    close(err[0]);
+    if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(126);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  testing::RunResult r;
+  r.out = testing::ReadAll(out[0]);
+  r.err = testing::ReadAll(err[0]);
+  close(out[0]);
+  close(err[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
 
 class StoreCliTest : public ::testing::Test {
  protected:
@@ -96,6 +134,147 @@ TEST_F(StoreCliTest, SqlReadsButNeverWrites) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("read-only"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(Cli({"list", "--json"}).out).size(), 2u);
+}
+
+// Item 3 of issue 11: one hostile file in the store used to kill `recorder
+// list` (and the hook and the daemon, which recover the same way).
+TEST_F(StoreCliTest, HostileRecordFilesAreQuarantinedByList) {
+  auto hostile = store::testing::HostileRecords();
+  for (const auto& [name, bytes] : hostile) {
+    std::ofstream(dir_.path() + "/" + name, std::ios::binary) << bytes;
+  }
+  // Readable, but every field the index and the listing read has a wrong type.
+  std::string odd = "20200101T000000Z-0000aa";
+  std::ofstream(dir_.path() + "/" + odd + ".frec", std::ios::binary) << store::testing::CraftRecord(
+      store::testing::GoodHeader(odd),
+      R"({"sections":[],"meta":{"reason":5,"pids":["a"],"processes":[{"pid":"x",)"
+      R"("exe":5}],"crash":{"pid":"x","exe":[],"signal":"s","tid":{}}}})");
+  auto r = Cli({"list"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(a_.id), std::string::npos);
+  EXPECT_NE(r.out.find(odd), std::string::npos) << r.out;
+  for (const auto& [name, bytes] : hostile) {
+    EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/quarantine/" + name)) << name;
+    EXPECT_NE(r.err.find("quarantined " + dir_.path() + "/" + name), std::string::npos)
+        << name << "\n"
+        << r.err;
+  }
+  r = Cli({"info", odd});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Cli({"list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 3u);
+  // A record committed afterwards is listed.
+  auto s = store::Store::Open(dir_.path(), store::testing::TestOptions());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto c = store::testing::WriteSmallRecord(**s, "third");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  r = Cli({"list"});
+  EXPECT_NE(r.out.find(c->id), std::string::npos);
+}
+
+// Item 7 of issue 11: retention took the oldest record whoever owned it, so
+// one user's crashes evicted root's. Now the heaviest user pays first.
+TEST(StoreCliRetentionTest, VacuumTakesFromTheHeaviestUserFirst) {
+  store::testing::TempDir d;
+  auto s = store::Store::Open(d.path(), store::testing::TestOptions());
+  ASSERT_TRUE(s.ok());
+  std::string noise(40000, '\0');
+  uint64_t x = 1;
+  for (auto& c : noise) c = static_cast<char>((x = x * 6364136223846793005ull + 1) >> 56);
+  auto root_old =
+      store::testing::WriteSmallRecord(**s, noise.substr(0, 10000), {{"crash", {{"uid", 0}}}});
+  auto user1 = store::testing::WriteSmallRecord(**s, noise, {{"crash", {{"uid", 1000}}}});
+  auto user2 = store::testing::WriteSmallRecord(**s, noise, {{"crash", {{"uid", 1000}}}});
+  ASSERT_TRUE(root_old.ok() && user1.ok() && user2.ok());
+  uint64_t total = root_old->file_size + user1->file_size + user2->file_size;
+  auto r = RunCommand({BuildPath("recorder/cli/recorder"), "--store", d.path(), "vacuum",
+                       "--keep-free", "0", "--max-use", std::to_string(total - 1000), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["removed"].size(), 1u) << r.out;
+  EXPECT_EQ(j["removed"][0], user1->id) << "root's older record was evicted by a user's crashes";
+}
+
+// Low item of issue 11: `recorder sql` accepted ATTACH (which creates files)
+// and PRAGMA writable_schema=ON, had no time or output limit, and ran
+// recovery (rewriting rows) on the store it queried.
+TEST_F(StoreCliTest, SqlRefusesAttachAndWritingPragmas) {
+  std::string evil = dir_.path() + "/attached.db";
+  auto r = Cli({"sql", "ATTACH '" + evil + "' AS e"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(evil));
+  r = Cli({"sql", "PRAGMA writable_schema=ON"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
+  r = Cli({"sql", "PRAGMA user_version=99"});
+  EXPECT_NE(r.exit_code, 0);
+  // Reading the schema still works.
+  r = Cli({"sql", "PRAGMA table_info(records)", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(nlohmann::json::parse(r.out).size(), 10u);
+  r = Cli({"sql", "PRAGMA user_version", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(StoreCliTest, SqlHasATimeAndAnOutputLimit) {
+  auto start = std::chrono::steady_clock::now();
+  auto r = Cli({"sql", "--timeout", "0.5",
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                "SELECT count(*) FROM c"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  r = Cli({"sql", "--max-rows", "10",
+           "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000) "
+           "SELECT x FROM c"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("over the limit"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST_F(StoreCliTest, SqlOnACopiedStoreChangesNothing) {
+  store::testing::TempDir copy;
+  std::filesystem::copy(
+      dir_.path(), copy.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::remove(copy.path() + "/" + a_.file);  // recovery would mark it missing
+  std::ofstream(copy.path() + "/.tmp-stray") << "x";     // and remove this
+  auto r = RunCommand({BuildPath("recorder/cli/recorder"), "--store", copy.path(), "sql",
+                       "SELECT state FROM records", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& row : nlohmann::json::parse(r.out)) EXPECT_EQ(row["state"], "ok");
+  EXPECT_TRUE(std::filesystem::exists(copy.path() + "/.tmp-stray"));
+}
+
+// Item 8 of issue 11: a user who may not read the index (root's, 0600) lists
+// the records granted to them, and nobody else's.
+TEST_F(StoreCliTest, ListAsAnotherUserShowsOnlyTheirGrantedRecords) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  const uid_t nobody = 65534;
+  // As `recorder coredump install` leaves a root store: traversable, with the
+  // hook's per-file ACL on the user's own record.
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  std::string text = fmt::format("u::rw-,u:{}:r--,g::---,m::r--,o::---", nobody);
+  acl_t acl = acl_from_text(text.c_str());
+  ASSERT_NE(acl, nullptr);
+  ASSERT_EQ(acl_set_file((dir_.path() + "/" + b_.file).c_str(), ACL_TYPE_ACCESS, acl), 0);
+  acl_free(acl);
+  struct stat st {};
+  ASSERT_EQ(stat((dir_.path() + "/index.sqlite").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0077, 0u);
+  auto r = RunAs(nobody, {BuildPath("recorder/cli/recorder"), "--store", dir_.path(), "list"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(b_.id), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(a_.id), std::string::npos) << "another user's record is listed";
+  EXPECT_EQ(r.out.find("cli test"), std::string::npos);
+  r = RunAs(nobody, {BuildPath("recorder/cli/recorder"), "--store", dir_.path(), "list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 1u);
+  r = RunAs(nobody, {BuildPath("recorder/cli/recorder"), "--store", dir_.path(), "sql",
+                     "SELECT * FROM records"});
+  EXPECT_NE(r.exit_code, 0);
 }
 
 TEST(StoreCliNoStoreTest, EmptyStoreListsNothingAndUnknownCommandFails) {

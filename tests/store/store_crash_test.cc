@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +199,60 @@ TEST(StoreCrashTest, FullDiskFailsCleanlyAndTheStoreStaysUsable) {
   auto reopened = Store::Open(mnt + "/store", TestOptions());
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ((*reopened)->List({})->size(), 2u);
+}
+
+// Item 7 of issue 11: with the filesystem 90% full of files that are not the
+// store's, keep-free cannot be met by deleting records; a commit used to
+// delete every older record anyway. Now it deletes none and says so.
+TEST(StoreCrashTest, KeepFreeOnAFilesystemFullOfForeignFilesDeletesNothing) {
+  TempDir d;
+  std::string mnt = d.path() + "/small";
+  SmallTmpfs fs(mnt, "8m");
+  ASSERT_TRUE(fs.ok()) << "mounting a tmpfs needs root: " << std::strerror(fs.err());
+  StoreOptions o = TestOptions();
+  o.apply_retention_on_commit = true;  // systemd-like defaults: keep-free 15%
+  auto s = Store::Open(mnt + "/store", o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  std::vector<std::string> older;
+  for (int i = 0; i < 3; ++i) {
+    auto r = testing::WriteSmallRecord(**s, "older record " + std::to_string(i),
+                                       {{"crash", {{"uid", 1000 + i}}}});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    older.push_back(r->id);
+  }
+  // Someone else's file fills the filesystem to 90%.
+  struct statvfs v {};
+  ASSERT_EQ(statvfs(mnt.c_str(), &v), 0);
+  uint64_t size = static_cast<uint64_t>(v.f_blocks) * v.f_frsize;
+  uint64_t used = size - static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+  {
+    std::ofstream foreign(mnt + "/someone-elses-file", std::ios::binary);
+    std::string block(1 << 16, 'z');
+    for (uint64_t n = used; n < size * 9 / 10; n += block.size()) foreign << block;
+  }
+  auto dump = testing::WriteSmallRecord(**s, "new dump");
+  ASSERT_TRUE(dump.ok()) << dump.status().message();
+  // Committed, with a note saying why retention did nothing; nothing older lost.
+  ASSERT_TRUE(dump->meta.contains("store_notes")) << dump->meta.dump();
+  EXPECT_NE(dump->meta["store_notes"].dump().find("keep-free"), std::string::npos);
+  EXPECT_NE(dump->meta["store_notes"].dump().find("nothing was removed"), std::string::npos);
+  EXPECT_EQ((*s)->List({})->size(), 4u);
+  for (const auto& id : older) EXPECT_TRUE((*s)->Get(id).ok()) << id;
+  auto rep = (*s)->Vacuum({});
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->refused);
+  EXPECT_TRUE(rep->removed.empty());
+  // When removing records can meet keep-free, it still does: one byte more
+  // than is free takes exactly one record.
+  std::filesystem::remove(mnt + "/someone-elses-file");
+  ASSERT_EQ(statvfs(mnt.c_str(), &v), 0);
+  RetentionLimits lim;
+  lim.keep_free = static_cast<uint64_t>(v.f_bavail) * v.f_frsize + 1;
+  rep = (*s)->Vacuum(lim);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_FALSE(rep->refused);
+  EXPECT_EQ(rep->removed.size(), 1u);
+  EXPECT_EQ((*s)->List({})->size(), 3u);
 }
 
 }  // namespace

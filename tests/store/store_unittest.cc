@@ -5,8 +5,13 @@
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <chrono>
 #include <random>
 
+#include <fmt/format.h>
+
+#include "store/untrusted_json.h"
 #include "tests/store/test_util.h"
 
 namespace flightrec::store {
@@ -15,6 +20,17 @@ namespace {
 using testing::TempDir;
 using testing::TestOptions;
 using testing::WriteSmallRecord;
+
+// Runs fn in a child process: a hostile file that crashed the code under test
+// must fail the test, not kill the test binary. Returns the child's status.
+template <typename Fn>
+int InChild(Fn fn) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(fn());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
 
 std::string Pattern(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -268,6 +284,136 @@ TEST(RecoveryTest, StrayTemporariesGoUnindexedFilesReturnMissingFilesAreMarked) 
   EXPECT_EQ(*(*(*s)->OpenRecord(kept_id))->ReadSection("events"), "kept");
 }
 
+TEST(RecoveryTest, HostileRecordFilesAreQuarantinedAndTheStoreKeepsWorking) {
+  TempDir d;
+  {
+    auto s = Store::Open(d.path(), TestOptions());
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(WriteSmallRecord(**s, "before").ok());
+  }
+  auto hostile = testing::HostileRecords();
+  for (const auto& [name, bytes] : hostile) {
+    std::ofstream(d.path() + "/" + name, std::ios::binary) << bytes;
+  }
+  int status = InChild([&] {
+    auto s = Store::Open(d.path(), TestOptions());
+    return s.ok() ? 0 : 1;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "recovery was killed by signal " << WTERMSIG(status);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto s = Store::Open(d.path(), TestOptions());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  for (const auto& [name, bytes] : hostile) {
+    EXPECT_FALSE(std::filesystem::exists(d.path() + "/" + name)) << name;
+    // Moved aside with its bytes intact, never deleted.
+    std::ifstream in(d.path() + "/quarantine/" + name, std::ios::binary);
+    std::string kept((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(kept, bytes) << name;
+  }
+  EXPECT_EQ((*s)->List({})->size(), 1u);
+  // A record committed afterwards is indexed as usual.
+  auto after = WriteSmallRecord(**s, "after");
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  auto again = Store::Open(d.path(), TestOptions());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->List({})->size(), 2u);
+  EXPECT_EQ((*again)->recovery().quarantined.size(), 0u);
+}
+
+TEST(RecoveryTest, QuarantineReportsEachFileAndWhy) {
+  TempDir d;
+  ASSERT_TRUE(Store::Open(d.path(), TestOptions()).ok());
+  auto hostile = testing::HostileRecords();
+  std::ofstream(d.path() + "/" + hostile[0].first, std::ios::binary) << hostile[0].second;
+  auto s = Store::Open(d.path(), TestOptions());
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ((*s)->recovery().quarantined.size(), 1u);
+  const std::string& line = (*s)->recovery().quarantined[0];
+  EXPECT_NE(line.find(hostile[0].first), std::string::npos) << line;
+  EXPECT_NE(line.find("nested deeper than 64"), std::string::npos) << line;
+  EXPECT_EQ((*s)->recovery().unreadable, 1);
+}
+
+TEST(RecoveryTest, WrongTypesInMetaAreIndexedWithDefaultsNotFatal) {
+  TempDir d;
+  ASSERT_TRUE(Store::Open(d.path(), TestOptions()).ok());
+  std::string id = "20200101T000000Z-0000aa";
+  std::string toc = R"({"sections":[],"meta":{"reason":5,"start_ns":"x","end_ns":[],)"
+                    R"("owner_uid":"me","pids":["a"],)"
+                    R"("processes":[{"pid":"x","exe":5,"comm":{},"uid":"r"},7],)"
+                    R"("crash":{"pid":"x","tid":[],"exe":[],"signal":"s","dumpable":"yes",)"
+                    R"("uid":"u","history":5,"core_size":"big","truncated":1},)"
+                    R"("cookies":[{"build_id":1,"path":2,"dev":"d","ino":{}},"x"]}})";
+  std::ofstream(d.path() + "/" + id + ".frec", std::ios::binary)
+      << testing::CraftRecord(testing::GoodHeader(id), toc);
+  int status = InChild([&] {
+    auto s = Store::Open(d.path(), TestOptions());
+    return s.ok() ? 0 : 1;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "recovery was killed by signal " << WTERMSIG(status);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto s = Store::Open(d.path(), TestOptions());
+  ASSERT_TRUE(s.ok());
+  auto row = (*s)->Get(id);
+  ASSERT_TRUE(row.ok()) << row.status().message();
+  EXPECT_EQ(row->reason, "");
+  EXPECT_EQ(row->start_ns, 0);
+}
+
+TEST(UntrustedJsonTest, BracketsInsideStringsDoNotCountAndLimitsHold) {
+  EXPECT_EQ(ScanJson(R"({"a":"[[[\"[[{{","b":[1,[2]]})").depth, 3u);
+  EXPECT_EQ(ScanJson(R"({"a":"\\"})").depth, 1u);  // an escaped backslash ends nothing
+  EXPECT_TRUE(ParseUntrustedJson(testing::Nested(64), "t").ok());
+  auto deep = ParseUntrustedJson(testing::Nested(65), "t");
+  EXPECT_EQ(deep.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(deep.status().message().find("nested deeper than 64"), std::string::npos);
+  EXPECT_FALSE(ParseUntrustedJson("[1,2,3,4]", "t", 64, 3).ok());
+  EXPECT_FALSE(ParseUntrustedJson("{\"a\":", "t").ok());
+  // Checked reads never throw on a wrong type.
+  nlohmann::json o = {{"i", "x"}, {"s", 5}, {"b", 1}, {"o", 2}};
+  EXPECT_EQ(JsonInt(o, "i", 7), 7);
+  EXPECT_EQ(JsonStr(o, "s", "d"), "d");
+  EXPECT_TRUE(JsonBool(o, "b", true));
+  EXPECT_TRUE(JsonObj(o, "o").empty());
+  EXPECT_EQ(JsonInt(nlohmann::json::array(), "i", 3), 3);
+}
+
+TEST(RecordFileTest, NullOrAbsentMetaReadsAsEmpty) {
+  // Records committed with `{}` (a JSON null) before Commit normalised it.
+  TempDir d;
+  for (const char* toc : {R"({"sections":[],"meta":null})", R"({"sections":[]})"}) {
+    std::string p = d.path() + "/r.frec";
+    std::ofstream(p, std::ios::binary | std::ios::trunc)
+        << testing::CraftRecord(testing::GoodHeader("20200101T000000Z-0000ac"), toc);
+    auto r = RecordReader::Open(p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE((*r)->meta().is_object());
+  }
+}
+
+TEST(RecordFileTest, HugeSectionCountIsRefusedQuickly) {
+  TempDir d;
+  nlohmann::json secs = nlohmann::json::array();
+  for (int i = 0; i < 100000; ++i) {
+    secs.push_back({{"name", fmt::format("s{}", i)},
+                    {"offset", 100},
+                    {"stored_size", 0},
+                    {"raw_size", 0},
+                    {"xxh3", "2d06800538d394c2"},
+                    {"frames", nlohmann::json::array()}});
+  }
+  std::string id = "20200101T000000Z-0000ab";
+  std::string p = d.path() + "/" + id + ".frec";
+  std::ofstream(p, std::ios::binary) << testing::CraftRecord(
+      testing::GoodHeader(id), nlohmann::json{{"sections", secs}, {"meta", {}}}.dump(),
+      std::string(68, 'x'));
+  auto start = std::chrono::steady_clock::now();
+  auto r = RecordReader::Open(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sections"), std::string::npos) << r.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
 TEST(RecoveryTest, LiveWritersTemporaryIsLeftAlone) {
   TempDir d;
   auto s = Store::Open(d.path(), TestOptions());
@@ -302,6 +448,57 @@ TEST(StoreTest, NewStoreIsPrivate) {
   auto rec = WriteSmallRecord(**s, "x");
   ASSERT_EQ(stat((d.path() + "/new/" + rec->file).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// Item 8 of issue 11: index.sqlite was created 0644, so any user read every
+// user's crash metadata.
+TEST(StoreTest, IndexIsPrivateAndOtherUsersCannotReadIt) {
+  TempDir d;
+  std::string dir = d.path() + "/store";
+  {
+    auto s = Store::Open(dir, TestOptions());
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(WriteSmallRecord(**s, "x").ok());
+    struct stat st {};
+    for (const char* f : {"/index.sqlite", "/index.sqlite-wal", "/index.sqlite-shm"}) {
+      ASSERT_EQ(stat((dir + f).c_str(), &st), 0) << f;
+      EXPECT_EQ(st.st_mode & 0077, 0u) << f << " is " << std::oct << (st.st_mode & 0777);
+    }
+  }
+  // A store made before the fix (or by hand): world-readable index, world-
+  // writable directory. Fixed by the next open.
+  ASSERT_EQ(chmod((dir + "/index.sqlite").c_str(), 0644), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+  {
+    auto s = Store::Open(dir, TestOptions());
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(WriteSmallRecord(**s, "y").ok());
+  }
+  struct stat st {};
+  ASSERT_EQ(stat((dir + "/index.sqlite").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0022, 0u);
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  // As installed (`recorder coredump install`): the store traversable so that
+  // users reach the record files granted to them; the index still closed.
+  ASSERT_EQ(chmod(d.path().c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  int status = InChild([&] {
+    if (setgid(65534) != 0 || setuid(65534) != 0) return 3;
+    int fd = open((dir + "/index.sqlite").c_str(), O_RDONLY);
+    if (fd >= 0) return 1;  // read every user's metadata
+    if (errno != EACCES) return 2;
+    // sqlite's own read-only open fails too.
+    auto s = Store::Open(dir, [] {
+      StoreOptions o = TestOptions();
+      o.read_only = true;
+      return o;
+    }());
+    return !s.ok() && s.status().code() == StatusCode::kPermissionDenied ? 0 : 4;
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: nobody read the index; 4: no clear permission error";
 }
 
 TEST(StoreTest, SqlIsReadOnly) {
@@ -361,14 +558,97 @@ TEST(RetentionTest, LimitsApplyInTheDocumentedOrderOldestFirst) {
   EXPECT_EQ(rep->reasons[2], "max_use");
   EXPECT_FALSE(std::filesystem::exists(d.path() + "/" + rows[0].file));
   EXPECT_EQ((*s)->List({})->size(), 3u);
-  // keep_free larger than the filesystem: everything goes but the record being kept.
+  // keep_free larger than the filesystem: removing every record could not meet
+  // it, so nothing goes (issue 11, item 7: it used to wipe the store).
   RetentionLimits all;
   all.keep_free = ~0ull;
   rep = (*s)->Vacuum(all, false, rows[5].id);
   ASSERT_TRUE(rep.ok());
-  EXPECT_EQ(rep->reasons.back(), "keep_free");
-  ASSERT_EQ((*s)->List({})->size(), 1u);
-  EXPECT_EQ((*s)->List({})->at(0).id, rows[5].id);
+  EXPECT_TRUE(rep->refused);
+  EXPECT_TRUE(rep->removed.empty());
+  ASSERT_EQ(rep->notes.size(), 1u);
+  EXPECT_NE(rep->notes[0].find("cannot be met"), std::string::npos) << rep->notes[0];
+  EXPECT_EQ((*s)->List({})->size(), 3u);
+}
+
+// Item 7 of issue 11: one user's big crash used to evict root's older
+// records and the user's own history dump (oldest first, whoever owned it).
+TEST(RetentionTest, SpaceIsReclaimedFromTheHeaviestUserAndProtectedHistorySurvives) {
+  TempDir d;
+  auto s = Store::Open(d.path(), TestOptions());
+  ASSERT_TRUE(s.ok());
+  auto crash_meta = [](int uid, const std::string& history = "") {
+    return nlohmann::json{{"crash", {{"uid", uid}, {"pid", 1}, {"history", history}}}};
+  };
+  std::mt19937_64 rng(7);
+  auto noise = [&](size_t n) {  // incompressible, so sizes are predictable
+    std::string b(n, '\0');
+    for (auto& c : b) c = static_cast<char>(rng());
+    return b;
+  };
+  auto root1 = WriteSmallRecord(**s, noise(30000), crash_meta(0));
+  auto root2 = WriteSmallRecord(**s, noise(30000), crash_meta(0));
+  // recorderd's history dump for user 1000's coming crash: written as root,
+  // with no owner of its own.
+  auto history = WriteSmallRecord(**s, noise(60000));
+  auto user_old = WriteSmallRecord(**s, noise(60000), crash_meta(1000));
+  ASSERT_TRUE(root1.ok() && root2.ok() && history.ok() && user_old.ok());
+  EXPECT_EQ(history->owner_uid, 0u);
+  EXPECT_EQ(user_old->owner_uid, 1000u);
+  uint64_t before = *(*s)->TotalBytes();
+
+  StoreOptions o = TestOptions();
+  o.apply_retention_on_commit = true;
+  o.retention.keep_free = 0;
+  o.retention.max_use = before + 80000;  // the new crash pushes it ~50 KB over
+  auto s2 = Store::Open(d.path(), o);
+  ASSERT_TRUE(s2.ok());
+  auto user_new = WriteSmallRecord(**s2, noise(130000), crash_meta(1000, history->id));
+  ASSERT_TRUE(user_new.ok()) << user_new.status().message();
+  // The history now belongs to user 1000 (for accounting), and survives.
+  EXPECT_EQ((*s2)->Get(history->id)->owner_uid, 1000u);
+  EXPECT_TRUE((*s2)->Get(history->id).ok());
+  EXPECT_TRUE((*s2)->Get(root1->id).ok()) << "root's record was evicted by another user's crash";
+  EXPECT_TRUE((*s2)->Get(root2->id).ok());
+  EXPECT_FALSE((*s2)->Get(user_old->id).ok()) << "the user's own older crash should go first";
+  EXPECT_TRUE((*s2)->Get(user_new->id).ok());
+
+  // An explicit protect set is honoured by Vacuum and Commit.
+  RetentionLimits all;
+  all.keep_free = 0;
+  all.max_use = 0;
+  auto rep = (*s2)->Vacuum(all, /*dry_run=*/true, std::set<std::string>{root1->id});
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(std::count(rep->removed.begin(), rep->removed.end(), root1->id), 0);
+  EXPECT_EQ(rep->removed.size(), 3u);
+}
+
+TEST(IndexTest, VersionOneIndexMigratesOwnersFromCrashes) {
+  TempDir d;
+  std::string crash_id, hist_id;
+  {
+    auto s = Store::Open(d.path(), TestOptions());
+    ASSERT_TRUE(s.ok());
+    hist_id = WriteSmallRecord(**s, "h")->id;
+    crash_id = WriteSmallRecord(**s, "c", {{"crash", {{"uid", 1234}, {"history", hist_id}}}})->id;
+  }
+  {
+    // Back to what a version 1 index holds.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((d.path() + "/index.sqlite").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db,
+                     "DROP INDEX records_by_owner; ALTER TABLE records DROP COLUMN owner_uid; "
+                     "PRAGMA user_version=1",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK)
+        << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  auto s = Store::Open(d.path(), TestOptions());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ((*s)->Get(crash_id)->owner_uid, 1234u);
+  EXPECT_EQ((*s)->Get(hist_id)->owner_uid, 1234u);
 }
 
 TEST(RetentionTest, DefaultsFollowSystemdCoredump) {
