@@ -155,6 +155,7 @@ void Daemon::RegisterHandlers() {
                     // Records for anyone but root carry no kernel address.
                     ASSIGN_OR_RETURN(uint32_t owner, RecordOwner(c, p));
                     if (owner != 0) req.kernel_frames = options_.kernel_frames_for_users;
+                    req.owner_uid = owner;
                     req.last_ns = p.value("last_ns", options_.default_last_ns);
                     if (req.last_ns <= 0) return InvalidArgument("last_ns must be positive");
                     req.reason = p.value("reason", std::string("manual"));

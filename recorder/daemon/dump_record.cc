@@ -263,7 +263,9 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                          {"event", backend_description.value("event", "")},
                          {"history_source", snap.source.value("kind", "")},
                          {"cookies", cookies.ToJson()}};
-  ASSIGN_OR_RETURN(store::RecordRow row, store.Commit(std::move(rec), meta));
+  ASSIGN_OR_RETURN(store::RecordRow row,
+                   store.Commit(std::move(rec), meta,
+                                store::CommitOptions{.protect = {}, .owner_uid = req.owner_uid}));
   DumpResult r;
   r.row = row;
   r.samples = snap.samples.size();

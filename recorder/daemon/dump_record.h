@@ -42,6 +42,9 @@ struct DumpRequest {
   // shows it, and a test checks it equals the replay of the record.
   bool live_attribution = false;
   KernelFrames kernel_frames = KernelFrames::kAddresses;
+  // Whose space the record uses for retention (the crashed uid for the hook's
+  // history, the requester otherwise): one user's dumps never evict another's.
+  uint32_t owner_uid = 0;
 };
 
 struct DumpResult {
