@@ -17,10 +17,31 @@ set +e
 ctest --test-dir "$BUILD_DIR" --output-on-failure "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
+
+# The record fuzz job (scripts/fuzz.sh: clang, ASan/UBSan, the regression
+# corpus then ${FUZZ_SECONDS:-120} s of fuzzing, its own build-fuzz/). Counted
+# as one more test: any finding fails the run.
+fuzz_log=$(mktemp)
+trap 'rm -f "$log" "$fuzz_log"' EXIT
+fuzz_failed=0
+if scripts/fuzz.sh >"$fuzz_log" 2>&1; then
+  tail -n 3 "$fuzz_log"
+else
+  tail -n 60 "$fuzz_log"
+  echo "test.sh: scripts/fuzz.sh failed (a finding is in build-fuzz/findings/)" >&2
+  fuzz_failed=1
+  rc=1
+fi
 # A skipped test hides a missing feature: CTest's "Not Run"/"Skipped" and
 # GoogleTest's "[  SKIPPED ]" both count as failures here.
 if grep -Eq '\*\*\*Skipped|Not Run|\[  SKIPPED \]' "$log"; then
   echo "test.sh: some tests were skipped; that counts as a failure" >&2
   rc=1
+fi
+# The last line is the count, ctest's tests plus the fuzz job.
+if summary=$(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$log" | tail -n 1); then
+  failed=$(echo "$summary" | awk '{print $1}')
+  total=$(echo "$summary" | awk '{print $NF}')
+  echo "$((total - failed + 1 - fuzz_failed)) passed, $((failed + fuzz_failed)) failed"
 fi
 exit "$rc"

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "common/units.h"
 #include "recorder/daemon/dump_record.h"
 #include "recorder/model/event_codec.h"
@@ -136,12 +137,11 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
         info.id));
   }
   ASSIGN_OR_RETURN(std::string text, reader.ReadSection("live_attribution"));
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = json::ParseBounded(text);
   if (j.is_discarded() || !j.is_object()) {
     return Corrupt(fmt::format("record {}: section live_attribution is not JSON", info.id));
   }
-  ASSIGN_OR_RETURN(auto cookies,
-                   attribution::CookieTable::FromJson(j.value("cookies", nlohmann::json::array())));
+  ASSIGN_OR_RETURN(auto cookies, attribution::CookieTable::FromJson(json::Array(j, "cookies")));
   Resolver resolver(&cookies, &ksyms, opts.source_lines);
   try {
     for (const auto& s : j.at("samples")) {
@@ -346,9 +346,10 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   info.kind = reader.header().kind;
   info.config = dump.config;
   info.loss = dump.loss;
-  info.mono_to_wall_ns = dump.config.value("mono_to_wall_ns", int64_t{0});
-  info.window_start_ns = dump.config.value("window_start_mono_ns", uint64_t{0});
-  info.window_end_ns = dump.config.value("freeze_time_mono_ns", uint64_t{0});
+  // The config section is the record's word, checked like any input.
+  info.mono_to_wall_ns = json::Get<int64_t>(dump.config, "mono_to_wall_ns", 0);
+  info.window_start_ns = json::Get<uint64_t>(dump.config, "window_start_mono_ns", 0);
+  info.window_end_ns = json::Get<uint64_t>(dump.config, "freeze_time_mono_ns", 0);
   if (on_info) on_info(info);
 
   ReplayStats stats;

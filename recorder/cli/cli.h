@@ -40,7 +40,28 @@ void AddExportCommands(CLI::App& app, CliContext& ctx);
 // recorder crash list|info|core|debug, recorder coredump install|uninstall.
 void AddCrashCommands(CLI::App& app, CliContext& ctx);
 
-// Prints rows as an aligned text table.
+// `recorder crash info` of one crash record, printed to stdout: `meta` is the
+// record's index metadata, `hreader` the linked history record `hid` (nullptr
+// when there is none: `history_error` then says why, if it should). Every
+// value is checked: a hostile record prints what it can, never crashes.
+Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
+                      const store::RecordReader& reader, const std::string& hid,
+                      const store::RecordReader* hreader, std::string history_error, bool as_json,
+                      bool show_maps, int bins);
+
+// Every output variant of a command group on one record, printed to stdout,
+// returning the first error: the fuzz harness's way into each command's
+// decode path (fuzz/record_decode.cc). Report: each --sort, text and --json;
+// timeline: --by function/comm, text and --json. Script: text and --json,
+// re-attributed and --live. Export: every format. Crash: list (text, --json)
+// and info (text, --json, --maps) with the record as its own history.
+Status ExerciseReportCommands(const store::RecordReader& reader);
+Status ExerciseScriptCommand(const store::RecordReader& reader);
+Status ExerciseExportCommand(const store::RecordReader& reader);
+Status ExerciseCrashCommands(const store::RecordReader& reader);
+
+// Prints rows as an aligned text table. Cells are escaped for the terminal
+// (EscapeForTerminal), so any text from a record may be put in them.
 std::string FormatTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);
 

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 
+#include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/query_args.h"
 #include "recorder/export/export.h"
@@ -24,6 +26,22 @@ struct ExportArgs : QueryArgs {
   std::string output;
   std::string title;
 };
+
+// Replays the record into the exporter, which writes to out.
+StatusOr<analysis::ReplayStats> ExportTo(const store::RecordReader& reader,
+                                         const analysis::ReplayOptions& opts,
+                                         exporter::Exporter* ex, std::ostream* out) {
+  bool begun = false;
+  ASSIGN_OR_RETURN(auto stats, analysis::Replay(
+                                   reader, opts,
+                                   [&](const analysis::RecordInfo& info) {
+                                     ex->Begin(info, out);
+                                     begun = true;
+                                   },
+                                   [&](const analysis::ResolvedSample& s) { ex->Add(s); }));
+  if (begun) RETURN_IF_ERROR(ex->Finish());
+  return stats;
+}
 
 Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   exporter::ExportOptions eo;
@@ -49,20 +67,13 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   auto cleanup = [&] {
     if (!tmp.empty()) unlink(tmp.c_str());
   };
-  bool begun = false;
-  auto stats = analysis::Replay(
-      *reader, opts,
-      [&](const analysis::RecordInfo& info) {
-        ex->Begin(info, out);
-        begun = true;
-      },
-      [&](const analysis::ResolvedSample& s) { ex->Add(s); });
+  auto stats = ExportTo(*reader, opts, ex.get(), out);
   if (!stats.ok()) {
     cleanup();
     return stats.status();
   }
-  Status st = begun ? ex->Finish() : OkStatus();
-  if (st.ok() && !to_stdout) {
+  Status st;
+  if (!to_stdout) {
     file.flush();
     if (!file) st = ErrnoStatus(fmt::format("writing {}", a.output));
     file.close();
@@ -81,12 +92,25 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   // Incomplete stacks end in a "[truncated...]" frame in the file; here is
   // how many there are, why, and where they stopped.
   for (const auto& line : unwind::DescribeUnwindStats(stats->unwind)) {
-    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fprintf(stderr, "%s\n", EscapeForTerminal(line).c_str());
   }
   return AllExecutablesGone(reader->meta(), stats->pids);
 }
 
 }  // namespace
+
+Status ExerciseExportCommand(const store::RecordReader& reader) {
+  Status first;
+  for (const auto& format : exporter::ExportFormats()) {
+    ASSIGN_OR_RETURN(auto ex, exporter::MakeExporter(format, {}));
+    analysis::ReplayOptions opts;
+    opts.progress = false;
+    std::ostringstream out;
+    auto st = ExportTo(reader, opts, ex.get(), &out);
+    if (first.ok() && !st.ok()) first = st.status();
+  }
+  return first;
+}
 
 void AddExportCommands(CLI::App& app, CliContext& ctx) {
   auto ea = std::make_shared<ExportArgs>();

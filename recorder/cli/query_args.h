@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/checked_json.h"
 #include "common/status.h"
 #include "common/units.h"
 #include "recorder/analysis/replay.h"
@@ -28,6 +29,7 @@ struct QueryArgs {
   std::string since;  // offset from the window start, e.g. 1.5s
   std::string until;
   bool json = false;
+  bool progress = true;  // off for the fuzz harness (not an option)
 
   void Register(CLI::App* cmd, bool json_flag = true) {
     cmd->add_option("ID", id, "Record id, unique prefix, or -1 for the newest")->required();
@@ -41,6 +43,7 @@ struct QueryArgs {
 
   StatusOr<analysis::ReplayOptions> Options() const {
     analysis::ReplayOptions o;
+    o.progress = progress;
     if (pid >= 0) o.pid = static_cast<uint32_t>(pid);
     if (tid >= 0) o.tid = static_cast<uint32_t>(tid);
     if (!since.empty()) {
@@ -67,9 +70,9 @@ struct QueryArgs {
 inline Status AllExecutablesGone(const nlohmann::json& meta,
                                  const std::unordered_set<uint32_t>& pids) {
   std::set<std::string> exes, missing;
-  for (const auto& p : meta.value("processes", nlohmann::json::array())) {
-    std::string exe = p.value("exe", "");
-    if (exe.empty() || pids.count(p.value("pid", 0u)) == 0) continue;
+  for (const auto& p : json::Array(meta, "processes")) {
+    std::string exe = json::Str(p, "exe");
+    if (exe.empty() || pids.count(json::Get<uint32_t>(p, "pid", 0)) == 0) continue;
     exes.insert(exe);
     if (access(exe.c_str(), F_OK) != 0) missing.insert(exe);
   }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
 
 namespace flightrec::recorder::cli {
@@ -19,7 +20,14 @@ StatusOr<std::unique_ptr<store::Store>> CliContext::OpenStore(bool create) const
 }
 
 std::string FormatTable(const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows) {
+                        const std::vector<std::vector<std::string>>& raw_rows) {
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(raw_rows.size());
+  for (const auto& r : raw_rows) {
+    std::vector<std::string> row;
+    for (const auto& cell : r) row.push_back(EscapeForTerminal(cell));
+    rows.push_back(std::move(row));
+  }
   std::vector<size_t> width(header.size());
   for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
   for (const auto& r : rows) {
@@ -72,9 +80,18 @@ int RecorderMain(int argc, char** argv) {
     return app.exit(e);
   }
   if (!ctx.action) return 0;
-  Status st = ctx.action();
+  Status st;
+  try {
+    st = ctx.action();
+  } catch (const std::exception& e) {
+    // Every decoder returns a Status; this is the last line of defence, so
+    // that a case one of them missed is an error message, never an abort
+    // (the fuzz harness does not catch, so such cases still get found).
+    st = Internal(std::string("unexpected error: ") + e.what());
+  }
   if (!st.ok()) {
-    std::fprintf(stderr, "recorder: error: %s\n", st.message().c_str());
+    // Messages quote names from records and files: escaped like the output.
+    std::fprintf(stderr, "recorder: error: %s\n", EscapeForTerminal(st.message()).c_str());
     return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   return 0;

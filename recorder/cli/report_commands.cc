@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/checked_json.h"
+#include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/analysis/replay.h"
 #include "recorder/cli/cli.h"
@@ -27,14 +29,16 @@ namespace {
 std::string LossLine(const nlohmann::json& loss) {
   if (!loss.is_object()) return "";
   return fmt::format(", lost: {} paused, {} overwritten, {} outside window",
-                     loss.value("paused", uint64_t{0}), loss.value("overwritten", uint64_t{0}),
-                     loss.value("outside_window", uint64_t{0}));
+                     json::Get<uint64_t>(loss, "paused", 0),
+                     json::Get<uint64_t>(loss, "overwritten", 0),
+                     json::Get<uint64_t>(loss, "outside_window", 0));
 }
 
 // "# DWARF unwinding: ..." lines: how many user stacks were complete, and
 // where and why the others stopped. Nothing for records without DWARF stacks.
 void PrintUnwindSummary(const unwind::UnwindStats& u) {
-  for (const auto& line : unwind::DescribeUnwindStats(u)) std::printf("# %s\n", line.c_str());
+  for (const auto& line : unwind::DescribeUnwindStats(u))
+    std::printf("# %s\n", EscapeForTerminal(line).c_str());
 }
 
 // --------------------------------------------------------------- report
@@ -54,15 +58,9 @@ struct Row {
   uint64_t seen = 0;  // last stack (or sample) that counted this row's children
 };
 
-Status RunReport(const CliContext& ctx, const ReportArgs& a) {
-  if (a.sort != "symbol" && a.sort != "dso" && a.sort != "pid" && a.sort != "tid" &&
-      a.sort != "comm") {
-    return InvalidArgument("--sort must be one of symbol, dso, pid, tid, comm");
-  }
+Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   ASSIGN_OR_RETURN(auto opts, a.Options());
   opts.source_lines = false;  // rows are functions
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
   std::vector<Row> rows;
   std::unordered_map<std::string, size_t> by_key;
   // Symbols are cached by the replay, so a pointer identifies a frame's row
@@ -173,10 +171,13 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
     }
     out["loss"] = info.loss;
     out["unwind"] = unwind::UnwindStatsJson(stats.unwind);
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", json::Dump(out, 2).c_str());
     return AllExecutablesGone(reader->meta(), sampled_pids);
   }
-  std::printf("# record %s: %llu samples%s\n", info.id.c_str(),
+  // Ids, file, function and process names come from the record (and the
+  // binaries it names): escaped for the terminal. (FormatTable escapes its
+  // cells.)
+  std::printf("# record %s: %llu samples%s\n", EscapeForTerminal(info.id).c_str(),
               static_cast<unsigned long long>(total), LossLine(info.loss).c_str());
   if (stats.filtered) {
     std::printf("# %llu samples left out by --pid/--tid/--since/--until\n",
@@ -187,10 +188,11 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
     std::printf(
         "# warning: %s changed since the record was made (build-id differs); its samples "
         "are shown as offsets, not attributed to the new file's symbols\n",
-        f.c_str());
+        EscapeForTerminal(f).c_str());
   }
   for (const auto& f : missing_files) {
-    std::printf("# warning: %s is gone; its samples are shown as file offsets\n", f.c_str());
+    std::printf("# warning: %s is gone; its samples are shown as file offsets\n",
+                EscapeForTerminal(f).c_str());
   }
   std::vector<std::vector<std::string>> table;
   size_t n = 0;
@@ -209,12 +211,26 @@ Status RunReport(const CliContext& ctx, const ReportArgs& a) {
   return AllExecutablesGone(reader->meta(), sampled_pids);
 }
 
+Status RunReport(const CliContext& ctx, const ReportArgs& a) {
+  if (a.sort != "symbol" && a.sort != "dso" && a.sort != "pid" && a.sort != "tid" &&
+      a.sort != "comm") {
+    return InvalidArgument("--sort must be one of symbol, dso, pid, tid, comm");
+  }
+  RETURN_IF_ERROR(a.Options().status());
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  return ReportOn(reader.get(), a);
+}
+
 // ------------------------------------------------------------- timeline
 
 struct TimelineArgs : QueryArgs {
   int bins = 0;  // 0 = fit the terminal (or 40 when not a terminal)
   std::string by = "function";
 };
+
+Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
+                  analysis::ReplayOptions opts, int bins);
 
 Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
   if (a.by != "function" && a.by != "comm") {
@@ -233,6 +249,11 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
   if (bins < 1 || bins > 10000) return InvalidArgument("--bins must be between 1 and 10000");
   ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
   ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  return TimelineOn(reader.get(), a, opts, bins);
+}
+
+Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
+                  analysis::ReplayOptions opts, int bins) {
   analysis::RecordInfo info;
   // Samples are buffered as (time, cpu, thread, label) so the window can be
   // taken from the samples when the record does not state it.
@@ -279,10 +300,11 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
                                          {"cpus", nlohmann::json::array()},
                                          {"threads", nlohmann::json::array()},
                                          {"unwind", unwind::UnwindStatsJson(stats.unwind)}}
-                              .dump(2)
+                              .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                               .c_str());
     } else {
-      std::printf("# record %s: no samples in the selected window\n", info.id.c_str());
+      std::printf("# record %s: no samples in the selected window\n",
+                  EscapeForTerminal(info.id).c_str());
       PrintUnwindSummary(stats.unwind);
     }
     return OkStatus();
@@ -315,7 +337,7 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
                                 {"samples", lane.samples},
                                 {"bins", tb.LaneJson(lane)}});
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", json::Dump(out, 2).c_str());
     return AllExecutablesGone(reader->meta(), stats.pids);
   }
   // Text: one character per bin, a letter per label (most samples first), '.'
@@ -325,8 +347,8 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
   const TimelineLegend legend(every);
   auto lane_text = [&](const TimelineLane& lane) { return legend.LaneText(lane); };
   const double width = tb.width_ns();
-  std::printf("# record %s: %.3f s from %s, %d bins of %s, by %s\n", info.id.c_str(),
-              (end - start) / 1e9,
+  std::printf("# record %s: %.3f s from %s, %d bins of %s, by %s\n",
+              EscapeForTerminal(info.id).c_str(), (end - start) / 1e9,
               FormatTimeNs(static_cast<int64_t>(start) + info.mono_to_wall_ns).c_str(), bins,
               FormatDurationNs(static_cast<int64_t>(width)).c_str(), a.by.c_str());
   PrintUnwindSummary(stats.unwind);
@@ -337,20 +359,49 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
   }
   std::printf("\nTHREAD\n");
   for (const auto& [key, lane] : threads) {
+    // Cut before escaping, so an escape sequence is never cut in half.
     std::string title = fmt::format("{} {}/{}", comm_of[key], key.first, key.second);
     if (title.size() > 24) title = title.substr(0, 24);
+    title = EscapeForTerminal(title);
     std::printf("  %-24s |%s| %llu\n", title.c_str(), lane_text(lane).c_str(),
                 static_cast<unsigned long long>(lane.samples));
   }
   std::printf("\nLEGEND (letter = what ran most in the bin)\n");
   for (const auto& [label, n] : legend.order()) {
-    std::printf("  %c  %s  (%llu samples)\n", legend.Letter(label), label.c_str(),
-                static_cast<unsigned long long>(n));
+    std::printf("  %c  %s  (%llu samples)\n", legend.Letter(label),
+                EscapeForTerminal(label).c_str(), static_cast<unsigned long long>(n));
   }
   return AllExecutablesGone(reader->meta(), stats.pids);
 }
 
 }  // namespace
+
+Status ExerciseReportCommands(const store::RecordReader& reader) {
+  Status first;
+  auto keep = [&](Status st) {
+    if (first.ok() && !st.ok()) first = st;
+  };
+  for (const char* sort : {"symbol", "dso", "pid", "tid", "comm"}) {
+    for (bool json : {false, true}) {
+      ReportArgs a;
+      a.sort = sort;
+      a.json = json;
+      a.children = json;
+      a.progress = false;
+      keep(ReportOn(&reader, a));
+    }
+  }
+  for (const char* by : {"function", "comm"}) {
+    for (bool json : {false, true}) {
+      TimelineArgs a;
+      a.by = by;
+      a.json = json;
+      a.progress = false;
+      keep(TimelineOn(&reader, a, *a.Options(), 16));
+    }
+  }
+  return first;
+}
 
 void AddReportCommands(CLI::App& app, CliContext& ctx) {
   auto ra = std::make_shared<ReportArgs>();

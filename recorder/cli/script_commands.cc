@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/checked_json.h"
+#include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/analysis/replay.h"
 #include "recorder/cli/cli.h"
@@ -21,16 +23,14 @@ struct ScriptArgs : QueryArgs {
   bool live = false;
 };
 
-Status RunScript(const CliContext& ctx, const ScriptArgs& a) {
+Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
   ASSIGN_OR_RETURN(analysis::ReplayOptions opts, a.Options());
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
   int64_t to_wall = 0;
   const bool json = a.json;
   opts.live = a.live;
   // The samples go to stdout line by line: a progress line on a terminal
   // would be mixed into them.
-  opts.progress = !isatty(STDOUT_FILENO);
+  opts.progress = a.progress && !isatty(STDOUT_FILENO);
   ASSIGN_OR_RETURN(
       auto stats,
       analysis::Replay(
@@ -59,28 +59,52 @@ Status RunScript(const CliContext& ctx, const ScriptArgs& a) {
               if (!s.unwind.status.empty()) {
                 line["unwind"] = {{"status", s.unwind.status}, {"where", s.unwind.where}};
               }
-              std::printf("%s\n", line.dump().c_str());
+              std::printf("%s\n", json::Dump(line).c_str());
               return;
             }
-            std::printf("%16s %6u/%-6u [%03u] %llu.%09llu:\n", s.comm.c_str(), s.pid, s.tid, s.cpu,
-                        static_cast<unsigned long long>(s.time_ns / 1000000000),
+            // Names come from the record and the binaries it names.
+            auto E = [](const std::string& t) { return EscapeForTerminal(t); };
+            std::printf("%16s %6u/%-6u [%03u] %llu.%09llu:\n", E(s.comm).c_str(), s.pid, s.tid,
+                        s.cpu, static_cast<unsigned long long>(s.time_ns / 1000000000),
                         static_cast<unsigned long long>(s.time_ns % 1000000000));
             for (const auto* f : rs.stack) {
               std::string where = f->file.empty() ? "" : fmt::format(" {}:{}", f->file, f->line);
               std::printf("\t%16llx %s%s (%s)%s\n", static_cast<unsigned long long>(f->offset),
-                          f->Display().c_str(), f->inlined ? " [inlined]" : "", f->dso.c_str(),
-                          where.c_str());
+                          E(f->Display()).c_str(), f->inlined ? " [inlined]" : "",
+                          E(f->dso).c_str(), E(where).c_str());
             }
             if (!s.unwind.status.empty() && s.unwind.status != "ok") {
-              std::printf("\t(stack incomplete: %s at %s)\n", s.unwind.status.c_str(),
-                          s.unwind.where.c_str());
+              std::printf("\t(stack incomplete: %s at %s)\n", E(s.unwind.status).c_str(),
+                          E(s.unwind.where).c_str());
             }
             std::printf("\n");
           }));
   return AllExecutablesGone(reader->meta(), stats.pids);
 }
 
+Status RunScript(const CliContext& ctx, const ScriptArgs& a) {
+  RETURN_IF_ERROR(a.Options().status());
+  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  return ScriptOn(reader.get(), a);
+}
+
 }  // namespace
+
+Status ExerciseScriptCommand(const store::RecordReader& reader) {
+  Status first;
+  for (bool live : {false, true}) {
+    for (bool json : {false, true}) {
+      ScriptArgs a;
+      a.live = live;
+      a.json = json;
+      a.progress = false;
+      Status st = ScriptOn(&reader, a);
+      if (first.ok() && !st.ok()) first = st;
+    }
+  }
+  return first;
+}
 
 void AddScriptCommands(CLI::App& app, CliContext& ctx) {
   auto a = std::make_shared<ScriptArgs>();

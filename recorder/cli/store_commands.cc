@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/checked_json.h"
+#include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/cli/cli.h"
 #include "store/untrusted_json.h"
@@ -157,7 +159,7 @@ Status RunList(const CliContext& ctx, const ListArgs& a) {
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) out.push_back(r.ToJson());
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", json::Dump(out, 2).c_str());
     return OkStatus();
   }
   if (rows.empty()) {
@@ -196,30 +198,32 @@ Status RunInfo(const CliContext& ctx, const std::string& id, bool json) {
     } else {
       out["error"] = reader.status().message();
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", json::Dump(out, 2).c_str());
     return reader.ok() ? OkStatus() : reader.status();
   }
-  std::printf("           ID: %s\n", row.id.c_str());
-  std::printf("         Kind: %s\n", row.kind.c_str());
-  if (!row.reason.empty()) std::printf("       Reason: %s\n", row.reason.c_str());
+  // Text from the record (names, paths, ids) is escaped for the terminal.
+  auto E = [](const std::string& t) { return EscapeForTerminal(t); };
+  std::printf("           ID: %s\n", E(row.id).c_str());
+  std::printf("         Kind: %s\n", E(row.kind).c_str());
+  if (!row.reason.empty()) std::printf("       Reason: %s\n", E(row.reason).c_str());
   std::printf("      Created: %s\n", FormatTimeNs(row.created_ns).c_str());
   if (row.start_ns != 0) {
     std::printf("       Window: %s .. %s (%s)\n", FormatTimeNs(row.start_ns).c_str(),
                 FormatTimeNs(row.end_ns).c_str(), Window(row).c_str());
   }
-  std::printf("         Host: %s\n", row.host.c_str());
-  std::printf("       Kernel: %s\n", row.kernel.c_str());
-  std::printf("      Boot ID: %s\n", row.boot_id.c_str());
-  std::printf("         File: %s/%s\n", s->dir().c_str(), row.file.c_str());
+  std::printf("         Host: %s\n", E(row.host).c_str());
+  std::printf("       Kernel: %s\n", E(row.kernel).c_str());
+  std::printf("      Boot ID: %s\n", E(row.boot_id).c_str());
+  std::printf("         File: %s/%s\n", E(s->dir()).c_str(), E(row.file).c_str());
   std::printf("         Size: %s stored, %s raw\n", FormatBytes(row.file_size).c_str(),
               FormatBytes(row.raw_size).c_str());
-  std::printf("        State: %s\n", row.state.c_str());
+  std::printf("        State: %s\n", E(row.state).c_str());
   if (row.meta.contains("crash") && row.meta["crash"].is_object()) {
     const auto& c = row.meta["crash"];
     std::printf("        Crash: pid %lld tid %lld %s %s\n",
-                static_cast<long long>(store::JsonInt(c, "pid")),
-                static_cast<long long>(store::JsonInt(c, "tid")), Signal(row).c_str(),
-                store::JsonStr(c, "exe").c_str());
+                static_cast<long long>(json::Get<int64_t>(c, "pid", 0)),
+                static_cast<long long>(json::Get<int64_t>(c, "tid", 0)), Signal(row).c_str(),
+                E(json::Str(c, "exe")).c_str());
   }
   if (row.meta.contains("processes") && row.meta["processes"].is_array()) {
     std::printf("    Processes:");
@@ -229,8 +233,8 @@ Status RunInfo(const CliContext& ctx, const std::string& id, bool json) {
         std::printf(" ... (%zu in all)", row.meta["processes"].size());
         break;
       }
-      std::printf(" %lld(%s)", static_cast<long long>(store::JsonInt(p, "pid")),
-                  store::JsonStr(p, "comm").c_str());
+      std::printf(" %lld(%s)", static_cast<long long>(json::Get<int64_t>(p, "pid", 0)),
+                  E(json::Str(p, "comm")).c_str());
     }
     std::printf("\n");
   }
@@ -239,7 +243,7 @@ Status RunInfo(const CliContext& ctx, const std::string& id, bool json) {
   std::printf("     Sections:\n");
   for (const auto& sec : (*reader)->sections()) {
     double ratio = sec.stored_size ? static_cast<double>(sec.raw_size) / sec.stored_size : 0;
-    std::printf("       %-12s %12s raw %12s stored  %5.1fx\n", sec.name.c_str(),
+    std::printf("       %-12s %12s raw %12s stored  %5.1fx\n", E(sec.name).c_str(),
                 FormatBytes(sec.raw_size).c_str(), FormatBytes(sec.stored_size).c_str(), ratio);
   }
   return OkStatus();
@@ -259,11 +263,11 @@ Status RunVerify(const CliContext& ctx, const std::string& id) {
     problems.push_back(
         fmt::format("{} unindexed file(s) in {} could not be read", rec.unreadable, s->dir()));
   }
-  for (const auto& p : problems) std::printf("BAD  %s\n", p.c_str());
+  for (const auto& p : problems) std::printf("BAD  %s\n", EscapeForTerminal(p).c_str());
   if (!problems.empty()) {
     return Corrupt(fmt::format("{} record(s) failed verification", problems.size()));
   }
-  std::printf("ok: %s verified\n", id.empty() ? "all records" : id.c_str());
+  std::printf("ok: %s verified\n", id.empty() ? "all records" : EscapeForTerminal(id).c_str());
   return OkStatus();
 }
 
@@ -297,7 +301,7 @@ Status RunVacuum(const CliContext& ctx, const VacuumArgs& a) {
                           {"bytes_freed", rep.bytes_freed}, {"dry_run", a.dry_run},
                           {"max_use", *eff.max_use},        {"keep_free", *eff.keep_free},
                           {"refused", rep.refused},         {"notes", rep.notes}};
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", json::Dump(out, 2).c_str());
     return OkStatus();
   }
   std::printf("limits: max-use %s, keep-free %s%s%s\n", FormatBytes(*eff.max_use).c_str(),
@@ -334,7 +338,7 @@ Status RunSql(const CliContext& ctx, const SqlArgs& a) {
   ASSIGN_OR_RETURN(auto rows, s->index().QueryReadOnly(a.query, lim));
   const bool json = a.json;
   if (json) {
-    std::printf("%s\n", rows.dump(2).c_str());
+    std::printf("%s\n", json::Dump(rows, 2).c_str());
     return OkStatus();
   }
   if (rows.empty()) return OkStatus();

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "common/checked_json.h"
 #include "common/units.h"
 #include "recorder/model/event_codec.h"
 #include "recorder/unwind/dwarf_unwinder.h"
@@ -314,7 +315,7 @@ StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_eve
   for (auto [name, target] : {std::pair{"config", &d.config}, std::pair{"loss", &d.loss}}) {
     if (!reader.FindSection(name)) continue;
     ASSIGN_OR_RETURN(std::string text, reader.ReadSection(name));
-    *target = nlohmann::json::parse(text, nullptr, false);
+    *target = json::ParseBounded(text);  // untrusted: depth-bounded
     if (target->is_discarded()) {
       return Corrupt(
           fmt::format("{}: section '{}' is not valid JSON", reader.display_name(), name));

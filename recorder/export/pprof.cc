@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "recorder/export/exporters.h"
 #include "recorder/export/proto.h"
 
@@ -32,9 +33,10 @@ class Pprof : public Exporter {
   void Begin(const analysis::RecordInfo& info, std::ostream* out) override {
     out_ = out;
     info_ = info;
-    const auto& backend = info.config.value("backend", nlohmann::json::object());
-    event_ = backend.is_object() ? backend.value("event", "") : "";
-    hz_ = backend.is_object() ? backend.value("frequency_hz", uint64_t{0}) : 0;
+    // The record's config, checked like any input from a file.
+    const auto& backend = json::Object(info.config, "backend");
+    event_ = json::Str(backend, "event");
+    hz_ = json::Get<uint64_t>(backend, "frequency_hz", 0);
     clock_ = event_.empty() || event_.find("clock") != std::string::npos;
   }
 

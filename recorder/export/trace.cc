@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "recorder/export/exporters.h"
 #include "recorder/export/proto.h"
 
@@ -54,9 +55,10 @@ class TraceExporter : public Exporter {
   void Begin(const analysis::RecordInfo& info, std::ostream* out) override {
     // How long one sample stands for: the period itself for clock events
     // (ns), else one sampling interval.
-    const auto& backend = info.config.value("backend", nlohmann::json::object());
-    std::string event = backend.is_object() ? backend.value("event", "") : "";
-    uint64_t hz = backend.is_object() ? backend.value("frequency_hz", uint64_t{0}) : 0;
+    // The record's config, checked like any input from a file.
+    const auto& backend = json::Object(info.config, "backend");
+    std::string event = json::Str(backend, "event");
+    uint64_t hz = json::Get<uint64_t>(backend, "frequency_hz", 0);
     clock_event_ = event.find("clock") != std::string::npos;
     interval_ns_ = hz ? 1'000'000'000 / hz : 1'000'000;
     sink_->Start(info, out);

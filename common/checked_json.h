@@ -1,0 +1,124 @@
+// Checked access to JSON that came from a file or a peer (a record's meta,
+// metadata, backtrace, config sections). nlohmann's value()/get()/at() throw
+// on a missing key or a wrong type, and an uncaught throw aborts the process:
+// a hostile record would crash every command that reads it. These accessors
+// never throw: a missing key, a value of another type or a number out of the
+// target's range gives the default, and containers of the wrong kind read as
+// empty ones.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+namespace flightrec::json {
+
+using Json = nlohmann::json;
+
+// j[key] when j is an object that has it, else null.
+inline const Json& Field(const Json& j, std::string_view key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+// j as a T when it holds a T in range, else def.
+template <class T>
+T As(const Json& j, T def) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return j.is_string() ? j.get_ref<const std::string&>() : def;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return j.is_boolean() ? j.get<bool>() : def;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return j.is_number() ? j.get<T>() : def;
+  } else {
+    static_assert(std::is_integral_v<T>);
+    if (j.is_number_unsigned()) {
+      const uint64_t v = j.get<uint64_t>();
+      return v <= static_cast<uint64_t>(std::numeric_limits<T>::max()) ? static_cast<T>(v) : def;
+    }
+    if (j.is_number_integer()) {
+      const int64_t v = j.get<int64_t>();
+      if constexpr (std::is_unsigned_v<T>) {
+        return v >= 0 && static_cast<uint64_t>(v) <= std::numeric_limits<T>::max()
+                   ? static_cast<T>(v)
+                   : def;
+      } else {
+        return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max()
+                   ? static_cast<T>(v)
+                   : def;
+      }
+    }
+    return def;
+  }
+}
+
+template <class T>
+T Get(const Json& j, std::string_view key, T def) {
+  return As<T>(Field(j, key), def);
+}
+inline std::string Str(const Json& j, std::string_view key, std::string def = "") {
+  return As<std::string>(Field(j, key), std::move(def));
+}
+inline std::string Str(const Json& j) { return As<std::string>(j, ""); }
+
+// j[key] when it is an object (array), else an empty one.
+inline const Json& Object(const Json& j, std::string_view key) {
+  static const Json kEmpty = Json::object();
+  const Json& f = Field(j, key);
+  return f.is_object() ? f : kEmpty;
+}
+inline const Json& Array(const Json& j, std::string_view key) {
+  static const Json kEmpty = Json::array();
+  const Json& f = Field(j, key);
+  return f.is_array() ? f : kEmpty;
+}
+
+// Deeper than anything flightrec writes; copying or comparing a parsed value
+// recurses once per level, so a 100 000-deep array would overflow the stack.
+inline constexpr size_t kMaxDepth = 64;
+
+// Nesting depth of `text` as JSON (brackets outside strings), stopping once
+// it exceeds `limit`.
+inline size_t NestingDepth(std::string_view text, size_t limit = kMaxDepth) {
+  size_t depth = 0, max = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max && (max = depth) > limit) return max;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return max;
+}
+
+// Parses untrusted text: a discarded value (is_discarded()) when it is not
+// JSON or nests deeper than max_depth. Never throws.
+inline Json ParseBounded(std::string_view text, size_t max_depth = kMaxDepth) {
+  if (NestingDepth(text, max_depth) > max_depth) return Json(Json::value_t::discarded);
+  return Json::parse(text, nullptr, false);
+}
+
+// dump() throws on strings that are not valid UTF-8 (a process name is
+// bytes): those are written with U+FFFD in their place instead.
+inline std::string Dump(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace flightrec::json

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The record fuzz job: builds fuzz/record_fuzzer (libFuzzer, ASan + UBSan,
+# clang) in build-fuzz/, replays the seed and regression corpora, then fuzzes
+# for a bounded time. Exits non-zero on any finding (crash, sanitizer report,
+# leak, timeout, out-of-memory); the input is left in build-fuzz/findings/ —
+# fix the bug and add the input to fuzz/regression/.
+# Usage: scripts/fuzz.sh [SECONDS]   (default 120; $FUZZ_SECONDS also works)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_TO_FUZZ=${1:-${FUZZ_SECONDS:-120}}
+BUILD=${FLIGHTREC_FUZZ_BUILD_DIR:-build-fuzz}
+CC_BIN=${FUZZ_CC:-clang}
+CXX_BIN=${FUZZ_CXX:-clang++}
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+
+start=$(date +%s)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER="$CC_BIN" -DCMAKE_CXX_COMPILER="$CXX_BIN" "${launcher[@]}" \
+  -DFLIGHTREC_FUZZ=ON -DFLIGHTREC_WERROR=OFF \
+  -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link $SAN" \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link $SAN" \
+  -DCMAKE_EXE_LINKER_FLAGS="$SAN" >/dev/null
+# Only the harness and the libraries it links, not the whole tree.
+cmake --build "$BUILD" -j"$(nproc)" --target record_fuzzer
+built=$(date +%s)
+echo "fuzz.sh: built in $((built - start)) s"
+
+fuzzer="$BUILD/fuzz/record_fuzzer"
+mkdir -p "$BUILD/corpus" "$BUILD/findings"
+# A crash ends ASan's run with an abort, as it would in the field.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+common=(-timeout=30 -rss_limit_mb=2048 -max_len=65536
+        -artifact_prefix="$BUILD/findings/")
+
+# 1. Every input that ever crashed, and the seeds, once each.
+"$fuzzer" "${common[@]}" -runs=0 fuzz/regression fuzz/seeds
+# 2. Bounded fuzzing from the seeds (new inputs kept in $BUILD/corpus).
+"$fuzzer" "${common[@]}" -max_total_time="$SECONDS_TO_FUZZ" -print_final_stats=1 \
+  "$BUILD/corpus" fuzz/seeds
+echo "fuzz.sh: no findings in ${SECONDS_TO_FUZZ} s of fuzzing ($(( $(date +%s) - start )) s in all)"
