@@ -9,10 +9,13 @@
 //      truncation flagged),
 //   4. unwinds every thread from the core with libunwind's coredump API in a
 //      child process running as the crashed user (never root) under CPU, memory
-//      and output limits, and symbolizes the frames with the attribution
-//      pipeline (the child reads a reduced copy of the core: CoreReducer),
+//      and output limits and a seccomp filter, and symbolizes the frames with
+//      the attribution pipeline (the child is piped the core and keeps a
+//      reduced copy of it: CoreReducer; no byte of the core is parsed
+//      outside it),
 // and commits the record. Any step that fails is recorded as a reason; the
-// core is stored whatever happens to the others.
+// core is stored whatever happens to the others, and the rest of the crash
+// whatever happens to the core (a full store keeps it without the core).
 //
 // Privileges: step 1 (another user's /proc entries), creating the unwinder's
 // temporary file and starting the unwinder as another user are the only
