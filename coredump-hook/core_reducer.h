@@ -32,7 +32,8 @@
 // arrives and nothing but the notes is buffered. Input that is not a native
 // ELF core, or is laid out otherwise, is refused with the reason.
 //
-// Single-threaded; runs in the hook's main process on untrusted bytes, so
+// Single-threaded; runs in the sandboxed unwinder child (UnwinderChild in
+// coredump.cc) on untrusted bytes, never in the hook itself, and still
 // every offset and size is checked before use.
 #pragma once
 

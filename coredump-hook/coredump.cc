@@ -8,11 +8,14 @@
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <poll.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <sys/acl.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,6 +23,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -41,7 +45,16 @@ namespace attribution = recorder::attribution;
 
 // The hook has no terminal: its messages go to the kernel log (where
 // `dmesg`/journald show them) and to stderr for tests.
-void Log(const std::string& msg) {
+// Messages carry the crashing program's name: control bytes are escaped.
+void Log(const std::string& raw) {
+  std::string msg;
+  for (unsigned char c : raw) {
+    if (c < 0x20 || c == 0x7f) {
+      msg += fmt::format("\\x{:02x}", c);
+    } else {
+      msg += static_cast<char>(c);
+    }
+  }
   std::string line = fmt::format("<5>recorder-coredump[{}]: {}\n", getpid(), msg);
   int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -86,9 +99,11 @@ std::string ReadAt(int dirfd, const std::string& rel, size_t max = 4 << 20) {
   return s;
 }
 
-std::string ReadLinkAt(int dirfd, const char* rel) {
+// *err gets readlink's errno (0 on success).
+std::string ReadLinkAt(int dirfd, const char* rel, int* err = nullptr) {
   char buf[4096];
   ssize_t n = readlinkat(dirfd, rel, buf, sizeof(buf) - 1);
+  if (err) *err = n > 0 ? 0 : n == 0 ? ENOENT : errno;
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
@@ -209,9 +224,19 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
   }
   nlohmann::json m;
   m["status"] = st;
-  m["exe"] = ReadLinkAt(dir.get(), "exe");
-  // A process in a core dump still has its memory; a zombie has none left.
-  if (m["exe"].get<std::string>().empty()) {
+  // The name as the process has it (%e is the same comm with '/' made '!').
+  std::string comm = ReadAt(dir.get(), "comm", 64);
+  if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  m["comm"] = comm;
+  int exe_err = 0;
+  m["exe"] = ReadLinkAt(dir.get(), "exe", &exe_err);
+  // A file deeper than PATH_MAX has no path /proc can give (ENAMETOOLONG);
+  // its process is as alive as any other.
+  if (exe_err == ENAMETOOLONG) {
+    notes->push_back(fmt::format(
+        "the executable's path is longer than PATH_MAX ({} bytes): not recorded", PATH_MAX));
+  } else if (m["exe"].get<std::string>().empty()) {
+    // A process in a core dump still has its memory; a zombie has none left.
     return refuse(fmt::format("process {} has exited (no executable): no metadata", a.pid));
   }
   // Through the directory fd: /proc/PID/exe opens the process's own image,
@@ -291,7 +316,8 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
       {"last_ns", o.history_ns},
       {"pids", {a.pid}},
       {"crash_pid", a.pid},
-      // The record is granted to this user: recorderd leaves kernel addresses out.
+      // recorderd budgets histories per crashed user, and leaves kernel addresses
+      // out of a record that is granted to a user.
       {"for_uid", a.uid},
       {"reason", fmt::format("history of {} ({}) killed by SIG{}", a.comm, a.pid,
                              sigabbrev_np(a.signal) ? sigabbrev_np(a.signal) : "?")}};
@@ -307,34 +333,45 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
   return r->value("id", "");
 }
 
-// The unwinder's process. Backtrace parses an untrusted core, so it runs in
-// a child as the crashed user (nobody for root's crashes), not dumpable,
-// with no_new_privs and CPU, address-space, time and output limits: a
-// hostile core cannot take the hook down nor act as root. The child is
-// started before the hook drops its own privileges (making it another user
-// needs CAP_SETUID/CAP_SETGID) and becomes that user at once; it then waits
-// on a pipe until the reduced core is complete. Stopping it after the
-// deadline is why the hook keeps CAP_KILL: the kernel lets uid 0 without
-// capabilities signal only processes of uid 0.
+// The unwinder's process. The core is the crashed program's bytes: every
+// parse of it (the reducer's reading of its headers and notes, libunwind's
+// and libdwfl's) runs in a child as the crashed user (nobody for root's
+// crashes), not dumpable, with no_new_privs, CPU, address-space, time and
+// output limits and a seccomp filter (UnwinderSeccomp) that kills it on any
+// system call beyond reading files and memory: a hostile core can neither
+// take the hook down nor act as root or as anyone. The child is started
+// before the hook drops its own privileges (making it another user needs
+// CAP_SETUID/CAP_SETGID) and becomes that user at once; the hook then copies
+// the core to it through a pipe as it stores it, and the child cuts out what
+// unwinding needs (CoreReducer) into the temporary file, unwinds at the end
+// of the core and writes JSON back. Stopping it after the deadline is why
+// the hook keeps CAP_KILL: the kernel lets uid 0 without capabilities signal
+// only processes of uid 0.
 class UnwinderChild {
  public:
   UnwinderChild() = default;
   UnwinderChild(const UnwinderChild&) = delete;
   UnwinderChild& operator=(const UnwinderChild&) = delete;
-  // A child never told to run is told to exit (its go pipe closes) and reaped.
+  // A child never given a whole core sees its pipe close early and exits
+  // without unwinding; it is reaped.
   ~UnwinderChild() {
-    go_.reset();
-    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+    core_.reset();
+    out_.reset();
+    if (pid_ > 0) {
+      if (fed_failed_) kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
   }
 
-  // Forks the child, which unwinds the core in core_fd once Run() is called.
-  Status Start(int core_fd, const std::string& maps, const HookArgs& a,
-               const std::map<pid_t, pid_t>& global_tids) {
-    int go[2], out[2];
-    if (pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
+  // Forks the child, which reduces the core it is fed into tmp_fd and
+  // unwinds it once Run() is called.
+  Status Start(int tmp_fd, const std::string& maps, const HookArgs& a,
+               const std::map<pid_t, pid_t>& global_tids, CoreReducer::Limits limits) {
+    int core[2], out[2];
+    if (pipe2(core, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
     if (pipe2(out, O_CLOEXEC) != 0) {
-      close(go[0]);
-      close(go[1]);
+      close(core[0]);
+      close(core[1]);
       return ErrnoStatus("pipe");
     }
     const uid_t uid = a.uid == 0 ? 65534 : a.uid;
@@ -342,19 +379,20 @@ class UnwinderChild {
     const pid_t parent = getpid();
     pid_t child = fork();
     if (child < 0) {
-      for (int fd : {go[0], go[1], out[0], out[1]}) close(fd);
+      for (int fd : {core[0], core[1], out[0], out[1]}) close(fd);
       return ErrnoStatus("fork");
     }
     if (child == 0) {
-      close(go[1]);
+      close(core[1]);
       close(out[0]);
       // Not the core's reader: the kernel's pipe is the hook's alone.
       int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (devnull >= 0) dup2(devnull, STDIN_FILENO);
       prctl(PR_SET_DUMPABLE, 0);  // its own crash must not come back to us
-      rlimit cpu{10, 10}, as{2ull << 30, 2ull << 30};
+      rlimit cpu{10, 10}, as{2ull << 30, 2ull << 30}, no_core{1, 1};
       setrlimit(RLIMIT_CPU, &cpu);
       setrlimit(RLIMIT_AS, &as);
+      setrlimit(RLIMIT_CORE, &no_core);  // 1: the kernel never pipes its core to a hook
       if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
           setresuid(uid, uid, uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         _exit(3);
@@ -362,14 +400,37 @@ class UnwinderChild {
       // Set after the uid change, which clears it; then dies with the hook.
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(4);
-      char c = 0;
-      ssize_t n;
-      while ((n = read(go[0], &c, 1)) < 0 && errno == EINTR) {
+      // From here on the child parses the core: files and memory only.
+      const std::string tmp_path = fmt::format("/proc/self/fd/{}", tmp_fd);
+      if (Status f = UnwinderSeccomp(); !f.ok()) _exit(5);
+      CoreReducer reducer(tmp_fd, limits);
+      uint64_t got = 0;
+      std::vector<char> buf(1 << 20);
+      for (;;) {
+        ssize_t n = read(core[0], buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        reducer.Feed(buf.data(), static_cast<size_t>(n));
+        got += static_cast<uint64_t>(n);
       }
-      if (n != 1 || c != 'g') _exit(0);
-      std::string text = Backtrace(fmt::format("/proc/self/fd/{}", core_fd), maps, a.pid,
-                                   a.global_tid, global_tids)
-                             .dump();
+      // Nothing sent: the hook is storing no core (rate limit, empty core).
+      if (got == 0) _exit(0);
+      nlohmann::json j;
+      if (Status r = reducer.Finish(); !r.ok()) {
+        j = {{"error", "no backtrace: " + r.message()}};
+      } else {
+        j = Backtrace(tmp_path, maps, a.pid, a.global_tid, global_tids);
+        j["input"] = {{"core_memory_bytes", reducer.memory_bytes()},
+                      {"kept_memory_bytes", reducer.kept_bytes()},
+                      {"reduced", reducer.reduced()}};
+        for (const auto& t : reducer.threads()) {
+          if (!t.stack_kept) {
+            auto g = global_tids.find(t.tid);
+            j["input"]["stacks_left_out"].push_back(g != global_tids.end() ? g->second : t.tid);
+          }
+        }
+      }
+      std::string text = j.dump();
       if (text.size() > (4u << 20)) text = R"({"error":"backtrace output over 4 MiB"})";
       size_t off = 0;
       while (off < text.size()) {
@@ -379,9 +440,9 @@ class UnwinderChild {
       }
       _exit(0);
     }
-    close(go[0]);
+    close(core[0]);
     close(out[1]);
-    go_.reset(go[1]);
+    core_.reset(core[1]);
     out_.reset(out[0]);
     pid_ = child;
     return OkStatus();
@@ -389,16 +450,39 @@ class UnwinderChild {
 
   pid_t pid() const { return pid_; }
 
-  // Lets the child unwind and returns its JSON, or null with *why.
+  // The next n bytes of the core. A child that stops reading for 15 s (or
+  // is gone) gets no more: the hook stores the core whatever it does.
+  void Feed(const char* data, size_t n) {
+    if (!core_ || fed_failed_) return;
+    size_t off = 0;
+    while (off < n) {
+      pollfd pf{core_.get(), POLLOUT, 0};
+      int r = poll(&pf, 1, 15000);
+      if (r < 0 && errno == EINTR) continue;
+      ssize_t w = r > 0 ? write(core_.get(), data + off, n - off) : -1;
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        fed_failed_ = true;
+        feed_why_ = r == 0 ? "the unwinder stopped reading the core"
+                           : std::string("the unwinder is gone: ") + std::strerror(errno);
+        return;
+      }
+      off += static_cast<size_t>(w);
+    }
+  }
+
+  // Ends the core, lets the child unwind and returns its JSON, or null with
+  // *why.
   nlohmann::json Run(std::string* why) {
     if (pid_ <= 0) {
       *why = "no unwinder process";
       return nullptr;
     }
-    if (write(go_.get(), "g", 1) != 1) {
-      *why = "the unwinder process is gone";
+    if (fed_failed_) {
+      *why = "no backtrace: " + feed_why_;
+      return nullptr;
     }
-    go_.reset();
+    core_.reset();
     std::string text;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
     bool killed = false;
@@ -437,8 +521,12 @@ class UnwinderChild {
       return nullptr;
     }
     auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded()) {
-      *why = "backtrace output is not JSON";
+    if (j.is_discarded() || !j.is_object()) {
+      *why = "backtrace output is not a JSON object";
+      return nullptr;
+    }
+    if (j.contains("error") && !j.contains("threads")) {
+      *why = j["error"].is_string() ? j["error"].get<std::string>() : "no backtrace";
       return nullptr;
     }
     return j;
@@ -446,18 +534,34 @@ class UnwinderChild {
 
  private:
   pid_t pid_ = -1;
-  ScopedFd go_, out_;
+  ScopedFd core_, out_;
+  bool fed_failed_ = false;
+  std::string feed_why_;
 };
 
-// Counts this executable's stored cores over the last hour and takes a slot
-// if one is free. Hooks run concurrently during a crash storm, so the count
-// and the reservation happen under one lock. The counts live in one file in
-// the store, opened without following a symlink and rewritten in place
-// (a torn line after a power cut only loses a count).
-bool ReserveCoreSlot(const std::string& store_dir, const std::string& exe, int max_per_hour) {
-  ScopedFd fd(open((store_dir + "/.coredump-rate").c_str(),
+// Counts the cores stored over the last hour and takes a slot if the crash
+// is within every budget; returns why not otherwise. The budgets are keyed
+// on what a user cannot mint for free: the crashed uid (a copied or renamed
+// binary is still its owner's), plus a ceiling for everyone; the budget per
+// executable is kept inside the uid's (a crash loop of one program leaves
+// room for that user's other programs). Hooks run concurrently during a
+// crash storm, so counting and reserving happen under one lock. The counts
+// live in one file in the store, opened without following a symlink and
+// rewritten in place (a torn line after a power cut only loses a count).
+std::string ReserveCoreSlot(const HookOptions& o, uid_t uid, const std::string& raw_exe) {
+  // The path is the crashed user's to choose: with its control bytes
+  // escaped, a newline in it cannot add lines (counts against others).
+  std::string exe;
+  for (unsigned char c : raw_exe) {
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      exe += fmt::format("\\x{:02x}", c);
+    } else {
+      exe += static_cast<char>(c);
+    }
+  }
+  ScopedFd fd(open((o.store_dir + "/.coredump-rate").c_str(),
                    O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd || flock(fd.get(), LOCK_EX) != 0) return true;  // no limit rather than no core
+  if (!fd || flock(fd.get(), LOCK_EX) != 0) return "";  // no limit rather than no core
   std::string text;
   char buf[65536];
   ssize_t n;
@@ -467,21 +571,36 @@ bool ReserveCoreSlot(const std::string& store_dir, const std::string& exe, int m
   }
   const int64_t now = time(nullptr);
   std::string kept;
-  int count = 0;
+  int all = 0, of_uid = 0, of_exe = 0;
   std::istringstream in(text.size() > (16u << 20) ? std::string() : text);
   std::string line;
+  // Lines: "<time>\t<uid>\t<exe>" (the exe escaped: no tab, no newline).
   while (std::getline(in, line)) {
-    size_t tab = line.find('\t');
-    if (tab == std::string::npos) continue;
+    size_t tab1 = line.find('\t');
+    size_t tab2 = tab1 == std::string::npos ? tab1 : line.find('\t', tab1 + 1);
+    if (tab2 == std::string::npos) continue;  // the old format, or damage
     int64_t t = std::strtoll(line.c_str(), nullptr, 10);
     if (now - t >= 3600 || t > now + 60) continue;
     kept += line + "\n";
-    if (line.compare(tab + 1, std::string::npos, exe) == 0) ++count;
+    ++all;
+    if (static_cast<uid_t>(std::strtoul(line.c_str() + tab1 + 1, nullptr, 10)) != uid) continue;
+    ++of_uid;
+    if (line.compare(tab2 + 1, std::string::npos, exe) == 0) ++of_exe;
   }
-  bool ok = count < max_per_hour;
-  if (ok) kept += fmt::format("{}\t{}\n", now, exe);
+  std::string why;
+  if (all >= o.max_per_hour) {
+    why = fmt::format("rate limited: {} cores in the last hour (all users); core dropped", all);
+  } else if (of_uid >= o.max_per_uid_per_hour) {
+    why =
+        fmt::format("rate limited: {} cores of uid {} in the last hour; core dropped", of_uid, uid);
+  } else if (of_exe >= o.max_per_exe_per_hour) {
+    why = fmt::format("rate limited: {} cores of {} (uid {}) in the last hour; core dropped",
+                      of_exe, exe, uid);
+  } else {
+    kept += fmt::format("{}\t{}\t{}\n", now, uid, exe);
+  }
   if (ftruncate(fd.get(), 0) == 0) (void)!pwrite(fd.get(), kept.data(), kept.size(), 0);
-  return ok;
+  return why;
 }
 
 Status GrantRead(const std::string& path, uid_t uid) {
@@ -496,14 +615,126 @@ Status GrantRead(const std::string& path, uid_t uid) {
   return OkStatus();
 }
 
-// A crash of the hook (or of its unwinder) must not start the hook again:
-// recognised by %e, the comm cut to 15 characters, and by the executable.
-bool IsHookItself(const std::string& comm, const std::string& exe) {
-  if (std::string("recorder-coredump").rfind(comm, 0) == 0 && comm.size() >= 8) return true;
+// A crash of the hook must not start the hook again: recognised by its
+// executable, never by a name (any program may be called `recorder...`).
+// (The kernel itself refuses to pipe the core of a process whose
+// RLIMIT_CORE is 1, as it sets for its core helpers; the unwinder child sets
+// it too.)
+bool IsHookItself(const std::string& exe) {
   return !exe.empty() && exe == ReadLink("/proc/self/exe");
 }
 
 }  // namespace
+
+Status UnwinderSeccomp() {
+  // Allowed: what reading the core and the mapped files, allocating, and
+  // writing the answer take (glibc, libunwind, libdw, the symbolizer).
+  // Everything else kills the process: no socket, no exec, no fork, no
+  // signal to another process, no ptrace, no change of files' names, modes
+  // or owners.
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+  if (ctx == nullptr) return Status(StatusCode::kInternal, "seccomp_init failed");
+  static const int kAllowed[] = {
+      SCMP_SYS(read),
+      SCMP_SYS(readv),
+      SCMP_SYS(pread64),
+      SCMP_SYS(write),
+      SCMP_SYS(writev),
+      SCMP_SYS(pwrite64),
+      SCMP_SYS(lseek),
+      SCMP_SYS(close),
+      SCMP_SYS(fstat),
+      SCMP_SYS(newfstatat),
+      SCMP_SYS(statx),
+      SCMP_SYS(stat),
+      SCMP_SYS(lstat),
+      SCMP_SYS(openat),
+      SCMP_SYS(open),
+      SCMP_SYS(access),
+      SCMP_SYS(faccessat),
+      SCMP_SYS(faccessat2),
+      SCMP_SYS(readlink),
+      SCMP_SYS(readlinkat),
+      SCMP_SYS(getdents64),
+      SCMP_SYS(fcntl),
+      SCMP_SYS(dup),
+      SCMP_SYS(mmap),
+      SCMP_SYS(munmap),
+      SCMP_SYS(mprotect),
+      SCMP_SYS(mremap),
+      SCMP_SYS(madvise),
+      SCMP_SYS(brk),
+      SCMP_SYS(rt_sigaction),
+      SCMP_SYS(rt_sigprocmask),
+      SCMP_SYS(rt_sigreturn),
+      SCMP_SYS(sigaltstack),
+      SCMP_SYS(futex),
+      SCMP_SYS(set_robust_list),
+      SCMP_SYS(rseq),
+      SCMP_SYS(exit),
+      SCMP_SYS(exit_group),
+      SCMP_SYS(getpid),
+      SCMP_SYS(gettid),
+      SCMP_SYS(getuid),
+      SCMP_SYS(geteuid),
+      SCMP_SYS(getgid),
+      SCMP_SYS(getegid),
+      SCMP_SYS(clock_gettime),
+      SCMP_SYS(gettimeofday),
+      SCMP_SYS(time),
+      SCMP_SYS(getrandom),
+      SCMP_SYS(sched_yield),
+      SCMP_SYS(sched_getaffinity),
+      SCMP_SYS(uname),
+      SCMP_SYS(prlimit64),
+      SCMP_SYS(getrlimit),
+      SCMP_SYS(sysinfo),
+      SCMP_SYS(ftruncate),
+      SCMP_SYS(fadvise64),
+  };
+  for (int sc : kAllowed) {
+    if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sc, 0) != 0) {
+      seccomp_release(ctx);
+      return Status(StatusCode::kInternal, fmt::format("seccomp_rule_add({})", sc));
+    }
+  }
+  // libunwind checks that an address is readable by writing from it into a
+  // pipe (or a socket pair) of its own: those, but no socket of any
+  // other family.
+  for (int sc : {SCMP_SYS(pipe), SCMP_SYS(pipe2), SCMP_SYS(mincore), SCMP_SYS(msync)}) {
+    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sc, 0);
+  }
+  seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+  // isatty() (stdio's buffering choice) asks TCGETS; no other ioctl.
+  seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, TCGETS));
+  int rc = seccomp_load(ctx);
+  seccomp_release(ctx);
+  if (rc != 0) return ErrnoStatus(-rc, "seccomp_load");
+  return OkStatus();
+}
+
+HookArgv SplitHookArgv(int argc, const char* const* argv) {
+  HookArgv out;
+  int dashes = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      dashes = i;
+      break;
+    }
+  }
+  auto is_number = [](std::string_view v) {
+    return !v.empty() && v.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (dashes > 0) {
+    out.options.assign(argv + 1, argv + dashes);
+    out.values.assign(argv + dashes + 1, argv + argc);
+  } else if (argc > 1 && is_number(argv[1])) {
+    out.values.assign(argv + 1, argv + argc);
+  } else {
+    out.options.assign(argv + 1, argv + argc);
+  }
+  return out;
+}
 
 StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& p) {
   if (p.size() != 10 && p.size() != 11) {
@@ -547,7 +778,7 @@ StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& p) {
 }
 
 StatusOr<std::string> CorePattern(const std::string& hook_path) {
-  std::string p = fmt::format("|{} %P %i %I %s %t %c %u %g %d %e %F", hook_path);
+  std::string p = fmt::format("|{} -- %P %i %I %s %t %c %u %g %d %e %F", hook_path);
   if (p.size() > 127) {  // CORENAME_MAX_SIZE - 1 (fs/coredump.c)
     return InvalidArgument(fmt::format(
         "core_pattern would be {} bytes; the kernel keeps 127: install the hook at a shorter "
@@ -568,6 +799,8 @@ Status WriteHookConfig(const HookOptions& o) {
                           {"max_core_bytes", o.max_core_bytes},
                           {"history_ns", o.history_ns},
                           {"max_per_exe_per_hour", o.max_per_exe_per_hour},
+                          {"max_per_uid_per_hour", o.max_per_uid_per_hour},
+                          {"max_per_hour", o.max_per_hour},
                           {"history_timeout_ms", o.history_timeout_ms}}
                .dump(2)
         << "\n";
@@ -609,21 +842,21 @@ Status DropPrivileges() {
   return OkStatus();
 }
 
-int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
+int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
+  HookArgs a = kernel_args;
   const char* sig = sigabbrev_np(a.signal);
   const std::string signame = sig ? fmt::format("SIG{}", sig) : std::to_string(a.signal);
-  if (IsHookItself(a.comm, "")) {
-    Log("not handling a crash of recorder-coredump itself (no loop)");
-    return 0;
-  }
   // ---- privileged part: /proc of the crashed process (another user's),
   // the unwinder's temporary file handed to that user, the unwinder started
   // as that user.
   std::vector<std::string> notes;
   std::string maps;
   nlohmann::json md = ReadMetadata(a, &maps, &notes);
+  // What is stored and shown is /proc's comm of the verified process; the
+  // kernel's %e only when /proc could not be trusted.
+  if (md.value("verified", false) && md.contains("comm")) a.comm = md["comm"].get<std::string>();
   std::string exe = md.value("exe", "");
-  if (IsHookItself(a.comm, exe)) {
+  if (IsHookItself(exe)) {
     Log("not handling a crash of recorder-coredump itself (no loop)");
     return 0;
   }
@@ -644,7 +877,9 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
   }
   UnwinderChild unwinder;
   if (tmp) {
-    if (Status s = unwinder.Start(tmp.get(), maps, a, global_tids); !s.ok()) {
+    CoreReducer::Limits limits;
+    limits.max_memory = o.backtrace_memory_max;
+    if (Status s = unwinder.Start(tmp.get(), maps, a, global_tids, limits); !s.ok()) {
       tmp_why = "no unwinder process: " + s.ToString();
       tmp.reset();
     }
@@ -665,37 +900,36 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
                     st.status().message()));
     return 1;
   }
-  // Rate limit per executable: a crash storm keeps metadata, not cores.
-  bool limited = !ReserveCoreSlot(o.store_dir, exe, o.max_per_exe_per_hour);
-  if (limited) {
-    notes.push_back(fmt::format("rate limited: {} cores of {} in the last hour; core dropped",
-                                o.max_per_exe_per_hour, exe));
-  }
+  // Rate limits per uid, per executable of that uid and for everyone: a
+  // crash storm keeps metadata, not cores.
+  std::string limited_why = ReserveCoreSlot(o, a.uid, exe);
+  const bool limited = !limited_why.empty();
+  if (limited) notes.push_back(limited_why);
   std::string history_id, history_why, history_file;
   if (!limited) history_id = AskHistory(a, o, &history_why, &history_file);
   if (!history_why.empty()) notes.push_back(history_why);
 
-  auto rec = (*st)->BeginRecord("crash");
-  if (!rec.ok()) {
-    Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame,
-                    rec.status().message()));
+  auto begun = (*st)->BeginRecord("crash");
+  if (!begun.ok()) {
+    Log(fmt::format("pid {} ({}) {}: crash not stored: {}", a.pid, a.comm, signame,
+                    begun.status().message()));
     return 1;
   }
-  auto& w = (*rec)->writer();
+  std::unique_ptr<store::PendingRecord> rec = std::move(*begun);
   uint64_t core_size = 0;
   bool truncated = false;
   nlohmann::json backtrace;
   std::string backtrace_why;
-  Status io;
+  // The core's own write: when it fails (a full disk, a quota), the rest of
+  // the crash is still stored, without the core.
+  Status core_io;
   if (!limited) {
-    // The core goes into the record, and what unwinding needs of it into the
-    // temporary file the sandboxed unwinder reads.
-    CoreReducer::Limits limits;
-    limits.max_memory = o.backtrace_memory_max;
-    CoreReducer reducer(tmp ? tmp.get() : -1, limits);
-    io = w.BeginSection("core");
+    // The core goes into the record, and to the sandboxed unwinder, which
+    // keeps what unwinding needs of it in the temporary file.
+    auto& w = rec->writer();
+    core_io = w.BeginSection("core");
     std::vector<char> buf(1 << 20);
-    while (io.ok()) {
+    for (;;) {
       if (core_size >= o.max_core_bytes) {
         char probe;
         truncated = read(core_fd, &probe, 1) > 0;
@@ -710,72 +944,85 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
         break;
       }
       if (n == 0) break;
-      io = w.Write(std::string_view(buf.data(), static_cast<size_t>(n)));
-      if (tmp) reducer.Feed(buf.data(), static_cast<size_t>(n));
+      // Past a failed write the core is still read to its end: the
+      // unwinder needs it, and a backtrace is worth more than a core.
+      if (core_io.ok()) core_io = w.Write(std::string_view(buf.data(), static_cast<size_t>(n)));
+      if (tmp) unwinder.Feed(buf.data(), static_cast<size_t>(n));
       core_size += static_cast<uint64_t>(n);
     }
-    if (io.ok()) io = w.EndSection();
+    if (core_io.ok()) core_io = w.EndSection();
     if (truncated) notes.push_back(fmt::format("core truncated at {} bytes (limit)", core_size));
-    if (io.ok() && core_size == 0) notes.push_back("the kernel sent an empty core");
-    if (io.ok() && core_size > 0) {
-      Status r = tmp ? reducer.Finish() : OkStatus();
+    if (core_size == 0) notes.push_back("the kernel sent an empty core");
+    if (core_size > 0) {
       if (!tmp) {
         backtrace_why = "no backtrace: " + tmp_why;
-      } else if (!r.ok()) {
-        backtrace_why = "no backtrace: " + r.message();
       } else {
         backtrace = unwinder.Run(&backtrace_why);
-        if (backtrace.is_object()) {
-          backtrace["input"] = {{"core_memory_bytes", reducer.memory_bytes()},
-                                {"kept_memory_bytes", reducer.kept_bytes()},
-                                {"reduced", reducer.reduced()}};
-          for (const auto& t : reducer.threads()) {
-            if (!t.stack_kept) {
-              backtrace["input"]["stacks_left_out"].push_back(
-                  global_tids.count(t.tid) ? global_tids[t.tid] : t.tid);
-            }
-          }
-        }
       }
     }
     if (!backtrace_why.empty()) notes.push_back(backtrace_why);
   }
   tmp.reset();
-  nlohmann::json crash = {{"pid", a.pid},
-                          {"tid", a.tid},
-                          {"global_tid", a.global_tid},
-                          {"signal", a.signal},
-                          {"signal_name", signame},
-                          {"time_ns", a.time_s * 1'000'000'000LL},
-                          {"uid", a.uid},
-                          {"gid", a.gid},
-                          {"dumpable", a.dumpable},
-                          {"comm", a.comm},
-                          {"exe", exe},
-                          {"core_size", core_size},
-                          {"truncated", truncated},
-                          {"core_stored", !limited && io.ok() && core_size > 0},
-                          {"rate_limited", limited},
-                          {"history", history_id},
-                          {"notes", notes}};
-  if (io.ok()) io = w.AddSection("metadata", md.dump());
-  // The address space at the crash, as /proc showed it (text).
-  if (io.ok() && !maps.empty()) io = w.AddSection("maps", maps);
-  if (io.ok() && !backtrace.is_null()) io = w.AddSection("backtrace", backtrace.dump());
-  if (!io.ok()) {
-    Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame, io.message()));
-    return 1;
-  }
-  nlohmann::json meta = {
-      {"reason", fmt::format("{} ({}) killed by {}", a.comm, a.pid, signame)},
-      {"crash", crash},
-      {"pids", {a.pid}},
-      {"processes", {{{"pid", a.pid}, {"comm", a.comm}, {"exe", exe}, {"uid", a.uid}}}},
-      {"start_ns", a.time_s * 1'000'000'000LL},
-      {"end_ns", a.time_s * 1'000'000'000LL}};
-  auto row = (*st)->Commit(std::move(*rec), meta);
+  // Why a core that could not be written is missing, like systemd-coredump's
+  // entries without one.
+  auto core_missing = [&](const Status& why) {
+    return why.code() == StatusCode::kNoSpace
+               ? fmt::format("core not stored: no space left in the store for its {} ({})",
+                             FormatBytes(core_size), why.ToString())
+               : fmt::format("core not stored: {}", why.ToString());
+  };
+  // Finishes `r` (holding the core or not) with the metadata, the maps and
+  // the backtrace, and commits it.
+  auto finish = [&](std::unique_ptr<store::PendingRecord> r,
+                    bool with_core) -> StatusOr<store::RecordRow> {
+    auto& w = r->writer();
+    nlohmann::json crash = {{"pid", a.pid},
+                            {"tid", a.tid},
+                            {"global_tid", a.global_tid},
+                            {"signal", a.signal},
+                            {"signal_name", signame},
+                            {"time_ns", a.time_s * 1'000'000'000LL},
+                            {"uid", a.uid},
+                            {"gid", a.gid},
+                            {"dumpable", a.dumpable},
+                            {"comm", a.comm},
+                            {"exe", exe},
+                            {"core_size", core_size},
+                            {"truncated", truncated},
+                            {"core_stored", with_core},
+                            {"rate_limited", limited},
+                            {"history", history_id},
+                            {"notes", notes}};
+    RETURN_IF_ERROR(w.AddSection("metadata", md.dump()));
+    // The address space at the crash, as /proc showed it (text).
+    if (!maps.empty()) RETURN_IF_ERROR(w.AddSection("maps", maps));
+    if (!backtrace.is_null()) RETURN_IF_ERROR(w.AddSection("backtrace", backtrace.dump()));
+    nlohmann::json meta = {
+        {"reason", fmt::format("{} ({}) killed by {}", a.comm, a.pid, signame)},
+        {"crash", crash},
+        {"pids", {a.pid}},
+        {"processes", {{{"pid", a.pid}, {"comm", a.comm}, {"exe", exe}, {"uid", a.uid}}}},
+        {"start_ns", a.time_s * 1'000'000'000LL},
+        {"end_ns", a.time_s * 1'000'000'000LL}};
+    return (*st)->Commit(std::move(r), meta);
+  };
+  // Without the core, in a fresh record: the failed one's temporary file
+  // (and the space its part of the core took) goes first.
+  bool core_stored = !limited && core_size > 0;
+  auto finish_without_core = [&](const Status& why) -> StatusOr<store::RecordRow> {
+    notes.push_back(core_missing(why));
+    core_stored = false;
+    rec.reset();
+    ASSIGN_OR_RETURN(auto fresh, (*st)->BeginRecord("crash"));
+    return finish(std::move(fresh), false);
+  };
+  StatusOr<store::RecordRow> row =
+      core_io.ok() ? finish(std::move(rec), core_stored) : finish_without_core(core_io);
+  // A commit that failed with the core (its end, the index) is tried once
+  // more without it.
+  if (!row.ok() && core_stored) row = finish_without_core(row.status());
   if (!row.ok()) {
-    Log(fmt::format("pid {} ({}) {}: core not stored: {}", a.pid, a.comm, signame,
+    Log(fmt::format("pid {} ({}) {}: crash not stored: {}", a.pid, a.comm, signame,
                     row.status().message()));
     return 1;
   }
@@ -789,10 +1036,11 @@ int RunHook(const HookArgs& a, const HookOptions& o, int core_fd) {
       if (!acl.ok()) Log(fmt::format("{}: {}", row->id, acl.message()));
     }
   }
-  std::string summary = fmt::format("pid {} ({}) {}: stored as {} ({}{}{})", a.pid, a.comm, signame,
-                                    row->id, FormatBytes(core_size),
-                                    history_id.empty() ? ", no history" : ", history " + history_id,
-                                    truncated ? ", truncated" : "");
+  std::string summary =
+      fmt::format("pid {} ({}) {}: stored as {} ({}{}{})", a.pid, a.comm, signame, row->id,
+                  core_stored ? FormatBytes(core_size) : std::string("no core"),
+                  history_id.empty() ? ", no history" : ", history " + history_id,
+                  truncated ? ", truncated" : "");
   for (const auto& n : notes) summary += "; " + n;
   Log(summary);
   return 0;
@@ -807,8 +1055,13 @@ int CoredumpMain(int argc, char** argv) {
   HookOptions o;
   o.store_dir = store::DefaultStoreDir();
   std::string config = kHookConfig;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--config") config = argv[i + 1];
+  // The kernel's values (%e among them, which the crashing program chooses)
+  // are never looked at as options: only what precedes "--" is.
+  HookArgv split = SplitHookArgv(argc, argv);
+  for (size_t i = 0; i < split.options.size(); ++i) {
+    const std::string& opt = split.options[i];
+    if (opt == "--config" && i + 1 < split.options.size()) config = split.options[i + 1];
+    if (opt.rfind("--config=", 0) == 0) config = opt.substr(9);
   }
   // Settings from `recorder coredump install`; flags override them.
   if (std::ifstream in(config); in) {
@@ -819,13 +1072,14 @@ int CoredumpMain(int argc, char** argv) {
       o.max_core_bytes = j.value("max_core_bytes", o.max_core_bytes);
       o.history_ns = j.value("history_ns", o.history_ns);
       o.max_per_exe_per_hour = j.value("max_per_exe_per_hour", o.max_per_exe_per_hour);
+      o.max_per_uid_per_hour = j.value("max_per_uid_per_hour", o.max_per_uid_per_hour);
+      o.max_per_hour = j.value("max_per_hour", o.max_per_hour);
       o.history_timeout_ms = j.value("history_timeout_ms", o.history_timeout_ms);
       o.backtrace_memory_max = j.value("backtrace_memory_max", o.backtrace_memory_max);
     } else {
       Log("ignoring " + config + ": not JSON");
     }
   }
-  std::vector<std::string> pos;
   std::string max_size = std::to_string(o.max_core_bytes),
               history = std::to_string(o.history_ns) + "ns",
               history_timeout = std::to_string(o.history_timeout_ms) + "ms";
@@ -846,17 +1100,33 @@ int CoredumpMain(int argc, char** argv) {
   app.add_option("--max-per-exe-per-hour", o.max_per_exe_per_hour,
                  "Cores stored per executable per hour; later crashes keep metadata only")
       ->capture_default_str();
-  app.add_option("values", pos, "%P %i %I %s %t %c %u %g %d %e [%F] (from the kernel)");
+  app.add_option("--max-per-uid-per-hour", o.max_per_uid_per_hour,
+                 "Cores stored per crashed uid per hour; later crashes keep metadata only")
+      ->capture_default_str();
+  app.add_option("--max-per-hour", o.max_per_hour, "Cores stored per hour for all users together")
+      ->capture_default_str();
+  app.footer(
+      "After the options: -- %P %i %I %s %t %c %u %g %d %e [%F] (from the kernel). Without "
+      "options, the values may come first (a pattern written before `--` was added).");
+  // Anything not an option is left over, and refused below.
+  app.allow_extras();
   try {
-    app.parse(argc, argv);
+    std::vector<const char*> opts = {argv[0]};
+    for (const auto& opt : split.options) opts.push_back(opt.c_str());
+    app.parse(static_cast<int>(opts.size()), opts.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (!app.remaining().empty()) {
+    Log("refusing to run: the kernel's values must follow `--` (got '" + app.remaining()[0] +
+        "' among the options)");
+    return 2;
   }
   auto size = ParseSize(max_size);
   auto btmax = ParseSize(bt_max);
   auto hist = ParseDurationNs(history);
   auto htimeout = ParseDurationNs(history_timeout);
-  auto args = ParseHookArgs(pos);
+  auto args = ParseHookArgs(split.values);
   if (!size.ok() || !btmax.ok() || !hist.ok() || !htimeout.ok() || !args.ok()) {
     std::string msg = !args.ok()    ? args.status().message()
                       : !size.ok()  ? size.status().message()

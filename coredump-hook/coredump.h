@@ -9,10 +9,13 @@
 //      truncation flagged),
 //   4. unwinds every thread from the core with libunwind's coredump API in a
 //      child process running as the crashed user (never root) under CPU, memory
-//      and output limits, and symbolizes the frames with the attribution
-//      pipeline (the child reads a reduced copy of the core: CoreReducer),
+//      and output limits and a seccomp filter, and symbolizes the frames with
+//      the attribution pipeline (the child is piped the core and keeps a
+//      reduced copy of it: CoreReducer; no byte of the core is parsed
+//      outside it),
 // and commits the record. Any step that fails is recorded as a reason; the
-// core is stored whatever happens to the others.
+// core is stored whatever happens to the others, and the rest of the crash
+// whatever happens to the core (a full store keeps it without the core).
 //
 // Privileges: step 1 (another user's /proc entries), creating the unwinder's
 // temporary file and starting the unwinder as another user are the only
@@ -36,7 +39,7 @@
 namespace flightrec::coredump {
 
 // The core_pattern specifiers, in the order `recorder coredump install` puts
-// them: %P %i %I %s %t %c %u %g %d %e %F. %F (Linux >= 6.16) expands to the
+// them after "--": %P %i %I %s %t %c %u %g %d %e %F. %F (Linux >= 6.16) expands to the
 // number of a pidfd of the crashing process that the kernel installs in the
 // hook (3); older kernels drop it, leaving an empty or no 11th value.
 struct HookArgs {
@@ -49,11 +52,22 @@ struct HookArgs {
   uid_t uid = 0;             // %u
   gid_t gid = 0;             // %g
   bool dumpable = true;      // %d: 0 for setuid & co: root-only
-  std::string comm;          // %e
+  std::string comm;          // %e (the kernel's; /proc's replaces it when verified)
   int pidfd = -1;            // %F: the kernel's pidfd of the process, -1 if none
 };
 
 StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& positional);
+
+// The hook's argv split into its own options and the kernel's values. The
+// values follow the first "--" (the pattern `recorder coredump install`
+// writes); a pattern without options may start with the values (argv[1] is
+// %P, a number). Nothing after "--", nor anything of a pattern that starts
+// with a number, is ever an option: %e is the crashing program's to choose.
+struct HookArgv {
+  std::vector<std::string> options;
+  std::vector<std::string> values;
+};
+HookArgv SplitHookArgv(int argc, const char* const* argv);
 
 struct HookOptions {
   std::string store_dir;
@@ -61,7 +75,11 @@ struct HookOptions {
   uint64_t max_core_bytes = 32ull << 30;  // like systemd's ProcessSizeMax on 64-bit
   int64_t history_ns = 5'000'000'000;
   int history_timeout_ms = 3000;  // connect + dump; the core waits meanwhile
-  int max_per_exe_per_hour = 20;  // excess crashes keep metadata only
+  // Cores stored per hour (excess crashes keep metadata only): per crashed
+  // uid, per executable of that uid, and for everyone.
+  int max_per_uid_per_hour = 30;
+  int max_per_exe_per_hour = 20;
+  int max_per_hour = 200;
   // The unwinder's reduced copy of the core (CoreReducer): notes, then at
   // most this much memory (stacks first), so a core of any size gets a
   // backtrace and each running hook puts at most notes + this in /var/tmp.
@@ -95,6 +113,12 @@ Status WriteHookConfig(const HookOptions& o);
 nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, pid_t pid,
                          pid_t crashing_tid, const std::map<pid_t, pid_t>& global_tids,
                          size_t max_frames = 64);
+
+// Confines the calling process (the unwinder child, after it became the
+// crashed user with no_new_privs) to reading files and memory, writing to
+// its open fds, allocating and exiting: any other system call (socket,
+// execve, fork, kill, ptrace, ...) kills it with SIGSYS.
+Status UnwinderSeccomp();
 
 // Leaves the calling process with CAP_KILL only (permitted and effective;
 // nothing inheritable, ambient or in the bounding set), root's exec

@@ -20,6 +20,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config clang-format
   libzstd-dev zstd libsqlite3-dev sqlite3 libxxhash-dev
   libboost-dev libboost-system-dev libunwind-dev libdw-dev libelf-dev elfutils zlib1g-dev libacl1-dev
+  libseccomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   linux-perf gdb golang-go util-linux bsdutils procps psmisc time python3 binutils

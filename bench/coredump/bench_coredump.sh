@@ -40,7 +40,7 @@ for r in $(seq "$ROUNDS"); do
   sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
   cat "$core" > /dev/null  # both sides read from the page cache
   /usr/bin/time -f "%e %M" -a -o "$work/hook.t" "$HOOK" --config /dev/null --store "$work/hstore$r" \
-    --socket "$work/nosock" "$SLEEPER" "$SLEEPER" "$SLEEPER" 11 "$(date +%s)" -1 0 0 1 bench \
+    --socket "$work/nosock" -- "$SLEEPER" "$SLEEPER" "$SLEEPER" 11 "$(date +%s)" -1 0 0 1 bench \
     < "$core" 2>/dev/null
   /usr/bin/time -f "%e %M" -a -o "$work/zstd.t" sh -c "zstd -q -3 -c '$core' > '$work/core.zst'"
   rm -rf "$work/hstore$r" "$work/core.zst"

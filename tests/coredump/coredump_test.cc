@@ -415,6 +415,7 @@ HookRun RunHook(const std::string& store, const std::string& sock, const FakeCra
                                      "--socket",
                                      sock};
     args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--");  // the kernel's values follow, as in the installed pattern
     for (const auto& v :
          {std::to_string(c.pid), std::to_string(c.pid), std::to_string(c.pid), std::string("11"),
           std::to_string(c.time_s ? c.time_s : time(nullptr)), std::string("-1"),
@@ -694,10 +695,16 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
     std::printf("20 GiB stream: %.1f s, peak RSS %ld KiB\n", z.seconds, z.max_rss_kb);
   }
   // Malformed arguments: refused with a reason, exit 2.
-  auto bad = RunCommand({BuildPath("coredump-hook/recorder-coredump"), "--store", store, "1", "x"});
+  auto bad =
+      RunCommand({BuildPath("coredump-hook/recorder-coredump"), "--store", store, "--", "1", "x"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("expected the core_pattern values"), std::string::npos) << bad.err;
-  // A full filesystem: refused with the reason, nothing half-written.
+  // Values after options but without "--": refused, never parsed.
+  bad = RunCommand({BuildPath("coredump-hook/recorder-coredump"), "--store", store, "1", "x"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("must follow"), std::string::npos) << bad.err;
+  // A filesystem too full for the core: the crash is stored without it,
+  // saying why, nothing half-written.
   {
     std::string mnt = tmp.path() + "/full";
     fs::create_directories(mnt);
@@ -705,8 +712,11 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
         RunCommand({"/usr/bin/mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mnt}).exit_code,
         0);
     HookRun f = RunHookOn(mnt + "/store", nosock, sleeper, tmp.path() + "/garbage");
-    EXPECT_EQ(f.exit_code, 1) << f.err;
-    EXPECT_NE(f.err.find("no space"), std::string::npos) << f.err;
+    EXPECT_EQ(f.exit_code, 0) << f.err;
+    EXPECT_NE(f.err.find("core not stored: no space"), std::string::npos) << f.err;
+    auto j = CrashInfo(mnt + "/store", f.id());
+    ASSERT_FALSE(j.is_null()) << f.err;
+    EXPECT_FALSE(j["crash"]["core_stored"].get<bool>());
     auto v = RunCommand({BuildPath("recorder/cli/recorder"), "--store", mnt + "/store", "verify"});
     EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
     RunCommand({"/usr/bin/umount", mnt});
@@ -799,10 +809,13 @@ TEST_F(CoredumpTest, ACrashOfTheHookItselfIsNotHandled) {
   c.comm = "recorder-coredu";  // %e: the hook's comm, cut to 15 characters
   HookRun r = RunHook(store, tmp.path() + "/no.sock", c, input);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("not handling a crash of recorder-coredump itself"), std::string::npos)
+  // Not by a name: any program may be called so (and the kernel's %e is
+  // not even what is stored: /proc's comm is).
+  EXPECT_EQ(r.err.find("not handling a crash of recorder-coredump itself"), std::string::npos)
       << r.err;
-  EXPECT_EQ(r.id(), "");
-  // Recognised by its executable too, whatever its comm.
+  ASSERT_NE(r.id(), "") << r.err;
+  EXPECT_EQ(CrashInfo(store, r.id())["crash"]["comm"], "sleep");
+  // Recognised by its executable, whatever its comm.
   pid_t hook = fork();
   if (hook == 0) {
     int devnull = open("/dev/null", O_RDWR);
@@ -813,8 +826,8 @@ TEST_F(CoredumpTest, ACrashOfTheHookItselfIsNotHandled) {
     const std::string pid = std::to_string(sleeper);  // its "crash" is the sleeper's
     execl(BuildPath("coredump-hook/recorder-coredump").c_str(), "recorder-coredump", "--config",
           "/nonexistent", "--store", (tmp.path() + "/other").c_str(), "--socket",
-          (tmp.path() + "/no.sock").c_str(), pid.c_str(), pid.c_str(), pid.c_str(), "11", "0", "0",
-          "0", "0", "1", "x", static_cast<char*>(nullptr));
+          (tmp.path() + "/no.sock").c_str(), "--", pid.c_str(), pid.c_str(), pid.c_str(), "11", "0",
+          "0", "0", "0", "1", "x", static_cast<char*>(nullptr));
     _exit(127);
   }
   // The running hook (waiting for its core on stdin) is a process whose exe
@@ -1066,7 +1079,7 @@ TEST_F(CoredumpTest, InstallPersistsAndUninstallRestoresExactlyThePreviousSettin
     PatternGuard mine("core.fr-test.%p", "3");
     auto i = daemon_->Cli({"coredump", "install", "--persist", "--hook", hook});
     ASSERT_EQ(i.exit_code, 0) << i.err;
-    const std::string pattern = "|" + hook + " %P %i %I %s %t %c %u %g %d %e %F";
+    const std::string pattern = "|" + hook + " -- %P %i %I %s %t %c %u %g %d %e %F";
     EXPECT_EQ(ReadFile(kPatternFile), pattern + "\n");
     EXPECT_EQ(ReadFile(kPipeLimitFile), "64\n");
     EXPECT_EQ(ReadFile(dropin),
@@ -1175,7 +1188,7 @@ TEST_F(CoredumpTest, TheHookDropsItsPrivilegesAndTheUnwinderRunsAsTheCrashedUser
     const std::string p = std::to_string(sleeper), u = std::to_string(kNobody);
     execl(BuildPath("coredump-hook/recorder-coredump").c_str(), "recorder-coredump", "--config",
           "/nonexistent", "--store", store.c_str(), "--socket", (tmp.path() + "/no.sock").c_str(),
-          p.c_str(), p.c_str(), p.c_str(), "11", "0", "0", u.c_str(), u.c_str(), "1", "sleep",
+          "--", p.c_str(), p.c_str(), p.c_str(), "11", "0", "0", u.c_str(), u.c_str(), "1", "sleep",
           static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -1206,6 +1219,14 @@ TEST_F(CoredumpTest, TheHookDropsItsPrivilegesAndTheUnwinderRunsAsTheCrashedUser
   EXPECT_EQ(StatusField(unwinder, "CapEff"), "0000000000000000");
   EXPECT_EQ(StatusField(unwinder, "CapPrm"), "0000000000000000");
   EXPECT_EQ(StatusField(unwinder, "NoNewPrivs"), "1");
+  // Under its seccomp filter (mode 2) before the first byte of the core
+  // reaches it: the core is parsed there and nowhere else.
+  deadline = std::chrono::steady_clock::now() + 10s;
+  while (StatusField(unwinder, "Seccomp") != "2" && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(StatusField(unwinder, "Seccomp"), "2");
+  EXPECT_EQ(StatusField(unwinder, "Seccomp_filters"), "1");
   // Everything still works unprivileged: the core is stored, unwound, and
   // its record made readable to the crashed user (an ACL by the owner).
   std::string bytes = ReadFile(core);
@@ -1269,7 +1290,7 @@ TEST_F(CoredumpTest, AReducedCopyStillUnwindsThroughSharedLibrariesAndEveryThrea
   chmod(tmp.path().c_str(), 0755);
   const std::string hook = fs::canonical(BuildPath("coredump-hook/recorder-coredump")).string();
   const std::string wrapper = tmp.path() + "/small-budget-hook";
-  std::ofstream(wrapper) << "#!/bin/sh\nexec " << hook << " --backtrace-memory-max 64K \"$@\"\n";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec " << hook << " --backtrace-memory-max 64K -- \"$@\"\n";
   chmod(wrapper.c_str(), 0755);
   ScopedPattern p("|" + wrapper + " %P %i %I %s %t %c %u %g %d %e");
   for (const Case& c :
@@ -1301,6 +1322,311 @@ TEST_F(CoredumpTest, AReducedCopyStillUnwindsThroughSharedLibrariesAndEveryThrea
       EXPECT_TRUE(Has(other, "spin_a") && Has(other, "main")) << bt.dump();
     }
   }
+}
+
+// Runs `path` MODE MS as uid (gid = uid; 0: root, as is) with an unlimited
+// core size; returns its pid once it died from SIGSEGV, -1 otherwise. The
+// program's comm is its file name (cut to 15 bytes) unless MODE sets one.
+pid_t CrashProgram(const std::string& path, const std::string& mode = "segv", uid_t uid = 0,
+                   int ms = 0) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+    setrlimit(RLIMIT_CORE, &unlimited);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    if (uid != 0 && (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
+                     setresuid(uid, uid, uid) != 0)) {
+      _exit(126);
+    }
+    const std::string ms_text = std::to_string(ms);
+    execl(path.c_str(), path.c_str(), mode.c_str(), ms_text.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV ? pid : -1;
+}
+
+TEST_F(CoredumpTest, ACrashingProgramsNameIsNeverAnOptionOfTheHook) {
+  // The kernel passes %e (comm, which the program chooses: its file name,
+  // or anything through PR_SET_NAME; '/' becomes '!') to the root hook,
+  // whose working directory is "/". Were it parsed as an option,
+  // `--store=tmp` would make /tmp the store (its recovery removing
+  // temporaries there and indexing planted records), `-h` would end the hook
+  // before storing anything, `--socket=` would pick the daemon.
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  const std::string planted_tmp = "/tmp/.tmp-flightrec-coredump-test-planted";
+  const std::string planted_rec = "/tmp/flightrec-coredump-test-planted.frec";
+  std::ofstream(planted_tmp) << "another user's file";
+  std::ofstream(planted_rec) << "not a record";
+  const bool tmp_had_index = fs::exists("/tmp/index.sqlite");
+  struct Name {
+    std::string file;  // the program's file name
+    std::string mode;  // fr_crash's mode: segv, or comm=NAME
+    std::string comm;  // what /proc says its comm is
+  };
+  std::vector<Name> names = {
+      {"--store=tmp", "segv", "--store=tmp"},
+      {"--socket=x", "segv", "--socket=x"},
+      {"fr_crash_a", "comm=--socket=/tmp/x", "--socket=/tmp/x"},
+      {"-h", "segv", "-h"},
+      {"--help", "segv", "--help"},
+      {"--config", "segv", "--config"},
+      {"--config=tmp", "segv", "--config=tmp"},
+      {"fr_crash_b", "comm=--config=/tmp/", "--config=/tmp/"},
+      {"--", "segv", "--"},
+      {"-", "segv", "-"},
+      {"\x1b[31m\x1b]0;t\x07x", "segv", "\x1b[31m\x1b]0;t\x07x"},
+      {"\x01\x02\x7f-h", "segv", "\x01\x02\x7f-h"},
+  };
+  for (const Name& n : names) {
+    SCOPED_TRACE(nlohmann::json(n.comm).dump());
+    const std::string prog = tmp.path() + "/" + n.file;
+    fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
+    pid_t pid = CrashProgram(prog, n.mode);
+    ASSERT_GT(pid, 0);
+    nlohmann::json crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << "crash not stored in the configured store\n" << daemon_->Log();
+    EXPECT_EQ(crash["comm"], n.comm);
+    EXPECT_EQ(crash["exe"], fs::canonical(prog).string());
+    EXPECT_TRUE(crash["core_stored"].get<bool>()) << crash.dump();
+    // The configured daemon was asked for the history (it may refuse:
+    // its own budget is not this test's business).
+    auto info = CrashInfo(daemon_->store(), crash["id"]);
+    EXPECT_EQ(info["crash"]["notes"].dump().find("not reachable"), std::string::npos)
+        << info["crash"]["notes"].dump();
+  }
+  // Nothing went to /tmp, and what was planted there is untouched.
+  EXPECT_EQ(ReadFile(planted_tmp), "another user's file");
+  EXPECT_EQ(ReadFile(planted_rec), "not a record");
+  if (!tmp_had_index) {
+    EXPECT_FALSE(fs::exists("/tmp/index.sqlite"));
+  }
+  EXPECT_FALSE(fs::exists("/tmp/.coredump-rate"));
+  std::error_code ec;
+  fs::remove(planted_tmp, ec);
+  fs::remove(planted_rec, ec);
+}
+
+// A tmpfs mounted at `dir` (created) for the object's life.
+class ScopedTmpfs {
+ public:
+  ScopedTmpfs(const std::string& dir, const std::string& size) : dir_(dir) {
+    fs::create_directories(dir);
+    ok_ =
+        RunCommand({"/bin/mount", "-t", "tmpfs", "-o", "size=" + size + ",mode=0755", "tmpfs", dir})
+            .exit_code == 0;
+  }
+  ~ScopedTmpfs() {
+    if (ok_) RunCommand({"/bin/umount", "-l", dir_});
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  std::string dir_;
+  bool ok_ = false;
+};
+
+// Fills the filesystem of `dir` with one file until only `leave` bytes are
+// free.
+void FillLeaving(const std::string& dir, uint64_t leave) {
+  const std::string filler = dir + "/filler";
+  ScopedFd fd(open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  std::string block(1 << 16, 'f');
+  while (write(fd.get(), block.data(), block.size()) > 0) {
+  }
+  fsync(fd.get());
+  struct stat st;
+  fstat(fd.get(), &st);
+  const uint64_t written = static_cast<uint64_t>(st.st_size);
+  if (ftruncate(fd.get(), static_cast<off_t>(written > leave ? written - leave : 0)) != 0) return;
+}
+
+TEST_F(CoredumpTest, AFullStoreKeepsTheCrashWithoutItsCoreAndSaysWhy) {
+  // A 24 MiB store, full but for 4 MiB, and a crash whose core is 8 MiB of
+  // noise: the core cannot be written, but the crash (metadata, backtrace,
+  // history) is stored, with a note saying why the core is missing.
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  ScopedTmpfs small(tmp.path() + "/store", "24m");
+  ASSERT_TRUE(small.ok());
+  {
+    Daemon d(tmp.path());
+    ASSERT_TRUE(d.ready()) << d.Log();
+    const std::string hook = fs::canonical(BuildPath("coredump-hook/recorder-coredump")).string();
+    ASSERT_EQ(d.Cli({"coredump", "install", "--hook", hook}).exit_code, 0);
+    FillLeaving(d.store(), 4 << 20);
+    pid_t pid = CrashProgram(BuildPath("tests/programs/fr_crash"), "noise", 0, 300);
+    ASSERT_GT(pid, 0);
+    nlohmann::json crash;
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (crash.is_null() && std::chrono::steady_clock::now() < deadline) {
+      auto j = nlohmann::json::parse(
+          d.Cli({"crash", "list", "--pid", std::to_string(pid), "--json"}).out, nullptr, false);
+      if (j.is_array() && !j.empty()) crash = j[0];
+      if (crash.is_null()) std::this_thread::sleep_for(50ms);
+    }
+    // Back to the suite's store before anything can fail.
+    ASSERT_EQ(daemon_->Cli({"coredump", "install", "--hook", hook}).exit_code, 0);
+    ASSERT_FALSE(crash.is_null()) << "the crash was lost on a full store\n" << d.Log();
+    EXPECT_FALSE(crash["core_stored"].get<bool>()) << crash.dump();
+    auto info = d.Cli({"crash", "info", crash["id"], "--json"});
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    auto j = nlohmann::json::parse(info.out);
+    const std::string notes = j["crash"]["notes"].dump();
+    EXPECT_NE(notes.find("core not stored: no space"), std::string::npos) << notes;
+    EXPECT_EQ(j["metadata"]["exe"], fs::canonical(BuildPath("tests/programs/fr_crash")).string());
+    // The backtrace came from the core as it streamed by.
+    ASSERT_FALSE(j["backtrace"]["threads"].empty()) << j["backtrace"].dump() << notes;
+    EXPECT_TRUE(Has(FrameNames(j["backtrace"]["threads"][0]), "crash_here"))
+        << j["backtrace"].dump();
+    auto text = d.Cli({"crash", "info", crash["id"]});
+    EXPECT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("Core: not stored"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("Note: core not stored: no space"), std::string::npos) << text.out;
+    // No core to extract, said plainly.
+    auto core = d.Cli({"crash", "core", crash["id"], "-o", tmp.path() + "/out.core"});
+    EXPECT_NE(core.exit_code, 0);
+    EXPECT_TRUE(d.Cli({"verify"}).exit_code == 0);
+  }
+}
+
+// The hook's settings file with `changes` merged in, for the object's life
+// (`coredump install` writes it afresh afterwards).
+class ScopedHookConfig {
+ public:
+  ScopedHookConfig(const Daemon& d, const nlohmann::json& changes) : daemon_(d) {
+    auto j = nlohmann::json::parse(ReadFile(kConfig), nullptr, false);
+    ok_ = j.is_object();
+    j.update(changes);
+    std::ofstream(kConfig, std::ios::trunc) << j.dump();
+  }
+  ~ScopedHookConfig() {
+    daemon_.Cli({"coredump", "install", "--hook",
+                 fs::canonical(BuildPath("coredump-hook/recorder-coredump")).string()});
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  static constexpr const char* kConfig = "/etc/flightrec/coredump.json";
+  const Daemon& daemon_;
+  bool ok_ = false;
+};
+
+TEST_F(CoredumpTest, OneUserCannotUseUpEveryonesCoreBudget) {
+  // Cores are budgeted per uid (what a user cannot mint), not only per
+  // executable (which a copy mints): nobody's sixth crash of six copies
+  // keeps metadata only, and root's and daemon's next crashes still get
+  // their cores.
+  constexpr uid_t kNobody = 65534, kDaemon = 1;
+  ScopedHookConfig config(*daemon_, {{"max_per_uid_per_hour", 4}});
+  ASSERT_TRUE(config.ok());
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    // Named to forge lines of the hook's count file for root if it kept
+    // names raw.
+    const std::string forged = fmt::format("\n{}\t0\tforged", time(nullptr));
+    const std::string prog = fmt::format("{}/copy{}{}{}{}", tmp.path(), i, forged, forged, forged);
+    fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
+    pid_t pid = CrashProgram(prog, "segv", kNobody);
+    ASSERT_GT(pid, 0);
+    auto crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+    EXPECT_EQ(crash["uid"], kNobody);
+    EXPECT_EQ(crash["core_stored"].get<bool>(), i < 4) << crash.dump();
+    EXPECT_EQ(crash["rate_limited"].get<bool>(), i >= 4) << crash.dump();
+    if (i >= 4) {
+      auto j = CrashInfo(daemon_->store(), crash["id"]);
+      EXPECT_NE(j["crash"]["notes"].dump().find("uid 65534"), std::string::npos)
+          << j["crash"]["notes"].dump();
+    }
+  }
+  for (uid_t uid : {uid_t{0}, kDaemon}) {
+    SCOPED_TRACE(uid);
+    const std::string prog = fmt::format("{}/other{}", tmp.path(), uid);
+    fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
+    pid_t pid = CrashProgram(prog, "segv", uid);
+    ASSERT_GT(pid, 0);
+    auto crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+    EXPECT_TRUE(crash["core_stored"].get<bool>()) << crash.dump();
+    EXPECT_FALSE(crash["rate_limited"].get<bool>()) << crash.dump();
+  }
+}
+
+TEST_F(CoredumpTest, ProgramsNamedLikeTheHookOrTheCliAreRecorded) {
+  // Only the hook's own crashes are left alone (by its executable), not
+  // every program whose name starts like it.
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  for (const std::string name : {"recorder", "recorder-coredump", "recorderd"}) {
+    SCOPED_TRACE(name);
+    const std::string prog = tmp.path() + "/" + name;
+    fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
+    pid_t pid = CrashProgram(prog);
+    ASSERT_GT(pid, 0);
+    auto crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+    EXPECT_EQ(crash["comm"], name.substr(0, 15));
+    EXPECT_TRUE(crash["core_stored"].get<bool>()) << crash.dump();
+  }
+}
+
+TEST_F(CoredumpTest, AnExecutableDeeperThanPathMaxKeepsItsMetadata) {
+  // /proc/PID/exe cannot name a file deeper than PATH_MAX (readlink fails
+  // with ENAMETOOLONG), yet the process is alive and its metadata readable.
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  const std::string component(200, 'd');
+  std::vector<int> fds = {open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  for (int depth = 0; depth < 24; ++depth) {  // 24 * 201 bytes > 4096
+    ASSERT_EQ(mkdirat(fds.back(), component.c_str(), 0755), 0) << strerror(errno);
+    fds.push_back(openat(fds.back(), component.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_GE(fds.back(), 0);
+  }
+  {
+    ScopedFd out(openat(fds.back(), "fr_crash", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755));
+    ASSERT_TRUE(out);
+    const std::string bytes = ReadFile(BuildPath("tests/programs/fr_crash"));
+    ASSERT_EQ(write(out.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+    setrlimit(RLIMIT_CORE, &unlimited);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    if (fchdir(fds.back()) != 0) _exit(126);
+    execl("./fr_crash", "fr_crash", "segv", "0", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV) << st;
+  auto crash = WaitForCrash(pid);
+  ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+  EXPECT_TRUE(crash["core_stored"].get<bool>()) << crash.dump();
+  auto j = CrashInfo(daemon_->store(), crash["id"]);
+  ASSERT_FALSE(j.is_null());
+  const std::string notes = j["crash"]["notes"].dump();
+  EXPECT_TRUE(j["metadata"].value("verified", false)) << j["metadata"].dump() << notes;
+  EXPECT_EQ(notes.find("has exited"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("longer than PATH_MAX"), std::string::npos) << notes;
+  EXPECT_EQ(j["metadata"]["cmdline"], "fr_crash segv 0") << j["metadata"].dump();
+  EXPECT_FALSE(j["metadata"]["build_id"].get<std::string>().empty()) << j["metadata"].dump();
+  EXPECT_EQ(j["crash"]["comm"], "fr_crash");
+  EXPECT_FALSE(j["backtrace"]["threads"].empty()) << j["backtrace"].dump() << notes;
+  // Removed from the bottom up, by directory fds (no path is short enough).
+  unlinkat(fds.back(), "fr_crash", 0);
+  for (size_t k = fds.size() - 1; k > 0; --k) {
+    close(fds[k]);
+    unlinkat(fds[k - 1], component.c_str(), AT_REMOVEDIR);
+  }
+  close(fds[0]);
 }
 
 }  // namespace

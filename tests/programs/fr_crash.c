@@ -2,13 +2,17 @@
  * segv (NULL dereference), abort, fpe (integer division by zero),
  * threads (a second thread dereferences NULL while the main one spins), or
  * bigmap (segv with a 3 GiB anonymous mapping of which one page was touched:
- * a 3 GiB core, nearly all zeros, at no memory cost). */
+ * a 3 GiB core, nearly all zeros, at no memory cost), noise (segv with
+ * 8 MiB of pseudo-random bytes in memory: a core that does not compress),
+ * or comm=NAME (sets its comm to NAME, which exec never gives a program
+ * with a '/' in it, then segv). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +65,24 @@ int main(int argc, char **argv) {
     /* A written anonymous mapping is dumped whole (the untouched pages as
      * zeros); an untouched one not at all (vma_dump_size). */
     big[len / 2] = 1;
+    mode = "segv";
+  }
+  if (strcmp(mode, "noise") == 0) {
+    size_t len = (size_t)8 << 20;
+    unsigned long *noise = malloc(len);
+    if (noise == NULL) return 2;
+    unsigned long x = 88172645463325252ul;
+    for (size_t i = 0; i < len / sizeof(*noise); i++) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      noise[i] = x;
+    }
+    sink = noise[len / sizeof(*noise) / 2];
+    mode = "segv";
+  }
+  if (strncmp(mode, "comm=", 5) == 0) {
+    prctl(PR_SET_NAME, mode + 5);
     mode = "segv";
   }
   spin_a(g_ms / 1000.0);
