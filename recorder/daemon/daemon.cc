@@ -1,11 +1,13 @@
 #include "recorder/daemon/daemon.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -111,6 +113,32 @@ Status ParseCrashPid(const nlohmann::json& params, DumpRequest* req) {
   return OkStatus();
 }
 
+// `for_uid`: the uid whose dump budget pays for a dump. Only a root peer
+// (the coredump hook, naming the crashed process's owner) may name another
+// uid; anyone else is charged for their own dumps whatever they say.
+StatusOr<uid_t> BudgetUid(const ipc::Peer& peer, const nlohmann::json& params) {
+  if (!params.contains("for_uid")) return peer.uid;
+  const auto& u = params["for_uid"];
+  if (!u.is_number_integer() || u.get<int64_t>() < 0 || u.get<int64_t>() >= int64_t{UINT32_MAX}) {
+    return InvalidArgument("for_uid must be a uid (0..2^32-2)");
+  }
+  return peer.uid == 0 ? static_cast<uid_t>(u.get<int64_t>()) : peer.uid;
+}
+
+// Open descriptors of this process (for the reserve kept free of triggers).
+size_t OpenFdCount() {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+constexpr size_t kMaxTriggerRecords = 16;     // per trigger, in status
+constexpr size_t kMaxTriggersInStatus = 256;  // the rest are counted
+constexpr size_t kMaxUidLimiters = 4096;      // idle ones are forgotten beyond this
+
 // How long a crash_pid dump waits for the crash marker: the kernel takes it
 // before it starts the hook that asks, so a marker still missing after this
 // was dropped (every slot in use) or never taken.
@@ -138,25 +166,27 @@ void Daemon::RegisterHandlers() {
                   [this](const ipc::Peer&, const nlohmann::json&) -> StatusOr<nlohmann::json> {
                     return StatusJson();
                   });
-  server_->Handle("dump",
-                  [this](const ipc::Peer&, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
-                    DumpRequest req;
-                    req.last_ns = p.value("last_ns", options_.default_last_ns);
-                    if (req.last_ns <= 0) return InvalidArgument("last_ns must be positive");
-                    req.reason = p.value("reason", std::string("manual"));
-                    if (p.contains("pids")) req.pids = p["pids"].get<std::vector<uint32_t>>();
-                    req.live_attribution = p.value("live_attribution", false);
-                    RETURN_IF_ERROR(ParseCrashPid(p, &req));
-                    ASSIGN_OR_RETURN(DumpResult r, Dump(req));
-                    nlohmann::json j = r.ToJson();
-                    j["summary"] = r.Summary();
-                    return j;
-                  });
-  server_->Handle("trigger_add",
-                  [this](const ipc::Peer&, const nlohmann::json& p) { return AddTrigger(p); });
+  server_->Handle(
+      "dump", [this](const ipc::Peer& peer, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
+        DumpRequest req;
+        req.last_ns = p.value("last_ns", options_.default_last_ns);
+        if (req.last_ns <= 0) return InvalidArgument("last_ns must be positive");
+        req.reason = p.value("reason", std::string("manual"));
+        if (p.contains("pids")) req.pids = p["pids"].get<std::vector<uint32_t>>();
+        req.live_attribution = p.value("live_attribution", false);
+        RETURN_IF_ERROR(ParseCrashPid(p, &req));
+        ASSIGN_OR_RETURN(uid_t budget, BudgetUid(peer, p));
+        ASSIGN_OR_RETURN(DumpResult r, Dump(req, budget));
+        nlohmann::json j = r.ToJson();
+        j["summary"] = r.Summary();
+        return j;
+      });
+  server_->Handle("trigger_add", [this](const ipc::Peer& peer, const nlohmann::json& p) {
+    return AddTrigger(peer, p);
+  });
   server_->Handle("trigger_list",
                   [this](const ipc::Peer&, const nlohmann::json&) -> StatusOr<nlohmann::json> {
-                    return StatusJson()["triggers"];
+                    return TriggersJson();
                   });
   server_->Handle("trigger_remove",
                   [this](const ipc::Peer&, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
@@ -228,7 +258,7 @@ void Daemon::AwaitSignal() {
       DumpRequest req;
       req.last_ns = options_.default_last_ns;
       req.reason = "SIGUSR2";
-      auto r = Dump(req);
+      auto r = Dump(req, geteuid());
       if (r.ok())
         spdlog::info("dump {}", r->Summary());
       else
@@ -256,13 +286,39 @@ void Daemon::RefreshKernelSymbols() {
   modules_text_ = std::move(text);
 }
 
-StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req) {
-  int64_t t0 = MonotonicNs();
-  if (!dump_limiter_.Allow(t0)) {
+// Both budgets must have room; a refusal by one spends nothing of the other.
+Status Daemon::ChargeDump(uid_t uid, int64_t now) {
+  if (uid_dump_limiters_.size() >= kMaxUidLimiters) {
+    for (auto it = uid_dump_limiters_.begin(); it != uid_dump_limiters_.end();) {
+      it = it->second.Idle(now) ? uid_dump_limiters_.erase(it) : std::next(it);
+    }
+  }
+  auto& mine =
+      uid_dump_limiters_.try_emplace(uid, options_.dumps_per_uid_per_hour, 3600'000'000'000LL)
+          .first->second;
+  if (!mine.Check(now)) {
+    mine.Suppress();
+    ++dumps_refused_uid_;
     return Status(StatusCode::kResourceExhausted,
-                  fmt::format("dump refused: more than {} dumps in the last hour (rate limit)",
+                  fmt::format("dump refused: uid {} has had {} dumps in the last hour "
+                              "(--max-dumps-per-uid-per-hour)",
+                              uid, mine.max_events()));
+  }
+  if (!dump_limiter_.Check(now)) {
+    dump_limiter_.Suppress();
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("dump refused: {} dumps in the last hour for all users together "
+                              "(--max-dumps-per-hour)",
                               dump_limiter_.max_events()));
   }
+  mine.Record(now);
+  dump_limiter_.Record(now);
+  return OkStatus();
+}
+
+StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req, uid_t budget_uid) {
+  int64_t t0 = MonotonicNs();
+  RETURN_IF_ERROR(ChargeDump(budget_uid, t0));
   Drain();  // the newest mappings must be in the table before we snapshot it
   auto snap = req.crash_pid ? CrashHistory(*backend_, req) : backend_->TakeSnapshot(req.last_ns);
   if (!snap.ok()) {
@@ -281,18 +337,29 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req) {
   return r;
 }
 
-nlohmann::json Daemon::StatusJson() const {
+// At most kMaxTriggersInStatus triggers (each with its newest
+// kMaxTriggerRecords records), so that the answer stays far below the
+// frame limit whatever --max-triggers says.
+nlohmann::json Daemon::TriggersJson() const {
   nlohmann::json triggers = nlohmann::json::array();
   for (const auto& t : triggers_) {
+    if (triggers.size() >= kMaxTriggersInStatus) break;
     triggers.push_back({{"id", t->id},
+                        {"owner_uid", t->owner},
                         {"uprobe", t->spec},
                         {"last_ns", t->last_ns},
                         {"max_per_hour", t->limiter->max_events()},
                         {"fired", t->fired},
                         {"dumps", t->dumps},
                         {"suppressed", t->limiter->suppressed()},
-                        {"records", t->records}});
+                        {"records", t->records},
+                        {"records_total", t->records_total}});
   }
+  return triggers;
+}
+
+nlohmann::json Daemon::StatusJson() const {
+  nlohmann::json triggers = TriggersJson();
   auto stats = backend_->Stats();
   uint64_t store_bytes = 0;
   auto tb = store_->TotalBytes();
@@ -310,21 +377,62 @@ nlohmann::json Daemon::StatusJson() const {
           {"dumps", dumps_},
           {"dump_failures", dump_failures_},
           {"last_dump_error", last_dump_error_},
-          {"dumps_rate_limited", dump_limiter_.suppressed()},
+          {"dumps_rate_limited", dump_limiter_.suppressed() + dumps_refused_uid_},
+          {"dumps_refused_uid_budget", dumps_refused_uid_},
           {"triggers", triggers},
+          {"triggers_total", triggers_.size()},
+          {"limits",
+           {{"max_dumps_per_hour", options_.dumps_per_hour},
+            {"max_dumps_per_uid_per_hour", options_.dumps_per_uid_per_hour},
+            {"max_triggers", options_.max_triggers},
+            {"max_triggers_per_uid", options_.max_triggers_per_uid},
+            {"reserved_fds", options_.reserved_fds},
+            {"max_message_bytes", ipc::kMaxMessage},
+            {"max_json_depth", ipc::kMaxJsonDepth}}},
           {"store", {{"dir", store_->dir()}, {"bytes", store_bytes}}},
           {"socket",
            {{"path", options_.socket_path},
             {"requests", server_->requests()},
-            {"rejected", server_->rejected()}}}};
+            {"rejected", server_->rejected()},
+            {"connections", server_->connections()},
+            {"shed", server_->shed()},
+            {"accept_backoffs", server_->accept_backoffs()}}}};
 }
 
-StatusOr<nlohmann::json> Daemon::AddTrigger(const nlohmann::json& p) {
+StatusOr<nlohmann::json> Daemon::AddTrigger(const ipc::Peer& peer, const nlohmann::json& p) {
+  // Each trigger holds a descriptor per CPU: without limits one user's
+  // triggers exhaust the daemon's descriptors (and nobody's crash is dumped).
+  size_t mine = 0;
+  for (const auto& t : triggers_) mine += t->owner == peer.uid;
+  if (mine >= options_.max_triggers_per_uid) {
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("trigger refused: uid {} already has {} triggers, the limit per uid "
+                              "(--max-triggers-per-uid); remove one first",
+                              peer.uid, mine));
+  }
+  if (triggers_.size() >= options_.max_triggers) {
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("trigger refused: {} triggers in total, the limit (--max-triggers)",
+                              triggers_.size()));
+  }
   auto t = std::make_unique<Trigger>();
+  t->owner = peer.uid;
   t->spec = p.at("uprobe").get<std::string>();
   t->last_ns = p.value("last_ns", options_.default_last_ns);
   uint32_t per_hour = p.value("max_per_hour", 6u);
   ASSIGN_OR_RETURN(t->uprobe, UprobeTrigger::Create(t->spec));
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    size_t open_fds = OpenFdCount();
+    if (open_fds + options_.reserved_fds > nofile.rlim_cur) {
+      return Status(StatusCode::kResourceExhausted,
+                    fmt::format("trigger refused: it would leave {} of {} file descriptors free, "
+                                "fewer than the {} kept for connections and dumps "
+                                "(--reserved-fds; raise LimitNOFILE)",
+                                nofile.rlim_cur - std::min<size_t>(open_fds, nofile.rlim_cur),
+                                nofile.rlim_cur, options_.reserved_fds));
+    }
+  }
   t->limiter = std::make_unique<RateLimiter>(per_hour, 3600'000'000'000LL);
   t->id = next_trigger_id_++;
   Trigger* raw = t.get();
@@ -356,9 +464,11 @@ void Daemon::OnTrigger(Trigger* t) {
     DumpRequest req;
     req.last_ns = t->last_ns;
     req.reason = fmt::format("uprobe {} hit by pid {} tid {}", t->spec, h.pid, h.tid);
-    auto r = Dump(req);
+    auto r = Dump(req, t->owner);
     if (r.ok()) {
       ++t->dumps;
+      ++t->records_total;
+      if (t->records.size() >= kMaxTriggerRecords) t->records.erase(t->records.begin());
       t->records.push_back(r->row.id);
       spdlog::info("trigger {}: {}", t->id, r->Summary());
     } else {
@@ -436,8 +546,29 @@ int RecorderdMain(int argc, char** argv) {
                  "or none. fp is the default: at 99 Hz both cost the same CPU, and the rings are "
                  "held as long as the daemon runs (docs/BENCHMARKS.md)")
       ->capture_default_str();
-  app.add_option("--max-dumps-per-hour", o.dumps_per_hour, "Rate limit for manual and signal dumps")
+  app.add_option("--max-dumps-per-hour", o.dumps_per_hour,
+                 "Dumps per sliding hour for all users together (manual, SIGUSR2, triggers, "
+                 "crash history): the global ceiling")
       ->capture_default_str();
+  app.add_option("--max-dumps-per-uid-per-hour", o.dumps_per_uid_per_hour,
+                 "Dumps per sliding hour charged to one uid: the requesting peer's, or for the "
+                 "coredump hook (a root peer) the crashed process's (dump param for_uid); "
+                 "SIGUSR2 dumps are charged to recorderd's own uid")
+      ->capture_default_str();
+  app.add_option("--max-triggers", o.max_triggers, "Uprobe triggers held at once, in total")
+      ->capture_default_str();
+  app.add_option("--max-triggers-per-uid", o.max_triggers_per_uid,
+                 "Uprobe triggers held at once per uid")
+      ->capture_default_str();
+  app.add_option("--reserved-fds", o.reserved_fds,
+                 "File descriptors a new trigger must leave free (of RLIMIT_NOFILE) for "
+                 "connections, dumps and the store")
+      ->capture_default_str();
+  app.footer(
+      "Control socket limits: frames of at most 1 MiB, JSON nested at most 32 deep, a scalar "
+      "id of at most 256 bytes, 16 MiB of unfinished requests in total, 256 connections, 5 s "
+      "idle timeout; peers other than root, recorderd's uid and --group are refused before "
+      "anything they send is read. See recorder/ipc/PROTOCOL.md.");
   app.add_flag("--foreground", foreground,
                "Stay in the foreground, log to stderr (systemd runs it so)");
   try {

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,14 @@
 namespace flightrec::recorder::ipc {
 
 inline constexpr uint32_t kMaxMessage = 1 << 20;  // requests and responses
+// Nesting of arrays/objects a request may have: checked on the raw bytes
+// before parsing, so a deeply nested frame cannot exhaust the stack of the
+// parser, the copy or the destructor.
+inline constexpr size_t kMaxJsonDepth = 32;
+// A request's `id` is echoed in the answer: a scalar, a string at most this long.
+inline constexpr size_t kMaxIdBytes = 256;
+// Request bytes held for all connections together while their frames arrive.
+inline constexpr size_t kMaxBufferedRequestBytes = 16u << 20;
 
 struct Peer {
   pid_t pid = 0;
@@ -39,11 +48,18 @@ using Handler = std::function<StatusOr<nlohmann::json>(const Peer&, const nlohma
 // Returns true if the peer may use the socket at all.
 using Policy = std::function<bool(const Peer&)>;
 
+// InvalidArgument if `text` nests arrays/objects deeper than max_depth
+// (brackets inside strings are data). Linear, allocates nothing.
+Status CheckJsonDepth(std::string_view text, size_t max_depth);
+
 struct ServerOptions {
   std::string path;
   std::string group;  // optional: members may use the socket (mode 0660)
   std::chrono::milliseconds idle_timeout{5000};
   size_t max_connections = 256;
+  // Longest pause of accept() when the process is out of descriptors
+  // (EMFILE/ENFILE): pending connections wait in the backlog meanwhile.
+  std::chrono::milliseconds max_accept_backoff{1000};
 };
 
 // Handlers run on the io thread, one at a time: a dump (tens of ms) delays
@@ -65,13 +81,26 @@ class Server {
   uint64_t requests() const { return requests_; }
   uint64_t rejected() const { return rejected_; }
   size_t connections() const { return live_; }
+  // accept() failures for want of descriptors (or memory), each followed by a pause.
+  uint64_t accept_backoffs() const { return accept_backoffs_; }
+  // Connections closed unanswered: over max_connections or shed at EMFILE.
+  uint64_t shed() const { return shed_; }
 
  private:
   class Connection;
-  Server(boost::asio::io_context& io) : io_(io), acceptor_(io) {}
+  Server(boost::asio::io_context& io) : io_(io), acceptor_(io), accept_timer_(io) {}
   void Accept();
+  void OnAcceptError(const boost::system::error_code& ec);
+  void ShedOne();
+  bool Allowed(const Peer& p) const { return policy_ ? policy_(p) : DefaultPolicy(p); }
   boost::asio::io_context& io_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::steady_timer accept_timer_;
+  std::chrono::milliseconds backoff_{0};
+  // Held open so that at EMFILE one descriptor can be freed to accept and
+  // close a pending connection (its client learns at once) instead of
+  // leaving it to spin the loop.
+  ScopedFd reserve_fd_;
   ServerOptions options_;
   gid_t group_gid_ = static_cast<gid_t>(-1);
   std::map<std::string, Handler> handlers_;
@@ -79,6 +108,9 @@ class Server {
   uint64_t requests_ = 0;
   uint64_t rejected_ = 0;
   size_t live_ = 0;
+  size_t buffered_ = 0;  // request bytes held by all connections
+  uint64_t accept_backoffs_ = 0;
+  uint64_t shed_ = 0;
   bool stopped_ = false;
   friend class Connection;
 };
