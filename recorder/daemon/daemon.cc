@@ -242,6 +242,11 @@ void Daemon::Tick() {
   tick_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     Drain();
+    // A hit that landed between the last drain and re-arming the wait has
+    // no edge left to report it: pick it up here, 200 ms late at most.
+    for (auto& t : triggers_) {
+      if (t->uprobe->Pending()) OnTrigger(t.get());
+    }
     // Mapping changes (and exited processes) stay replayable for twice the
     // history window: a dump may ask for more than --history when the rings
     // were sized larger (--ring-pages).
@@ -456,8 +461,16 @@ void Daemon::ArmTrigger(Trigger* t, size_t i) {
                         });
 }
 
+// Drains until the rings are empty: hits that land during a dump (tens of
+// ms) raise their readiness edge while no wait is armed, and asio's
+// edge-triggered epoll would not report them again until the next hit.
 void Daemon::OnTrigger(Trigger* t) {
-  auto hits = t->uprobe->Drain();
+  for (auto hits = t->uprobe->Drain(); !hits.empty(); hits = t->uprobe->Drain()) {
+    OnHits(t, hits);
+  }
+}
+
+void Daemon::OnHits(Trigger* t, const std::vector<UprobeHit>& hits) {
   for (const auto& h : hits) {
     ++t->fired;
     if (!t->limiter->Allow(MonotonicNs())) continue;
@@ -566,8 +579,10 @@ int RecorderdMain(int argc, char** argv) {
       ->capture_default_str();
   app.footer(
       "Control socket limits: frames of at most 1 MiB, JSON nested at most 32 deep, a scalar "
-      "id of at most 256 bytes, 16 MiB of unfinished requests in total, 256 connections, 5 s "
-      "idle timeout; peers other than root, recorderd's uid and --group are refused before "
+      "id of at most 256 bytes, 16 MiB of unfinished requests in total, 256 connections (+16 for "
+      "root only), "
+      "32 per non-root uid, 5 s idle timeout; peers other than root, recorderd's uid and --group "
+      "are refused before "
       "anything they send is read. See recorder/ipc/PROTOCOL.md.");
   app.add_flag("--foreground", foreground,
                "Stay in the foreground, log to stderr (systemd runs it so)");

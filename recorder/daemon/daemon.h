@@ -83,6 +83,7 @@ class Daemon {
   void ArmSideband(size_t i);
   void ArmTrigger(Trigger* t, size_t i);
   void OnTrigger(Trigger* t);
+  void OnHits(Trigger* t, const std::vector<UprobeHit>& hits);
   void Drain();
   void Tick();
   void AwaitSignal();

@@ -109,6 +109,12 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
   Connection(Server* s, stream::socket sock) : server_(s), sock_(std::move(sock)), timer_(s->io_) {}
   ~Connection() {
     --server_->live_;
+    if (counted_uid_) {
+      auto it = server_->live_per_uid_.find(peer_.uid);
+      if (it != server_->live_per_uid_.end() && --it->second == 0) {
+        server_->live_per_uid_.erase(it);
+      }
+    }
     Release();
   }
 
@@ -119,6 +125,29 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
       peer_ = {cred.pid, cred.uid, cred.gid};
     } else {
       peer_.uid = static_cast<uid_t>(-1);
+    }
+    const ServerOptions& o = server_->options_;
+    bool root = peer_.uid == 0;
+    if (server_->live_ > o.max_connections + (root ? o.root_reserved_connections : 0)) {
+      ++server_->shed_;
+      return Close();  // over the limit: closed unanswered
+    }
+    if (!root) {
+      size_t& mine = server_->live_per_uid_[peer_.uid];
+      if (mine >= o.max_connections_per_uid) {
+        ++server_->shed_;
+        // Answered (it usually fits the socket buffer) and closed at once,
+        // so the excess costs this uid's slots nothing.
+        out_ = Frame(ErrorResponse(nullptr, "limit_exceeded",
+                                   fmt::format("uid {} already has {} connections to recorderd, "
+                                               "the limit per uid",
+                                               peer_.uid, mine))
+                         .dump());
+        (void)!send(sock_.native_handle(), out_.data(), out_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        return Close();
+      }
+      ++mine;
+      counted_uid_ = true;
     }
     if (!server_->Allowed(peer_)) return Refuse();
     ReadHeader();
@@ -297,6 +326,7 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
   size_t expected_ = 0;  // body length the header announced
   size_t held_ = 0;      // body bytes counted in server_->buffered_
   size_t discarded_ = 0;
+  bool counted_uid_ = false;  // in server_->live_per_uid_
   std::array<char, 16384> chunk_{};
   std::string body_;
   std::string out_;
@@ -387,14 +417,7 @@ void Server::Accept() {
     if (ec) return OnAcceptError(ec);
     backoff_ = std::chrono::milliseconds(0);
     ++live_;
-    auto conn = std::make_shared<Connection>(this, std::move(sock));
-    if (live_ > options_.max_connections) {
-      // Over the limit: the connection answers nothing and closes at once.
-      ++shed_;
-      conn.reset();
-    } else {
-      conn->Start();
-    }
+    std::make_shared<Connection>(this, std::move(sock))->Start();
     Accept();
   });
 }

@@ -57,6 +57,12 @@ struct ServerOptions {
   std::string group;  // optional: members may use the socket (mode 0660)
   std::chrono::milliseconds idle_timeout{5000};
   size_t max_connections = 256;
+  // Connections one non-root uid may hold at once (refused peers included),
+  // so that one user cannot take every slot...
+  size_t max_connections_per_uid = 32;
+  // ...and slots beyond max_connections only root may use: the coredump
+  // hook is served even when every other slot is taken.
+  size_t root_reserved_connections = 16;
   // Longest pause of accept() when the process is out of descriptors
   // (EMFILE/ENFILE): pending connections wait in the backlog meanwhile.
   std::chrono::milliseconds max_accept_backoff{1000};
@@ -83,7 +89,8 @@ class Server {
   size_t connections() const { return live_; }
   // accept() failures for want of descriptors (or memory), each followed by a pause.
   uint64_t accept_backoffs() const { return accept_backoffs_; }
-  // Connections closed unanswered: over max_connections or shed at EMFILE.
+  // Connections closed at once: over max_connections (or a uid's share), or
+  // shed at EMFILE.
   uint64_t shed() const { return shed_; }
 
  private:
@@ -108,7 +115,8 @@ class Server {
   uint64_t requests_ = 0;
   uint64_t rejected_ = 0;
   size_t live_ = 0;
-  size_t buffered_ = 0;  // request bytes held by all connections
+  std::map<uid_t, size_t> live_per_uid_;  // non-root uids with connections
+  size_t buffered_ = 0;                   // request bytes held by all connections
   uint64_t accept_backoffs_ = 0;
   uint64_t shed_ = 0;
   bool stopped_ = false;

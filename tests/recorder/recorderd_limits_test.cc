@@ -233,13 +233,16 @@ TEST(RecorderdLimitsTest, DeclaredFramesCostNoMemoryUntilTheirBytesArrive) {
   for (int fd : fds) close(fd);
   EXPECT_LT(peak, before + 32 * 1024) << "RSS " << before << " kB -> " << peak << " kB";
 
-  // A refused uid's bytes are never read into memory either.
+  // A refused uid's bytes are never kept: 20 connections each send a whole
+  // 1 MiB frame (the daemon drops it as it arrives) and stay open.
   int rc = AsNobody([&] {
     std::vector<int> mine;
-    for (int i = 0; i < 50; ++i) {
+    std::string frame = std::string(header, 4) + std::string(1 << 20, '[');
+    for (int i = 0; i < 20; ++i) {
       int fd = RawConnect(d.sock());
       if (fd < 0) return 6;
-      if (send(fd, header, 4, MSG_NOSIGNAL) != 4) return 7;
+      if (send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size()))
+        return 7;
       mine.push_back(fd);
     }
     auto r = RawCall(d.sock(), "{\"v\":1,\"id\":1,\"method\":\"status\"}");
@@ -247,7 +250,50 @@ TEST(RecorderdLimitsTest, DeclaredFramesCostNoMemoryUntilTheirBytesArrive) {
   });
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(Alive(d.pid()));
+  EXPECT_LT(VmRssKb(d.pid()), before + 32 * 1024);
   EXPECT_EQ(d.Cli({"status", "--json"}).exit_code, 0);
+}
+
+// Item 10 (and 6): one uid holding every connection slot kept everyone else,
+// root's coredump hook included, from being served until its idle timeout.
+TEST(RecorderdLimitsTest, OneUidCannotHoldEveryConnection) {
+  for (bool member : {false, true}) {
+    SCOPED_TRACE(member ? "nobody in the socket's group" : "nobody refused by the policy");
+    store::testing::TempDir dir;
+    std::vector<std::string> extra;
+    if (member) extra = {"--group", "nogroup"};
+    Daemon d(dir.path(), extra);
+    ASSERT_TRUE(d.ready()) << d.Log();
+    OpenSocketToAll(dir, d);
+    int ready[2], done[2];
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(done), 0);
+    pid_t child = fork();
+    if (child == 0) {
+      if (setgroups(0, nullptr) != 0 || setgid(kNogroup) != 0 || setuid(kNobody) != 0) _exit(100);
+      std::vector<int> held;
+      for (int i = 0; i < 300; ++i) {
+        int fd = RawConnect(d.sock());
+        if (fd >= 0) held.push_back(fd);
+      }
+      char c = 1;
+      (void)!write(ready[1], &c, 1);
+      (void)!read(done[0], &c, 1);  // hold them until the parent has checked
+      _exit(0);
+    }
+    char c;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    auto r = d.Cli({"status", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << "root not served while nobody holds 300 connections: " << r.err;
+    if (r.exit_code == 0) {
+      auto j = nlohmann::json::parse(r.out);
+      EXPECT_LE(j["socket"]["connections"].get<size_t>(), 40u) << j["socket"].dump();
+    }
+    (void)!write(done[1], &c, 1);
+    int st;
+    waitpid(child, &st, 0);
+    for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+  }
 }
 
 // Item 10: 7 990 uprobe triggers exhausted the daemon's descriptors, after
