@@ -30,6 +30,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   d->options_ = options;
   d->start_ns_ = MonotonicNs();
   d->dump_limiter_ = RateLimiter(options.dumps_per_hour, 3600'000'000'000LL);
+  uint32_t root_share = std::min(options.dumps_per_uid_per_hour, options.dumps_per_hour / 2);
+  d->nonroot_dump_limiter_ = RateLimiter(options.dumps_per_hour - root_share, 3600'000'000'000LL);
   d->history_ = std::make_unique<attribution::SidebandHistory>(&d->cookies_);
 
   std::string backend = options.backend;
@@ -309,6 +311,17 @@ Status Daemon::ChargeDump(uid_t uid, int64_t now) {
                               "(--max-dumps-per-uid-per-hour)",
                               uid, mine.max_events()));
   }
+  // Non-root uids together stop short of the ceiling by root's share, so
+  // that several users (or one with several accounts) cannot starve root's
+  // crashes of history.
+  if (uid != 0 && !nonroot_dump_limiter_.Check(now)) {
+    nonroot_dump_limiter_.Suppress();
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("dump refused: {} dumps in the last hour by all users but root "
+                              "together (--max-dumps-per-hour {} less root's reserved {})",
+                              nonroot_dump_limiter_.max_events(), dump_limiter_.max_events(),
+                              dump_limiter_.max_events() - nonroot_dump_limiter_.max_events()));
+  }
   if (!dump_limiter_.Check(now)) {
     dump_limiter_.Suppress();
     return Status(StatusCode::kResourceExhausted,
@@ -317,6 +330,7 @@ Status Daemon::ChargeDump(uid_t uid, int64_t now) {
                               dump_limiter_.max_events()));
   }
   mine.Record(now);
+  if (uid != 0) nonroot_dump_limiter_.Record(now);
   dump_limiter_.Record(now);
   return OkStatus();
 }
@@ -382,13 +396,15 @@ nlohmann::json Daemon::StatusJson() const {
           {"dumps", dumps_},
           {"dump_failures", dump_failures_},
           {"last_dump_error", last_dump_error_},
-          {"dumps_rate_limited", dump_limiter_.suppressed() + dumps_refused_uid_},
+          {"dumps_rate_limited",
+           dump_limiter_.suppressed() + nonroot_dump_limiter_.suppressed() + dumps_refused_uid_},
           {"dumps_refused_uid_budget", dumps_refused_uid_},
           {"triggers", triggers},
           {"triggers_total", triggers_.size()},
           {"limits",
            {{"max_dumps_per_hour", options_.dumps_per_hour},
             {"max_dumps_per_uid_per_hour", options_.dumps_per_uid_per_hour},
+            {"max_dumps_per_hour_non_root", nonroot_dump_limiter_.max_events()},
             {"max_triggers", options_.max_triggers},
             {"max_triggers_per_uid", options_.max_triggers_per_uid},
             {"reserved_fds", options_.reserved_fds},
@@ -561,7 +577,8 @@ int RecorderdMain(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour,
                  "Dumps per sliding hour for all users together (manual, SIGUSR2, triggers, "
-                 "crash history): the global ceiling")
+                 "crash history): the global ceiling. Non-root uids together get this less "
+                 "root's share (min(per-uid budget, half of this))")
       ->capture_default_str();
   app.add_option("--max-dumps-per-uid-per-hour", o.dumps_per_uid_per_hour,
                  "Dumps per sliding hour charged to one uid: the requesting peer's, or for the "

@@ -111,7 +111,8 @@ class Daemon {
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> side_fds_;
   std::vector<std::unique_ptr<Trigger>> triggers_;
   uint64_t next_trigger_id_ = 1;
-  RateLimiter dump_limiter_{60, 3600'000'000'000};  // all uids together
+  RateLimiter dump_limiter_{60, 3600'000'000'000};          // all uids together
+  RateLimiter nonroot_dump_limiter_{40, 3600'000'000'000};  // all but root's share
   std::map<uid_t, RateLimiter> uid_dump_limiters_;
   uint64_t dumps_refused_uid_ = 0;
   std::map<std::string, std::string> build_id_cache_;

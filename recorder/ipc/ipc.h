@@ -2,8 +2,9 @@
 // recorderd. Protocol (recorder/ipc/PROTOCOL.md): a Unix stream socket; each
 // message is a 4-byte big-endian length then that many bytes of UTF-8 JSON.
 //
-// Server: Boost.Asio on the daemon's io thread. Every request's peer is
-// identified by SO_PEERCRED and checked by a policy before its handler runs.
+// Server: Boost.Asio on the daemon's io thread. Every connection's peer is
+// identified by SO_PEERCRED and checked by a policy when it is accepted,
+// before any of its bytes are read.
 // A malformed, oversized or slow client gets an error (where one can still be
 // sent) and is disconnected; the daemon carries on.
 #pragma once

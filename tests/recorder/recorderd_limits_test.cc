@@ -391,7 +391,8 @@ TEST(RecorderdLimitsTest, OutOfDescriptorsBacksOffAndRecovers) {
 
 // Item 6: the coredump hook's history dumps shared one 60/hour budget, so one
 // user's crashes used up root's. Budgets are per uid (the crashed process's,
-// `for_uid`, which only root may name) under a global ceiling.
+// `for_uid`, which only root may name) under a global ceiling, of which
+// non-root uids together may not take root's share.
 TEST(RecorderdLimitsTest, DumpBudgetsArePerUidUnderAGlobalCeiling) {
   store::testing::TempDir dir;
   Daemon d(dir.path(), {"--group", "nogroup", "--max-dumps-per-hour", "6",
@@ -426,14 +427,26 @@ TEST(RecorderdLimitsTest, DumpBudgetsArePerUidUnderAGlobalCeiling) {
   });
   EXPECT_EQ(rc, 0);
 
-  r = dump(0);  // root's second: total 6, the ceiling
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  r = dump(2000);  // a fresh uid, but the global ceiling holds
+  // Non-root uids together have used 4: the ceiling (6) less root's share
+  // (2). A fresh uid is refused, root is not.
+  r = dump(2000);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(r.status().message().find("all users"), std::string::npos) << r.status().message();
-  auto raw = RawCall(d.sock(), "{\"v\":1,\"id\":1,\"method\":\"dump\",\"params\":{}}");
+  EXPECT_NE(r.status().message().find("all users but root"), std::string::npos)
+      << r.status().message();
+  r = dump(0);  // root's second: total 6, the ceiling
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  auto s = (*c)->Call("status", nlohmann::json::object(), 10s);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)["dumps"], 6);
+  auto raw =
+      RawCall(d.sock(), "{\"v\":1,\"id\":1,\"method\":\"dump\",\"params\":{\"for_uid\":3000}}");
   EXPECT_EQ(ErrorCode(raw), "limit_exceeded") << (raw ? raw->dump() : "no answer");
+  EXPECT_NE(raw->dump().find("all users"), std::string::npos) << raw->dump();
+  EXPECT_FALSE(dump(0).ok());  // root's own budget is spent too
+  s = (*c)->Call("status", nlohmann::json::object(), 10s);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)["dumps"], 6) << "the ceiling of 6 dumps per hour did not hold";
   // for_uid must be a uid.
   raw = RawCall(d.sock(), "{\"v\":1,\"id\":1,\"method\":\"dump\",\"params\":{\"for_uid\":\"x\"}}");
   EXPECT_EQ(ErrorCode(raw), "invalid_argument") << (raw ? raw->dump() : "no answer");
