@@ -137,9 +137,10 @@ size_t OpenFdCount() {
   return n;
 }
 
-constexpr size_t kMaxTriggerRecords = 16;     // per trigger, in status
-constexpr size_t kMaxTriggersInStatus = 256;  // the rest are counted
-constexpr size_t kMaxUidLimiters = 4096;      // idle ones are forgotten beyond this
+constexpr size_t kMaxTriggerRecords = 16;    // per trigger, in status
+constexpr size_t kMaxTriggersInStatus = 64;  // the rest are counted
+constexpr size_t kMaxTriggerSpec = 8192;     // PATH_MAX + a symbol name
+constexpr size_t kMaxUidLimiters = 4096;     // idle ones are forgotten beyond this
 
 // How long a crash_pid dump waits for the crash marker: the kernel takes it
 // before it starts the hook that asks, so a marker still missing after this
@@ -439,6 +440,10 @@ StatusOr<nlohmann::json> Daemon::AddTrigger(const ipc::Peer& peer, const nlohman
   auto t = std::make_unique<Trigger>();
   t->owner = peer.uid;
   t->spec = p.at("uprobe").get<std::string>();
+  if (t->spec.size() > kMaxTriggerSpec) {
+    return InvalidArgument(
+        fmt::format("uprobe spec of {} bytes (at most {})", t->spec.size(), kMaxTriggerSpec));
+  }
   t->last_ns = p.value("last_ns", options_.default_last_ns);
   uint32_t per_hour = p.value("max_per_hour", 6u);
   ASSIGN_OR_RETURN(t->uprobe, UprobeTrigger::Create(t->spec));
@@ -529,6 +534,9 @@ Status Daemon::Run() {
   for (auto& t : triggers_) {
     for (auto& fd : t->fds) fd->release();
   }
+  // The socket is gone before the triggers close: each uprobe event takes
+  // the kernel a grace period (~80 ms here, serialised on a global mutex)
+  // to release, which is why --max-triggers is small.
   server_->Stop();
   return OkStatus();
 }
@@ -585,7 +593,9 @@ int RecorderdMain(int argc, char** argv) {
                  "coredump hook (a root peer) the crashed process's (dump param for_uid); "
                  "SIGUSR2 dumps are charged to recorderd's own uid")
       ->capture_default_str();
-  app.add_option("--max-triggers", o.max_triggers, "Uprobe triggers held at once, in total")
+  app.add_option("--max-triggers", o.max_triggers,
+                 "Uprobe triggers held at once, in total. Each holds a perf event per CPU, "
+                 "which the kernel takes ~80 ms to release when recorderd stops")
       ->capture_default_str();
   app.add_option("--max-triggers-per-uid", o.max_triggers_per_uid,
                  "Uprobe triggers held at once per uid")

@@ -49,8 +49,8 @@ struct DaemonOptions {
   uint32_t dumps_per_uid_per_hour = 20;
   // Uprobe triggers held at once: in total and per uid. Each holds one
   // descriptor per CPU.
-  uint32_t max_triggers = 64;
-  uint32_t max_triggers_per_uid = 16;
+  uint32_t max_triggers = 16;
+  uint32_t max_triggers_per_uid = 4;
   // Descriptors that must stay free after a trigger is added: for
   // connections, dumps, the store and the index.
   uint32_t reserved_fds = 64;

@@ -344,6 +344,44 @@ TEST(RecorderdLimitsTest, TriggerFloodHitsPerUidAndTotalLimits) {
   EXPECT_TRUE(d.StopWithin(5s)) << "SIGTERM did not stop recorderd within 5 s";
 }
 
+// Item 10: `status` listed every trigger with every record, and outgrew the
+// 1 MiB answer limit. It lists at most 64 and counts the rest.
+TEST(RecorderdLimitsTest, StatusListsABoundedNumberOfTriggers) {
+  constexpr int kTriggers = 70;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  rlimit lim{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  rlim_t need = static_cast<rlim_t>(kTriggers * cpus + 512);
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need) {
+    GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << lim.rlim_max << " < " << need;
+  }
+  lim.rlim_cur = std::max<rlim_t>(lim.rlim_cur, need);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lim), 0);  // recorderd inherits it
+  store::testing::TempDir dir;
+  Daemon d(dir.path(), {"--max-triggers", "1000", "--max-triggers-per-uid", "1000"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  std::string spec = BuildPath("tests/programs/fr_spin") + ":spin_b";
+  auto c = recorder::ipc::Client::Connect(d.sock(), 5s);
+  ASSERT_TRUE(c.ok());
+  for (int i = 0; i < kTriggers; ++i) {
+    auto r = (*c)->Call("trigger_add", {{"uprobe", spec}}, 10s);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status().message();
+  }
+  auto s = (*c)->Call("status", nlohmann::json::object(), 10s);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ((*s)["triggers"].size(), 64u);
+  EXPECT_EQ((*s)["triggers_total"], kTriggers);
+  auto l = (*c)->Call("trigger_list", nlohmann::json::object(), 10s);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_EQ(l->size(), 64u);
+  // A spec longer than a path and a symbol is refused.
+  auto big = (*c)->Call("trigger_add", {{"uprobe", std::string(100'000, 'x') + ":f"}}, 10s);
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument) << big.status().message();
+  c->reset();
+  // The kernel releases each uprobe event in ~80 ms, one at a time.
+  EXPECT_TRUE(d.StopWithin(60s));
+}
+
 // Item 10: at EMFILE recorderd spun on accept() at a full core, and did not
 // come back. Here its RLIMIT_NOFILE is lowered under it (prlimit) until
 // connections alone exhaust it.
