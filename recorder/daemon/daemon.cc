@@ -1,11 +1,13 @@
 #include "recorder/daemon/daemon.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -28,6 +30,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   d->options_ = options;
   d->start_ns_ = MonotonicNs();
   d->dump_limiter_ = RateLimiter(options.dumps_per_hour, 3600'000'000'000LL);
+  uint32_t root_share = std::min(options.dumps_per_uid_per_hour, options.dumps_per_hour / 2);
+  d->nonroot_dump_limiter_ = RateLimiter(options.dumps_per_hour - root_share, 3600'000'000'000LL);
   d->history_ = std::make_unique<attribution::SidebandHistory>(&d->cookies_);
 
   std::string backend = options.backend;
@@ -111,16 +115,32 @@ Status ParseCrashPid(const nlohmann::json& params, DumpRequest* req) {
   return OkStatus();
 }
 
-// Whom a dump's record is for: the peer, or, from root only (the coredump
-// hook, asking for a crashed process's history), the uid in `for_uid`.
-StatusOr<uint32_t> RecordOwner(const ipc::Peer& peer, const nlohmann::json& params) {
-  if (peer.uid != 0 || !params.contains("for_uid")) return peer.uid;
+// `for_uid`: the uid whose dump budget pays for a dump. Only a root peer
+// (the coredump hook, naming the crashed process's owner) may name another
+// uid; anyone else is charged for their own dumps whatever they say.
+StatusOr<uid_t> BudgetUid(const ipc::Peer& peer, const nlohmann::json& params) {
+  if (!params.contains("for_uid")) return peer.uid;
   const auto& u = params["for_uid"];
-  if (!u.is_number_integer() || u.get<int64_t>() < 0 || u.get<int64_t>() > UINT32_MAX - 1) {
-    return InvalidArgument("for_uid must be a user id (0..2^32-2)");
+  if (!u.is_number_integer() || u.get<int64_t>() < 0 || u.get<int64_t>() >= int64_t{UINT32_MAX}) {
+    return InvalidArgument("for_uid must be a uid (0..2^32-2)");
   }
-  return u.get<uint32_t>();
+  return peer.uid == 0 ? static_cast<uid_t>(u.get<int64_t>()) : peer.uid;
 }
+
+// Open descriptors of this process (for the reserve kept free of triggers).
+size_t OpenFdCount() {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+constexpr size_t kMaxTriggerRecords = 16;    // per trigger, in status
+constexpr size_t kMaxTriggersInStatus = 64;  // the rest are counted
+constexpr size_t kMaxTriggerSpec = 8192;     // PATH_MAX + a symbol name
+constexpr size_t kMaxUidLimiters = 4096;     // idle ones are forgotten beyond this
 
 // How long a crash_pid dump waits for the crash marker: the kernel takes it
 // before it starts the hook that asks, so a marker still missing after this
@@ -149,29 +169,31 @@ void Daemon::RegisterHandlers() {
                   [this](const ipc::Peer&, const nlohmann::json&) -> StatusOr<nlohmann::json> {
                     return StatusJson();
                   });
-  server_->Handle("dump",
-                  [this](const ipc::Peer& c, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
-                    DumpRequest req;
-                    // Records for anyone but root carry no kernel address.
-                    ASSIGN_OR_RETURN(uint32_t owner, RecordOwner(c, p));
-                    if (owner != 0) req.kernel_frames = options_.kernel_frames_for_users;
-                    req.owner_uid = owner;
-                    req.last_ns = p.value("last_ns", options_.default_last_ns);
-                    if (req.last_ns <= 0) return InvalidArgument("last_ns must be positive");
-                    req.reason = p.value("reason", std::string("manual"));
-                    if (p.contains("pids")) req.pids = p["pids"].get<std::vector<uint32_t>>();
-                    req.live_attribution = p.value("live_attribution", false);
-                    RETURN_IF_ERROR(ParseCrashPid(p, &req));
-                    ASSIGN_OR_RETURN(DumpResult r, Dump(req));
-                    nlohmann::json j = r.ToJson();
-                    j["summary"] = r.Summary();
-                    return j;
-                  });
-  server_->Handle("trigger_add",
-                  [this](const ipc::Peer&, const nlohmann::json& p) { return AddTrigger(p); });
+  server_->Handle(
+      "dump", [this](const ipc::Peer& peer, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
+        DumpRequest req;
+        req.last_ns = p.value("last_ns", options_.default_last_ns);
+        if (req.last_ns <= 0) return InvalidArgument("last_ns must be positive");
+        req.reason = p.value("reason", std::string("manual"));
+        if (p.contains("pids")) req.pids = p["pids"].get<std::vector<uint32_t>>();
+        req.live_attribution = p.value("live_attribution", false);
+        RETURN_IF_ERROR(ParseCrashPid(p, &req));
+        ASSIGN_OR_RETURN(uid_t budget, BudgetUid(peer, p));
+        // The record is owned by (and, for anyone but root, redacted of kernel
+        // addresses for) the uid that pays for it.
+        req.owner_uid = budget;
+        if (budget != 0) req.kernel_frames = options_.kernel_frames_for_users;
+        ASSIGN_OR_RETURN(DumpResult r, Dump(req, budget));
+        nlohmann::json j = r.ToJson();
+        j["summary"] = r.Summary();
+        return j;
+      });
+  server_->Handle("trigger_add", [this](const ipc::Peer& peer, const nlohmann::json& p) {
+    return AddTrigger(peer, p);
+  });
   server_->Handle("trigger_list",
                   [this](const ipc::Peer&, const nlohmann::json&) -> StatusOr<nlohmann::json> {
-                    return StatusJson()["triggers"];
+                    return TriggersJson();
                   });
   server_->Handle("trigger_remove",
                   [this](const ipc::Peer&, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
@@ -227,6 +249,11 @@ void Daemon::Tick() {
   tick_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     Drain();
+    // A hit that landed between the last drain and re-arming the wait has
+    // no edge left to report it: pick it up here, 200 ms late at most.
+    for (auto& t : triggers_) {
+      if (t->uprobe->Pending()) OnTrigger(t.get());
+    }
     // Mapping changes (and exited processes) stay replayable for twice the
     // history window: a dump may ask for more than --history when the rings
     // were sized larger (--ring-pages).
@@ -243,7 +270,7 @@ void Daemon::AwaitSignal() {
       DumpRequest req;
       req.last_ns = options_.default_last_ns;
       req.reason = "SIGUSR2";
-      auto r = Dump(req);
+      auto r = Dump(req, geteuid());
       if (r.ok())
         spdlog::info("dump {}", r->Summary());
       else
@@ -271,13 +298,51 @@ void Daemon::RefreshKernelSymbols() {
   modules_text_ = std::move(text);
 }
 
-StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req) {
-  int64_t t0 = MonotonicNs();
-  if (!dump_limiter_.Allow(t0)) {
+// Both budgets must have room; a refusal by one spends nothing of the other.
+Status Daemon::ChargeDump(uid_t uid, int64_t now) {
+  if (uid_dump_limiters_.size() >= kMaxUidLimiters) {
+    for (auto it = uid_dump_limiters_.begin(); it != uid_dump_limiters_.end();) {
+      it = it->second.Idle(now) ? uid_dump_limiters_.erase(it) : std::next(it);
+    }
+  }
+  auto& mine =
+      uid_dump_limiters_.try_emplace(uid, options_.dumps_per_uid_per_hour, 3600'000'000'000LL)
+          .first->second;
+  if (!mine.Check(now)) {
+    mine.Suppress();
+    ++dumps_refused_uid_;
     return Status(StatusCode::kResourceExhausted,
-                  fmt::format("dump refused: more than {} dumps in the last hour (rate limit)",
+                  fmt::format("dump refused: uid {} has had {} dumps in the last hour "
+                              "(--max-dumps-per-uid-per-hour)",
+                              uid, mine.max_events()));
+  }
+  // Non-root uids together stop short of the ceiling by root's share, so
+  // that several users (or one with several accounts) cannot starve root's
+  // crashes of history.
+  if (uid != 0 && !nonroot_dump_limiter_.Check(now)) {
+    nonroot_dump_limiter_.Suppress();
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("dump refused: {} dumps in the last hour by all users but root "
+                              "together (--max-dumps-per-hour {} less root's reserved {})",
+                              nonroot_dump_limiter_.max_events(), dump_limiter_.max_events(),
+                              dump_limiter_.max_events() - nonroot_dump_limiter_.max_events()));
+  }
+  if (!dump_limiter_.Check(now)) {
+    dump_limiter_.Suppress();
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("dump refused: {} dumps in the last hour for all users together "
+                              "(--max-dumps-per-hour)",
                               dump_limiter_.max_events()));
   }
+  mine.Record(now);
+  if (uid != 0) nonroot_dump_limiter_.Record(now);
+  dump_limiter_.Record(now);
+  return OkStatus();
+}
+
+StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req, uid_t budget_uid) {
+  int64_t t0 = MonotonicNs();
+  RETURN_IF_ERROR(ChargeDump(budget_uid, t0));
   Drain();  // the newest mappings must be in the table before we snapshot it
   auto snap = req.crash_pid ? CrashHistory(*backend_, req) : backend_->TakeSnapshot(req.last_ns);
   if (!snap.ok()) {
@@ -296,18 +361,29 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req) {
   return r;
 }
 
-nlohmann::json Daemon::StatusJson() const {
+// At most kMaxTriggersInStatus triggers (each with its newest
+// kMaxTriggerRecords records), so that the answer stays far below the
+// frame limit whatever --max-triggers says.
+nlohmann::json Daemon::TriggersJson() const {
   nlohmann::json triggers = nlohmann::json::array();
   for (const auto& t : triggers_) {
+    if (triggers.size() >= kMaxTriggersInStatus) break;
     triggers.push_back({{"id", t->id},
+                        {"owner_uid", t->owner},
                         {"uprobe", t->spec},
                         {"last_ns", t->last_ns},
                         {"max_per_hour", t->limiter->max_events()},
                         {"fired", t->fired},
                         {"dumps", t->dumps},
                         {"suppressed", t->limiter->suppressed()},
-                        {"records", t->records}});
+                        {"records", t->records},
+                        {"records_total", t->records_total}});
   }
+  return triggers;
+}
+
+nlohmann::json Daemon::StatusJson() const {
+  nlohmann::json triggers = TriggersJson();
   auto stats = backend_->Stats();
   uint64_t store_bytes = 0;
   auto tb = store_->TotalBytes();
@@ -325,21 +401,68 @@ nlohmann::json Daemon::StatusJson() const {
           {"dumps", dumps_},
           {"dump_failures", dump_failures_},
           {"last_dump_error", last_dump_error_},
-          {"dumps_rate_limited", dump_limiter_.suppressed()},
+          {"dumps_rate_limited",
+           dump_limiter_.suppressed() + nonroot_dump_limiter_.suppressed() + dumps_refused_uid_},
+          {"dumps_refused_uid_budget", dumps_refused_uid_},
           {"triggers", triggers},
+          {"triggers_total", triggers_.size()},
+          {"limits",
+           {{"max_dumps_per_hour", options_.dumps_per_hour},
+            {"max_dumps_per_uid_per_hour", options_.dumps_per_uid_per_hour},
+            {"max_dumps_per_hour_non_root", nonroot_dump_limiter_.max_events()},
+            {"max_triggers", options_.max_triggers},
+            {"max_triggers_per_uid", options_.max_triggers_per_uid},
+            {"reserved_fds", options_.reserved_fds},
+            {"max_message_bytes", ipc::kMaxMessage},
+            {"max_json_depth", ipc::kMaxJsonDepth}}},
           {"store", {{"dir", store_->dir()}, {"bytes", store_bytes}}},
           {"socket",
            {{"path", options_.socket_path},
             {"requests", server_->requests()},
-            {"rejected", server_->rejected()}}}};
+            {"rejected", server_->rejected()},
+            {"connections", server_->connections()},
+            {"shed", server_->shed()},
+            {"accept_backoffs", server_->accept_backoffs()}}}};
 }
 
-StatusOr<nlohmann::json> Daemon::AddTrigger(const nlohmann::json& p) {
+StatusOr<nlohmann::json> Daemon::AddTrigger(const ipc::Peer& peer, const nlohmann::json& p) {
+  // Each trigger holds a descriptor per CPU: without limits one user's
+  // triggers exhaust the daemon's descriptors (and nobody's crash is dumped).
+  size_t mine = 0;
+  for (const auto& t : triggers_) mine += t->owner == peer.uid;
+  if (mine >= options_.max_triggers_per_uid) {
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("trigger refused: uid {} already has {} triggers, the limit per uid "
+                              "(--max-triggers-per-uid); remove one first",
+                              peer.uid, mine));
+  }
+  if (triggers_.size() >= options_.max_triggers) {
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("trigger refused: {} triggers in total, the limit (--max-triggers)",
+                              triggers_.size()));
+  }
   auto t = std::make_unique<Trigger>();
+  t->owner = peer.uid;
   t->spec = p.at("uprobe").get<std::string>();
+  if (t->spec.size() > kMaxTriggerSpec) {
+    return InvalidArgument(
+        fmt::format("uprobe spec of {} bytes (at most {})", t->spec.size(), kMaxTriggerSpec));
+  }
   t->last_ns = p.value("last_ns", options_.default_last_ns);
   uint32_t per_hour = p.value("max_per_hour", 6u);
   ASSIGN_OR_RETURN(t->uprobe, UprobeTrigger::Create(t->spec));
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    size_t open_fds = OpenFdCount();
+    if (open_fds + options_.reserved_fds > nofile.rlim_cur) {
+      return Status(StatusCode::kResourceExhausted,
+                    fmt::format("trigger refused: it would leave {} of {} file descriptors free, "
+                                "fewer than the {} kept for connections and dumps "
+                                "(--reserved-fds; raise LimitNOFILE)",
+                                nofile.rlim_cur - std::min<size_t>(open_fds, nofile.rlim_cur),
+                                nofile.rlim_cur, options_.reserved_fds));
+    }
+  }
   t->limiter = std::make_unique<RateLimiter>(per_hour, 3600'000'000'000LL);
   t->id = next_trigger_id_++;
   Trigger* raw = t.get();
@@ -363,17 +486,31 @@ void Daemon::ArmTrigger(Trigger* t, size_t i) {
                         });
 }
 
+// Drains until the rings are empty: hits that land during a dump (tens of
+// ms) raise their readiness edge while no wait is armed, and asio's
+// edge-triggered epoll would not report them again until the next hit.
 void Daemon::OnTrigger(Trigger* t) {
-  auto hits = t->uprobe->Drain();
+  for (auto hits = t->uprobe->Drain(); !hits.empty(); hits = t->uprobe->Drain()) {
+    OnHits(t, hits);
+  }
+}
+
+void Daemon::OnHits(Trigger* t, const std::vector<UprobeHit>& hits) {
   for (const auto& h : hits) {
     ++t->fired;
     if (!t->limiter->Allow(MonotonicNs())) continue;
     DumpRequest req;
     req.last_ns = t->last_ns;
     req.reason = fmt::format("uprobe {} hit by pid {} tid {}", t->spec, h.pid, h.tid);
-    auto r = Dump(req);
+    // A trigger added by a non-root group member writes records for that
+    // user: owned by them, and without kernel addresses.
+    req.owner_uid = t->owner;
+    if (t->owner != 0) req.kernel_frames = options_.kernel_frames_for_users;
+    auto r = Dump(req, t->owner);
     if (r.ok()) {
       ++t->dumps;
+      ++t->records_total;
+      if (t->records.size() >= kMaxTriggerRecords) t->records.erase(t->records.begin());
       t->records.push_back(r->row.id);
       spdlog::info("trigger {}: {}", t->id, r->Summary());
     } else {
@@ -405,6 +542,9 @@ Status Daemon::Run() {
   for (auto& t : triggers_) {
     for (auto& fd : t->fds) fd->release();
   }
+  // The socket is gone before the triggers close: each uprobe event takes
+  // the kernel a grace period (~80 ms here, serialised on a global mutex)
+  // to release, which is why --max-triggers is small.
   server_->Stop();
   return OkStatus();
 }
@@ -451,7 +591,10 @@ int RecorderdMain(int argc, char** argv) {
                  "or none. fp is the default: at 99 Hz both cost the same CPU, and the rings are "
                  "held as long as the daemon runs (docs/BENCHMARKS.md)")
       ->capture_default_str();
-  app.add_option("--max-dumps-per-hour", o.dumps_per_hour, "Rate limit for manual and signal dumps")
+  app.add_option("--max-dumps-per-hour", o.dumps_per_hour,
+                 "Dumps per sliding hour for all users together (manual, SIGUSR2, triggers, "
+                 "crash history): the global ceiling. Non-root uids together get this less "
+                 "root's share (min(per-uid budget, half of this))")
       ->capture_default_str();
   std::string kernel_frames = KernelFramesName(o.kernel_frames_for_users);
   app.add_option("--kernel-frames-for-users", kernel_frames,
@@ -462,6 +605,29 @@ int RecorderdMain(int argc, char** argv) {
                  "addresses (docs/FORMAT.md)")
       ->check(CLI::IsMember({"symbolized", "none"}))
       ->capture_default_str();
+  app.add_option("--max-dumps-per-uid-per-hour", o.dumps_per_uid_per_hour,
+                 "Dumps per sliding hour charged to one uid: the requesting peer's, or for the "
+                 "coredump hook (a root peer) the crashed process's (dump param for_uid); "
+                 "SIGUSR2 dumps are charged to recorderd's own uid")
+      ->capture_default_str();
+  app.add_option("--max-triggers", o.max_triggers,
+                 "Uprobe triggers held at once, in total. Each holds a perf event per CPU, "
+                 "which the kernel takes ~80 ms to release when recorderd stops")
+      ->capture_default_str();
+  app.add_option("--max-triggers-per-uid", o.max_triggers_per_uid,
+                 "Uprobe triggers held at once per uid")
+      ->capture_default_str();
+  app.add_option("--reserved-fds", o.reserved_fds,
+                 "File descriptors a new trigger must leave free (of RLIMIT_NOFILE) for "
+                 "connections, dumps and the store")
+      ->capture_default_str();
+  app.footer(
+      "Control socket limits: frames of at most 1 MiB, JSON nested at most 32 deep, a scalar "
+      "id of at most 256 bytes, 16 MiB of unfinished requests in total, 256 connections (+16 for "
+      "root only), "
+      "32 per non-root uid, 5 s idle timeout; peers other than root, recorderd's uid and --group "
+      "are refused before "
+      "anything they send is read. See recorder/ipc/PROTOCOL.md.");
   app.add_flag("--foreground", foreground,
                "Stay in the foreground, log to stderr (systemd runs it so)");
   try {

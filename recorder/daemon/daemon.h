@@ -41,7 +41,19 @@ struct DaemonOptions {
   // `event_period` occurrences: page-faults, context-switches.
   std::string event;
   uint64_t event_period = 1;
-  uint32_t dumps_per_hour = 60;  // SIGUSR2 and manual dumps
+  // Dump budgets, per sliding hour: all dumps together (manual, SIGUSR2,
+  // triggers, the coredump hook's history), and each uid's share. A dump is
+  // charged to the requesting peer's uid; the hook (a root peer) names the
+  // crashed process's uid with `for_uid`; SIGUSR2 is charged to the daemon.
+  uint32_t dumps_per_hour = 60;
+  uint32_t dumps_per_uid_per_hour = 20;
+  // Uprobe triggers held at once: in total and per uid. Each holds one
+  // descriptor per CPU.
+  uint32_t max_triggers = 16;
+  uint32_t max_triggers_per_uid = 4;
+  // Descriptors that must stay free after a trigger is added: for
+  // connections, dumps, the store and the index.
+  uint32_t reserved_fds = 64;
   // Records for anyone but root (the hook's for_uid, non-root peers).
   KernelFrames kernel_frames_for_users = KernelFrames::kSymbolized;
 };
@@ -57,6 +69,7 @@ class Daemon {
  private:
   struct Trigger {
     uint64_t id = 0;
+    uid_t owner = 0;  // charged for the trigger and its dumps
     std::string spec;
     int64_t last_ns = 0;
     std::unique_ptr<UprobeTrigger> uprobe;
@@ -64,19 +77,24 @@ class Daemon {
     std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> fds;
     uint64_t fired = 0;
     uint64_t dumps = 0;
-    std::vector<std::string> records;
+    std::vector<std::string> records;  // the newest kMaxTriggerRecords
+    uint64_t records_total = 0;
   };
 
   Daemon() = default;
   void ArmSideband(size_t i);
   void ArmTrigger(Trigger* t, size_t i);
   void OnTrigger(Trigger* t);
+  void OnHits(Trigger* t, const std::vector<UprobeHit>& hits);
   void Drain();
   void Tick();
   void AwaitSignal();
-  StatusOr<DumpResult> Dump(const DumpRequest& req);
+  // `budget_uid`: whose dump budget pays for it.
+  StatusOr<DumpResult> Dump(const DumpRequest& req, uid_t budget_uid);
+  Status ChargeDump(uid_t uid, int64_t now_ns);
   nlohmann::json StatusJson() const;
-  StatusOr<nlohmann::json> AddTrigger(const nlohmann::json& params);
+  nlohmann::json TriggersJson() const;
+  StatusOr<nlohmann::json> AddTrigger(const ipc::Peer& peer, const nlohmann::json& params);
   void RegisterHandlers();
 
   DaemonOptions options_;
@@ -95,7 +113,10 @@ class Daemon {
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> side_fds_;
   std::vector<std::unique_ptr<Trigger>> triggers_;
   uint64_t next_trigger_id_ = 1;
-  RateLimiter dump_limiter_{60, 3600'000'000'000};
+  RateLimiter dump_limiter_{60, 3600'000'000'000};          // all uids together
+  RateLimiter nonroot_dump_limiter_{40, 3600'000'000'000};  // all but root's share
+  std::map<uid_t, RateLimiter> uid_dump_limiters_;
+  uint64_t dumps_refused_uid_ = 0;
   std::map<std::string, std::string> build_id_cache_;
   uint64_t sideband_events_ = 0;
   uint64_t dumps_ = 0;

@@ -19,14 +19,30 @@ class RateLimiter {
   // Returns true and records the event if it is allowed at now_ns; otherwise
   // counts it as suppressed.
   bool Allow(int64_t now_ns) {
-    while (!times_.empty() && now_ns - times_.front() >= window_ns_) times_.pop_front();
-    if (times_.size() >= max_events_) {
-      ++suppressed_;
+    if (!Check(now_ns)) {
+      Suppress();
       return false;
     }
+    Record(now_ns);
+    return true;
+  }
+
+  // Two-phase form, for an event that must pass several limiters: Check
+  // each (records nothing), then Record in all, or Suppress in the one that
+  // refused, so a refusal by one does not spend the others' budget.
+  bool Check(int64_t now_ns) {
+    while (!times_.empty() && now_ns - times_.front() >= window_ns_) times_.pop_front();
+    return times_.size() < max_events_;
+  }
+  void Record(int64_t now_ns) {
     times_.push_back(now_ns);
     ++allowed_;
-    return true;
+  }
+  void Suppress() { ++suppressed_; }
+  // Nothing in the window: the limiter can be forgotten.
+  bool Idle(int64_t now_ns) {
+    Check(now_ns);
+    return times_.empty();
   }
 
   uint64_t allowed() const { return allowed_; }

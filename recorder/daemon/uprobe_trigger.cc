@@ -92,6 +92,14 @@ std::vector<int> UprobeTrigger::fds() const {
   return out;
 }
 
+bool UprobeTrigger::Pending() const {
+  for (const auto& c : cpus_) {
+    const auto* meta = static_cast<const perf_event_mmap_page*>(c.ring.data());
+    if (__atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) != meta->data_tail) return true;
+  }
+  return false;
+}
+
 std::vector<UprobeHit> UprobeTrigger::Drain() {
   std::vector<UprobeHit> hits;
   long page = sysconf(_SC_PAGESIZE);

@@ -41,6 +41,8 @@ class UprobeTrigger {
   std::vector<int> fds() const;
   // Reads every pending hit from all CPUs (consumes them).
   std::vector<UprobeHit> Drain();
+  // True if some CPU's ring holds hits not yet drained (does not consume).
+  bool Pending() const;
   // Total hits seen so far (including ones drained while rate-limited).
   uint64_t hits() const { return hits_; }
 

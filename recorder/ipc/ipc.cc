@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -51,6 +52,8 @@ std::string CodeName(StatusCode c) {
       return "unavailable";
     case StatusCode::kUnsupported:
       return "unsupported";
+    case StatusCode::kResourceExhausted:
+      return "limit_exceeded";
     default:
       return "internal";
   }
@@ -58,12 +61,62 @@ std::string CodeName(StatusCode c) {
 
 }  // namespace
 
-// One client connection: reads a frame, answers, repeats; any protocol error
-// answers once (if possible) and closes. A timer bounds every read.
+Status CheckJsonDepth(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return InvalidArgument(fmt::format("JSON nested deeper than {} arrays/objects", max_depth));
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return OkStatus();
+}
+
+namespace {
+
+// A request's id is echoed back: only a scalar of bounded size.
+bool ValidId(const nlohmann::json& id) {
+  if (id.is_null() || id.is_number()) return true;
+  return id.is_string() && id.get_ref<const std::string&>().size() <= kMaxIdBytes;
+}
+
+}  // namespace
+
+// One client connection. The peer is checked (SO_PEERCRED + policy) when it
+// is accepted, before a byte is read: a refused peer gets its answer and has
+// whatever it sends discarded into a fixed buffer. An authorized peer's frame
+// is read as its bytes arrive (memory follows what was sent, not what the
+// header claims), its nesting depth is checked on the raw bytes, and only
+// then is it parsed. Any protocol error answers once (if possible) and
+// closes. A timer bounds every read and write.
 class Server::Connection : public std::enable_shared_from_this<Server::Connection> {
  public:
   Connection(Server* s, stream::socket sock) : server_(s), sock_(std::move(sock)), timer_(s->io_) {}
-  ~Connection() { --server_->live_; }
+  ~Connection() {
+    --server_->live_;
+    if (counted_uid_) {
+      auto it = server_->live_per_uid_.find(peer_.uid);
+      if (it != server_->live_per_uid_.end() && --it->second == 0) {
+        server_->live_per_uid_.erase(it);
+      }
+    }
+    Release();
+  }
 
   void Start() {
     ucred cred{};
@@ -73,6 +126,30 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
     } else {
       peer_.uid = static_cast<uid_t>(-1);
     }
+    const ServerOptions& o = server_->options_;
+    bool root = peer_.uid == 0;
+    if (server_->live_ > o.max_connections + (root ? o.root_reserved_connections : 0)) {
+      ++server_->shed_;
+      return Close();  // over the limit: closed unanswered
+    }
+    if (!root) {
+      size_t& mine = server_->live_per_uid_[peer_.uid];
+      if (mine >= o.max_connections_per_uid) {
+        ++server_->shed_;
+        // Answered (it usually fits the socket buffer) and closed at once,
+        // so the excess costs this uid's slots nothing.
+        out_ = Frame(ErrorResponse(nullptr, "limit_exceeded",
+                                   fmt::format("uid {} already has {} connections to recorderd, "
+                                               "the limit per uid",
+                                               peer_.uid, mine))
+                         .dump());
+        (void)!send(sock_.native_handle(), out_.data(), out_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        return Close();
+      }
+      ++mine;
+      counted_uid_ = true;
+    }
+    if (!server_->Allowed(peer_)) return Refuse();
     ReadHeader();
   }
 
@@ -88,6 +165,38 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
     });
   }
 
+  void Refuse() {
+    ++server_->rejected_;
+    out_ = Frame(ErrorResponse(nullptr, "permission_denied",
+                               fmt::format("uid {} may not use recorderd (need root{})", peer_.uid,
+                                           server_->options_.group.empty()
+                                               ? ""
+                                               : " or group " + server_->options_.group))
+                     .dump());
+    Arm();  // one idle timeout bounds the whole refused connection
+    auto self = shared_from_this();
+    asio::async_write(sock_, asio::buffer(out_),
+                      [self](const boost::system::error_code& ec, size_t) {
+                        if (ec) return self->Close();
+                        self->discarded_ = 0;
+                        self->Discard();
+                      });
+  }
+
+  // Reads and drops what a refused client sends (at most one frame's worth),
+  // so that it reads its answer rather than failing to send its request.
+  void Discard() {
+    auto self = shared_from_this();
+    sock_.async_read_some(asio::buffer(chunk_),
+                          [self](const boost::system::error_code& ec, size_t n) {
+                            self->discarded_ += n;
+                            if (ec || self->discarded_ > 4 + size_t{kMaxMessage}) {
+                              return self->Close();
+                            }
+                            self->Discard();
+                          });
+  }
+
   void ReadHeader() {
     Arm();
     auto self = shared_from_this();
@@ -100,48 +209,67 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
             return self->Fail(nullptr, "invalid_request",
                               fmt::format("message length {} is outside 1..{}", n, kMaxMessage));
           }
-          self->body_.resize(n);
+          self->expected_ = n;
           self->ReadBody();
         });
   }
 
   void ReadBody() {
     auto self = shared_from_this();
-    asio::async_read(sock_, asio::buffer(body_),
-                     [self](const boost::system::error_code& ec, size_t) {
-                       if (ec) return self->Close();
-                       self->timer_.cancel();
-                       self->Dispatch();
-                     });
+    size_t want = std::min(chunk_.size(), expected_ - body_.size());
+    sock_.async_read_some(
+        asio::buffer(chunk_.data(), want), [self](const boost::system::error_code& ec, size_t n) {
+          if (ec) return self->Close();
+          if (self->server_->buffered_ + n > kMaxBufferedRequestBytes) {
+            return self->Fail(nullptr, "unavailable",
+                              fmt::format("recorderd holds {} bytes of unfinished requests "
+                                          "(limit {}); try again",
+                                          self->server_->buffered_, kMaxBufferedRequestBytes));
+          }
+          self->server_->buffered_ += n;
+          self->held_ += n;
+          self->body_.append(self->chunk_.data(), n);
+          if (self->body_.size() < self->expected_) return self->ReadBody();
+          self->timer_.cancel();
+          self->Dispatch();
+        });
+  }
+
+  // Gives back the bytes of the finished (or abandoned) request.
+  void Release() {
+    server_->buffered_ -= held_;
+    held_ = 0;
+    std::string().swap(body_);
   }
 
   void Dispatch() {
     ++server_->requests_;
+    Status depth = CheckJsonDepth(body_, kMaxJsonDepth);
+    if (!depth.ok()) {
+      Release();
+      return Fail(nullptr, "invalid_request", depth.message());
+    }
     nlohmann::json req = nlohmann::json::parse(body_, nullptr, /*allow_exceptions=*/false);
+    Release();
     if (req.is_discarded() || !req.is_object()) {
       return Fail(nullptr, "invalid_request", "request is not a JSON object");
     }
     nlohmann::json id = req.contains("id") ? req["id"] : nlohmann::json(nullptr);
+    if (!ValidId(id)) {
+      return Fail(
+          nullptr, "invalid_request",
+          fmt::format("'id' must be null, a number or a string of at most {} bytes", kMaxIdBytes));
+    }
     if (!req.contains("method") || !req["method"].is_string()) {
       return Fail(id, "invalid_request", "request has no string 'method'");
     }
     if (req.contains("params") && !req["params"].is_object()) {
       return Fail(id, "invalid_request", "'params' must be an object");
     }
-    const Policy& policy = server_->policy_;
-    bool allowed = policy ? policy(peer_) : server_->DefaultPolicy(peer_);
-    if (!allowed) {
-      ++server_->rejected_;
-      return Fail(
-          id, "permission_denied",
-          fmt::format(
-              "uid {} may not use recorderd (need root{})", peer_.uid,
-              server_->options_.group.empty() ? "" : " or group " + server_->options_.group));
-    }
     std::string method = req["method"].get<std::string>();
     auto it = server_->handlers_.find(method);
     if (it == server_->handlers_.end()) {
-      return Fail(id, "unknown_method", fmt::format("unknown method '{}'", method));
+      return Fail(id, "unknown_method", fmt::format("unknown method '{:.64}'", method));
     }
     nlohmann::json params = req.value("params", nlohmann::json::object());
     StatusOr<nlohmann::json> result = Internal("handler threw");
@@ -156,20 +284,29 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
     } else {
       resp = ErrorResponse(id, CodeName(result.status().code()), result.status().message());
     }
-    Write(resp, /*close_after=*/false);
+    Write(resp, /*close_after=*/false, id);
   }
 
   void Fail(const nlohmann::json& id, const std::string& code, const std::string& msg) {
-    Write(ErrorResponse(id, code, msg), /*close_after=*/true);
+    Write(ErrorResponse(id, code, msg), /*close_after=*/true, id);
   }
 
-  void Write(const nlohmann::json& resp, bool close_after) {
-    out_ = Frame(resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  void Write(const nlohmann::json& resp, bool close_after, const nlohmann::json& id) {
+    std::string payload = resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (payload.size() > kMaxMessage) {
+      // Clients refuse frames over the limit: say so instead.
+      payload = ErrorResponse(id, "internal",
+                              fmt::format("the answer ({} bytes) exceeds the {} byte limit",
+                                          payload.size(), kMaxMessage))
+                    .dump();
+    }
+    out_ = Frame(payload);
     Arm();  // a client that does not read its answer is slow too
     auto self = shared_from_this();
     asio::async_write(sock_, asio::buffer(out_),
                       [self, close_after](const boost::system::error_code& ec, size_t) {
                         self->timer_.cancel();
+                        std::string().swap(self->out_);
                         if (ec || close_after) return self->Close();
                         self->ReadHeader();
                       });
@@ -186,6 +323,11 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
   asio::steady_timer timer_;
   Peer peer_;
   uint8_t hdr_[4] = {};
+  size_t expected_ = 0;  // body length the header announced
+  size_t held_ = 0;      // body bytes counted in server_->buffered_
+  size_t discarded_ = 0;
+  bool counted_uid_ = false;  // in server_->live_per_uid_
+  std::array<char, 16384> chunk_{};
   std::string body_;
   std::string out_;
 };
@@ -255,12 +397,16 @@ bool Server::DefaultPolicy(const Peer& p) const {
   return false;
 }
 
-void Server::Start() { Accept(); }
+void Server::Start() {
+  reserve_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  Accept();
+}
 
 void Server::Stop() {
   if (stopped_) return;
   stopped_ = true;
   boost::system::error_code ec;
+  accept_timer_.cancel();
   acceptor_.close(ec);
   unlink(options_.path.c_str());
 }
@@ -268,19 +414,51 @@ void Server::Stop() {
 void Server::Accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, stream::socket sock) {
     if (ec == asio::error::operation_aborted || stopped_) return;
-    if (!ec) {
-      ++live_;
-      auto conn = std::make_shared<Connection>(this, std::move(sock));
-      if (live_ > options_.max_connections) {
-        // Over the limit: the connection answers nothing and closes at once.
-        boost::system::error_code ignored;
-        conn.reset();
-      } else {
-        conn->Start();
-      }
-    }
+    if (ec) return OnAcceptError(ec);
+    backoff_ = std::chrono::milliseconds(0);
+    ++live_;
+    std::make_shared<Connection>(this, std::move(sock))->Start();
     Accept();
   });
+}
+
+// accept() failed. Out of descriptors (or memory) the pending connection
+// stays in the backlog and the listening socket stays readable: accepting
+// again at once spins the loop at a full core (and starves signals). Shed
+// that one connection with the reserve descriptor, then pause accepting,
+// doubling the pause up to max_accept_backoff while it lasts.
+void Server::OnAcceptError(const boost::system::error_code& ec) {
+  int e = ec.value();
+  bool resources = e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+  if (resources) {
+    ++accept_backoffs_;
+    ShedOne();
+    backoff_ = std::min(std::max(backoff_ * 2, std::chrono::milliseconds(50)),
+                        options_.max_accept_backoff);
+  } else {
+    // ECONNABORTED and the like concern one connection: go on, but never
+    // in a tight loop.
+    backoff_ = std::chrono::milliseconds(1);
+  }
+  accept_timer_.expires_after(backoff_);
+  accept_timer_.async_wait([this](const boost::system::error_code& tec) {
+    if (tec || stopped_) return;
+    Accept();
+  });
+}
+
+void Server::ShedOne() {
+  if (!reserve_fd_) return;
+  reserve_fd_.reset();
+  pollfd p{acceptor_.native_handle(), POLLIN, 0};
+  if (poll(&p, 1, 0) == 1) {
+    int fd = accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      close(fd);  // its client sees the connection closed, not a hang
+      ++shed_;
+    }
+  }
+  reserve_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
 }
 
 // ------------------------------------------------------------ client
@@ -389,7 +567,11 @@ StatusOr<nlohmann::json> Client::Call(const std::string& method, const nlohmann:
       want = 4 + len;
     }
   }
-  auto resp = nlohmann::json::parse(in.substr(4), nullptr, false);
+  std::string_view body(in.data() + 4, in.size() - 4);
+  if (!CheckJsonDepth(body, kMaxJsonDepth * 4).ok()) {
+    return Corrupt("recorderd sent JSON nested too deeply");
+  }
+  auto resp = nlohmann::json::parse(body, nullptr, false);
   if (resp.is_discarded() || !resp.is_object()) return Corrupt("recorderd sent invalid JSON");
   if (resp.value("ok", false)) return resp.value("result", nlohmann::json::object());
   auto err = resp.value("error", nlohmann::json::object());
@@ -408,6 +590,8 @@ StatusOr<nlohmann::json> Client::Call(const std::string& method, const nlohmann:
     sc = StatusCode::kUnavailable;
   else if (code == "unsupported")
     sc = StatusCode::kUnsupported;
+  else if (code == "limit_exceeded")
+    sc = StatusCode::kResourceExhausted;
   return Status(sc, msg);
 }
 

@@ -134,5 +134,16 @@ TEST_F(ServerFixture, OversizedAndSilentClientsAreDisconnected) {
   EXPECT_TRUE((*c)->Call("echo", nlohmann::json::object(), 2s).ok());
 }
 
+TEST(IpcTest, JsonDepthIsCheckedOnRawBytesAndStringsAreData) {
+  EXPECT_TRUE(CheckJsonDepth("{\"a\":[1,{\"b\":[]}]}", 4).ok());
+  EXPECT_FALSE(CheckJsonDepth("{\"a\":[1,{\"b\":[]}]}", 3).ok());
+  EXPECT_TRUE(CheckJsonDepth("{\"s\":\"[[[[[[{{{{\"}", 1).ok());
+  // An escaped quote does not end the string.
+  EXPECT_TRUE(CheckJsonDepth("{\"s\":\"\\\"[[[[\"}", 1).ok());
+  EXPECT_FALSE(CheckJsonDepth(std::string(1'000'000, '['), kMaxJsonDepth).ok());
+  // Unbalanced closers do not make room for deeper nesting later.
+  EXPECT_FALSE(CheckJsonDepth("]]]]" + std::string(4, '['), 3).ok());
+}
+
 }  // namespace
 }  // namespace flightrec::recorder::ipc

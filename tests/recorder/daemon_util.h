@@ -65,6 +65,23 @@ class Daemon {
       waitpid(pid_, &st, 0);
     }
   }
+  // SIGTERM, then wait at most `timeout` for the exit; true if it exited.
+  // On a timeout the destructor still kills and reaps it.
+  bool StopWithin(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return true;
+    kill(pid_, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    return false;
+  }
   RunResult Cli(std::vector<std::string> args) const {
     args.insert(args.begin(),
                 {BuildPath("recorder/cli/recorder"), "--store", store_, "--socket", sock_});
