@@ -72,8 +72,10 @@ int main(int argc, char** argv) {
       }
       for (const auto& r : *rows) {
         auto rd = (*s)->OpenRecord(r.id);
-        if (!rd.ok() || !(*rd)->Verify().ok()) {
-          std::fprintf(stderr, "record %s unreadable while listed\n", r.id.c_str());
+        flightrec::Status why = rd.ok() ? (*rd)->Verify() : rd.status();
+        if (!why.ok()) {
+          std::fprintf(stderr, "record %s unreadable while listed: %s\n", r.id.c_str(),
+                       why.message().c_str());
           return 1;
         }
       }
