@@ -1,6 +1,7 @@
 // Per-user read grants: an ACL on the record file plus a link in
 // <store>/by-uid/<uid>/, so that a user finds exactly the records granted to
 // them in a store they may not list (docs/FORMAT.md, "Who may read what").
+#include <acl/libacl.h>  // acl_get_perm
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/acl.h>
@@ -140,9 +141,13 @@ Status Store::GrantReader(const std::string& ref, uid_t uid) {
     return InvalidArgument(display + " is not a regular file (refused)");
   }
   RETURN_IF_ERROR(AddUserRead(rf.get(), uid, false, display));
+  return LinkGrant(file, uid);
+}
+
+Status Store::LinkGrant(const std::string& file, uid_t uid) {
+  struct stat dst {};
   // The user reaches the file and their by-uid directory through the store,
   // which others may search but not list (0711).
-  struct stat dst {};
   if (fstat(dirfd_.get(), &dst) == 0 && dst.st_uid == geteuid() && (dst.st_mode & 0011) != 0011) {
     if (fchmod(dirfd_.get(), (dst.st_mode & 07777) | 0011) != 0) {
       return ErrnoStatus("making " + dir_ + " searchable");
@@ -184,8 +189,52 @@ void Store::RemoveGrants(const std::string& file) {
   }
 }
 
-void Store::RecoverGrants() {
+// Named users with read access in the ACL of `fd` (the grants the hook made
+// before by-uid/ existed).
+static std::vector<uid_t> NamedReaders(int fd) {
+  std::vector<uid_t> out;
+  acl_t acl = acl_get_fd(fd);
+  if (acl == nullptr) return out;
+  acl_entry_t e;
+  for (int w = ACL_FIRST_ENTRY; acl_get_entry(acl, w, &e) == 1; w = ACL_NEXT_ENTRY) {
+    acl_tag_t tag;
+    acl_permset_t ps;
+    if (acl_get_tag_type(e, &tag) != 0 || tag != ACL_USER || acl_get_permset(e, &ps) != 0 ||
+        acl_get_perm(ps, ACL_READ) != 1) {
+      continue;
+    }
+    if (auto* q = static_cast<uid_t*>(acl_get_qualifier(e)); q != nullptr) {
+      out.push_back(*q);
+      acl_free(q);
+    }
+  }
+  acl_free(acl);
+  return out;
+}
+
+void Store::RecoverGrants(const std::set<std::string>& files) {
   ScopedFd byuid(openat(dirfd_.get(), kByUid, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!byuid && errno == ENOENT) {
+    // A store from before by-uid/: its users were granted records by ACL
+    // only, and found them by listing the store, which they no longer may.
+    // Link what their ACLs grant, once (by-uid/ then exists, even if empty).
+    for (const auto& f : files) {
+      if (!IsRecordFileName(f)) continue;
+      ScopedFd fd(openat(dirfd_.get(), f.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd) continue;
+      for (uid_t uid : NamedReaders(fd.get())) {
+        if (Status st = LinkGrant(f, uid); !st.ok()) {
+          std::fprintf(stderr, "flightrec store: linking %s for uid %u: %s\n", f.c_str(),
+                       static_cast<unsigned>(uid), st.message().c_str());
+        }
+      }
+    }
+    if (mkdirat(dirfd_.get(), kByUid, 0711) == 0 || errno == EEXIST) {
+      byuid.reset(openat(dirfd_.get(), kByUid, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (byuid) (void)fchmod(byuid.get(), 0711);
+    }
+    return;
+  }
   if (!byuid) return;
   auto uids = ListDir(byuid.get(), dir_ + "/" + kByUid);
   if (!uids.ok()) return;

@@ -247,7 +247,7 @@ Status Store::Recover() {
     RETURN_IF_ERROR(index_->Upsert(RowFromReader(**reader, f)));
     ++recovery_.reindexed;
   }
-  RecoverGrants();
+  RecoverGrants(files);
   return OkStatus();
 }
 

@@ -153,7 +153,10 @@ class Store {
   void Quarantine(const std::string& name, const Status& why);
   void MakePrivate();
   void RemoveGrants(const std::string& file);  // the by-uid/ links to `file`
-  void RecoverGrants();                        // drops links whose record is gone
+  // Drops links whose record is gone; in a store without by-uid/ yet, links
+  // the records that `files` grant by ACL.
+  void RecoverGrants(const std::set<std::string>& files);
+  Status LinkGrant(const std::string& file, uid_t uid);  // by-uid/<uid>/<file>
 
   std::string dir_;
   ScopedFd dirfd_;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/acl.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
@@ -645,6 +646,37 @@ TEST(GrantTest, RecoveryRemovesDanglingLinksAndLeavesPlantedFilesAlone) {
   ASSERT_EQ(symlink(elsewhere.c_str(), (dir + "/by-uid/65533").c_str()), 0);
   EXPECT_FALSE((*s)->GrantReader(rec_file, 65533).ok());
   EXPECT_TRUE(Names(elsewhere).empty());
+}
+
+// A store from before by-uid/: the hook granted records by ACL only, and
+// users found them by listing the 0755 store. Narrowed to 0711, they would
+// lose them; the first open links what the ACLs grant.
+TEST(GrantTest, ACLGrantsOfAnOlderStoreAreLinkedOnce) {
+  TempDir d;
+  std::string dir = d.path() + "/store";
+  std::string granted, other;
+  {
+    auto s = Store::Open(dir, TestOptions());
+    ASSERT_TRUE(s.ok());
+    auto a = WriteSmallRecord(**s, "granted by the old hook");
+    auto b = WriteSmallRecord(**s, "root's");
+    ASSERT_TRUE(a.ok() && b.ok());
+    granted = a->file;
+    other = b->file;
+  }
+  ASSERT_EQ(rmdir((dir + "/by-uid").c_str()), 0);
+  acl_t acl = acl_from_text("u::rw-,u:65534:r--,g::---,m::r--,o::---");
+  ASSERT_NE(acl, nullptr);
+  ASSERT_EQ(acl_set_file((dir + "/" + granted).c_str(), ACL_TYPE_ACCESS, acl), 0);
+  acl_free(acl);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  auto s = Store::Open(dir, TestOptions());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Names(dir + "/by-uid"), std::set<std::string>{"65534"});
+  EXPECT_EQ(Names(dir + "/by-uid/65534"), std::set<std::string>{granted});
+  auto files = GrantedRecordFiles(dir, 65534);
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(*files, std::vector<std::string>{granted});
 }
 
 TEST(GrantTest, AnExistingWorldReadableStoreIsNarrowedTo0711) {
