@@ -603,18 +603,6 @@ std::string ReserveCoreSlot(const HookOptions& o, uid_t uid, const std::string& 
   return why;
 }
 
-Status GrantRead(const std::string& path, uid_t uid) {
-  ScopedFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return ErrnoStatus("opening " + path + " to grant access");
-  std::string text = fmt::format("u::rw-,u:{}:r--,g::---,m::r--,o::---", uid);
-  acl_t acl = acl_from_text(text.c_str());
-  if (acl == nullptr) return ErrnoStatus("acl_from_text");
-  int rc = acl_set_fd(fd.get(), acl);
-  acl_free(acl);
-  if (rc != 0) return ErrnoStatus("setting the ACL of " + path);
-  return OkStatus();
-}
-
 // A crash of the hook must not start the hook again: recognised by its
 // executable, never by a name (any program may be called `recorder...`).
 // (The kernel itself refuses to pipe the core of a process whose
@@ -1027,12 +1015,13 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
     return 1;
   }
   // The crashed user may read this record (and only this one): an ACL on the
-  // root-owned file, as systemd-coredump does. Cores of processes that were
-  // not dumpable (setuid and the like) stay root's.
+  // root-owned file, as systemd-coredump does, and a link in by-uid/<uid>/ so
+  // the user finds it in a store they may not list. Cores of processes that
+  // were not dumpable (setuid and the like) stay root's.
   if (a.uid != 0 && a.dumpable) {
     for (const std::string& f : {row->file, history_file}) {
       if (f.empty() || f.find('/') != std::string::npos) continue;
-      Status acl = GrantRead(o.store_dir + "/" + f, a.uid);
+      Status acl = (*st)->GrantReader(f, a.uid);
       if (!acl.ok()) Log(fmt::format("{}: {}", row->id, acl.message()));
     }
   }

@@ -163,12 +163,14 @@ void Store::MakePrivate() {
     }
   }
   // Nobody but the owner (and the group, if asked) may add or remove files in
-  // the store. Read and search bits for others stay as set up: `recorder
-  // coredump install` makes a root store 0755 so that users can find the
-  // record files the hook granted them by ACL (names are only ids).
+  // the store, and others (and the group, unless asked) may not list it: the
+  // names are every user's record ids. Others keep the search bit (`recorder coredump install`
+  // makes a root store 0711): a user opens the records granted to them by ACL, found through
+  // by-uid/<uid>/.
+  const mode_t closed = options_.group_readable ? 0026 : 0066;
   struct stat st {};
-  if (fstat(dirfd_.get(), &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0022) != 0) {
-    (void)fchmod(dirfd_.get(), st.st_mode & 07777 & ~0022);
+  if (fstat(dirfd_.get(), &st) == 0 && st.st_uid == geteuid() && (st.st_mode & closed) != 0) {
+    (void)fchmod(dirfd_.get(), st.st_mode & 07777 & ~closed);
   }
 }
 
@@ -245,6 +247,7 @@ Status Store::Recover() {
     RETURN_IF_ERROR(index_->Upsert(RowFromReader(**reader, f)));
     ++recovery_.reindexed;
   }
+  RecoverGrants(files);
   return OkStatus();
 }
 
@@ -469,6 +472,7 @@ StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run
   auto remove = [&](const RecordRow& r, const char* why) -> Status {
     if (!dry_run) {
       RETURN_IF_ERROR(Unlink(r.file));
+      RemoveGrants(r.file);
       RETURN_IF_ERROR(index_->Delete(r.id));
     }
     gone.insert(r.id);

@@ -17,6 +17,7 @@
 // same directory at once (a daemon and crash handlers).
 #pragma once
 
+#include <sys/types.h>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -60,6 +61,8 @@ struct RecoveryReport {
   int unreadable = 0;  // complete-looking files that failed to open
   // One line per file moved to quarantine/ (also written to stderr).
   std::vector<std::string> quarantined;
+  int links_removed = 0;      // by-uid/ links whose record is gone
+  int foreign_in_by_uid = 0;  // non-links found in by-uid/<uid>/ (left alone)
 };
 
 struct VacuumReport {
@@ -135,12 +138,25 @@ class Store {
   StatusOr<RetentionLimits> EffectiveLimits(const RetentionLimits& limits) const;
   StatusOr<uint64_t> TotalBytes();
 
+  // Lets `uid` read one record (an id, unique prefix or `<id>.frec`): a
+  // named-user read entry in the file's ACL (as systemd-coredump does), and
+  // the link by-uid/<uid>/<id>.frec -> ../../<id>.frec through which the user
+  // finds it, since others may search the store but not list it
+  // (docs/FORMAT.md, "Who may read what"). Refuses anything in by-uid/ it did
+  // not make.
+  Status GrantReader(const std::string& record_id_or_file, uid_t uid);
+
  private:
   Store() = default;
   Status Recover();
   Status Unlink(const std::string& name);
   void Quarantine(const std::string& name, const Status& why);
   void MakePrivate();
+  void RemoveGrants(const std::string& file);  // the by-uid/ links to `file`
+  // Drops links whose record is gone; in a store without by-uid/ yet, links
+  // the records that `files` grant by ACL.
+  void RecoverGrants(const std::set<std::string>& files);
+  Status LinkGrant(const std::string& file, uid_t uid);  // by-uid/<uid>/<file>
 
   std::string dir_;
   ScopedFd dirfd_;
@@ -148,6 +164,15 @@ class Store {
   std::unique_ptr<Index> index_;
   RecoveryReport recovery_;
 };
+
+// For a user who cannot read the index: the record files in `store_dir`
+// granted to `uid` (the links in by-uid/<uid>/). With nothing granted, a
+// store the caller may list (their own) gives all its record files, one they
+// may not (a root store, 0711) gives none. Only names are returned; open them
+// with OpenGrantedRecord, which fails for a file not readable by the caller.
+StatusOr<std::vector<std::string>> GrantedRecordFiles(const std::string& store_dir, uid_t uid);
+StatusOr<std::unique_ptr<RecordReader>> OpenGrantedRecord(const std::string& store_dir,
+                                                          const std::string& file);
 
 // Record ids are time-sortable: "20261122T120633Z-3f9a2c".
 std::string NewRecordId(int64_t wall_ns);

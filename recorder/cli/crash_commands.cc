@@ -67,12 +67,11 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
     for (auto& r : rows) out.push_back({r.id, r.created_ns, r.file_size, std::move(r.meta)});
     return out;
   }
-  std::error_code ec;
-  std::filesystem::directory_iterator it(ctx.store_dir, ec);
-  if (ec) return ErrnoStatus(ec.value(), "cannot read the store " + ctx.store_dir);
-  for (const auto& e : it) {
-    if (e.path().extension() != ".frec") continue;
-    auto reader = store::RecordReader::Open(e.path().string());
+  // The store is not listable by others: the hook links each user's
+  // records in by-uid/<uid>/.
+  ASSIGN_OR_RETURN(auto files, store::GrantedRecordFiles(ctx.store_dir, *VisibleUid()));
+  for (const auto& f : files) {
+    auto reader = store::OpenGrantedRecord(ctx.store_dir, f);
     if (!reader.ok()) continue;  // another user's, or root's
     const auto& meta = (*reader)->meta();
     const auto& c = json::Object(meta, "crash");
@@ -121,13 +120,8 @@ StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
     return Status(StatusCode::kNotFound,
                   fmt::format("no crash {} of yours (other users' crashes are not shown)", id));
   }
-  for (const auto& e : std::filesystem::directory_iterator(ctx.store_dir)) {
-    if (e.path().filename().string().rfind(found->id, 0) == 0) {
-      ASSIGN_OR_RETURN(auto reader, store::RecordReader::Open(e.path().string()));
-      return std::make_pair(*found, std::move(reader));
-    }
-  }
-  return NotFound("record file of " + found->id + " is gone");
+  ASSIGN_OR_RETURN(auto reader, store::OpenGrantedRecord(ctx.store_dir, found->id + ".frec"));
+  return std::make_pair(*found, std::move(reader));
 }
 
 // The history record linked to a crash (root: through the store; others:
@@ -138,12 +132,11 @@ StatusOr<std::unique_ptr<store::RecordReader>> OpenHistory(const CliContext& ctx
     ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
     return store->OpenRecord(hid);
   }
-  for (const auto& e : std::filesystem::directory_iterator(ctx.store_dir)) {
-    if (e.path().filename().string().rfind(hid, 0) == 0) {
-      return store::RecordReader::Open(e.path().string());
-    }
+  auto reader = store::OpenGrantedRecord(ctx.store_dir, hid + ".frec");
+  if (!reader.ok() && reader.status().code() == StatusCode::kNotFound) {
+    return NotFound("history record " + hid + " is gone");
   }
-  return NotFound("history record " + hid + " is gone");
+  return reader;
 }
 
 struct CrashListArgs {
@@ -674,9 +667,11 @@ Status RunInstall(const CliContext& ctx, std::string hook, bool persist) {
   ho.socket_path = ctx.socket_path;
   RETURN_IF_ERROR(coredump::WriteHookConfig(ho));
   std::filesystem::create_directories(ctx.store_dir);
-  // Users read their own crashes through per-file ACLs the hook sets: the
-  // store must be traversable, and the index (everyone's metadata) root's.
-  chmod(ctx.store_dir.c_str(), 0755);
+  // Users read their own crashes through per-file ACLs the hook sets, found
+  // through by-uid/<uid>/: the store is searchable by others but not listable
+  // (the names are every user's record ids), the index (everyone's metadata)
+  // root's.
+  chmod(ctx.store_dir.c_str(), 0711);
   for (const char* f : {"/index.sqlite", "/index.sqlite-wal", "/index.sqlite-shm"}) {
     chmod((ctx.store_dir + f).c_str(), 0600);
   }

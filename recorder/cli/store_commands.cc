@@ -96,18 +96,15 @@ bool Matches(const store::RecordRow& r, const store::ListQuery& q) {
 }
 
 // A user who may not read the index (a root store's is 0600: it holds every
-// user's metadata) lists the record files they can open: the hook grants a
-// crashed user read access to their crash and its history by ACL.
+// user's metadata) lists the records granted to them: the hook gives a
+// crashed user read access to their crash and its history by ACL and links
+// them in by-uid/<uid>/ (the store itself is not listable by others).
 StatusOr<std::vector<store::RecordRow>> ListReadableRecords(const CliContext& ctx,
                                                             const store::ListQuery& q) {
   std::vector<store::RecordRow> rows;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(ctx.store_dir, ec);
-  if (ec) return ErrnoStatus(ec.value(), "cannot read the store " + ctx.store_dir);
-  for (const auto& e : it) {
-    std::string name = e.path().filename().string();
-    if (e.path().extension() != ".frec" || name[0] == '.') continue;
-    auto reader = store::RecordReader::Open(e.path().string());
+  ASSIGN_OR_RETURN(auto files, store::GrantedRecordFiles(ctx.store_dir, geteuid()));
+  for (const auto& name : files) {
+    auto reader = store::OpenGrantedRecord(ctx.store_dir, name);
     if (!reader.ok()) continue;  // another user's, root's, or damaged
     store::RecordRow r = store::RowFromReader(**reader, name);
     if (Matches(r, q)) rows.push_back(std::move(r));

@@ -1,7 +1,6 @@
 // The store commands as a user sees them: exit codes, messages, --json.
 #include <grp.h>
 #include <gtest/gtest.h>
-#include <sys/acl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -248,32 +247,63 @@ TEST_F(StoreCliTest, SqlOnACopiedStoreChangesNothing) {
   EXPECT_TRUE(std::filesystem::exists(copy.path() + "/.tmp-stray"));
 }
 
-// Item 8 of issue 11: a user who may not read the index (root's, 0600) lists
-// the records granted to them, and nobody else's.
+// Item 8 of issue 11: a user who may not read the index (root's, 0600) nor
+// list the store (0711) lists the records granted to them (found through
+// by-uid/<uid>/), and nobody else's; their crashes too.
 TEST_F(StoreCliTest, ListAsAnotherUserShowsOnlyTheirGrantedRecords) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
   const uid_t nobody = 65534;
-  // As `recorder coredump install` leaves a root store: traversable, with the
-  // hook's per-file ACL on the user's own record.
+  // The temporary directory above the store must be searchable by nobody.
   ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
-  std::string text = fmt::format("u::rw-,u:{}:r--,g::---,m::r--,o::---", nobody);
-  acl_t acl = acl_from_text(text.c_str());
-  ASSERT_NE(acl, nullptr);
-  ASSERT_EQ(acl_set_file((dir_.path() + "/" + b_.file).c_str(), ACL_TYPE_ACCESS, acl), 0);
-  acl_free(acl);
+  std::string store_dir = dir_.path() + "/store";
+  auto s = store::Store::Open(store_dir, store::testing::TestOptions());
+  ASSERT_TRUE(s.ok());
+  auto roots = store::testing::WriteSmallRecord(**s, "root's", {{"reason", "root secret"}});
+  auto mine = store::testing::WriteSmallRecord(**s, "nobody's");
+  ASSERT_TRUE(roots.ok() && mine.ok());
+  // A crash of nobody's, as the hook stores and grants it.
+  auto pending = (*s)->BeginRecord("crash");
+  ASSERT_TRUE(pending.ok());
+  ASSERT_TRUE((*pending)->writer().AddSection("metadata", "{}").ok());
+  nlohmann::json crash_meta = {{"crash",
+                                {{"pid", 4343},
+                                 {"uid", nobody},
+                                 {"signal", 11},
+                                 {"exe", "/usr/bin/mine"},
+                                 {"dumpable", true}}}};
+  auto crash = (*s)->Commit(std::move(*pending), crash_meta);
+  ASSERT_TRUE(crash.ok()) << crash.status().ToString();
+  ASSERT_TRUE((*s)->GrantReader(mine->id, nobody).ok());
+  ASSERT_TRUE((*s)->GrantReader(crash->id, nobody).ok());
+  ASSERT_TRUE((*s)->GrantReader(roots->id, nobody - 1).ok());
+  s->reset();
   struct stat st {};
-  ASSERT_EQ(stat((dir_.path() + "/index.sqlite").c_str(), &st), 0);
+  ASSERT_EQ(stat(store_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0711u) << std::oct << (st.st_mode & 0777);
+  ASSERT_EQ(stat((store_dir + "/index.sqlite").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0077, 0u);
-  auto r = RunAs(nobody, {BuildPath("recorder/cli/recorder"), "--store", dir_.path(), "list"});
+  const std::string recorder = BuildPath("recorder/cli/recorder");
+  auto r = RunAs(nobody, {recorder, "--store", store_dir, "list"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find(b_.id), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find(a_.id), std::string::npos) << "another user's record is listed";
-  EXPECT_EQ(r.out.find("cli test"), std::string::npos);
-  r = RunAs(nobody, {BuildPath("recorder/cli/recorder"), "--store", dir_.path(), "list", "--json"});
+  EXPECT_NE(r.out.find(mine->id), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(crash->id), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(roots->id), std::string::npos) << "another user's record is listed";
+  EXPECT_EQ(r.out.find("root secret"), std::string::npos);
+  r = RunAs(nobody, {recorder, "--store", store_dir, "list", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 1u);
-  r = RunAs(nobody, {BuildPath("recorder/cli/recorder"), "--store", dir_.path(), "sql",
-                     "SELECT * FROM records"});
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 2u) << r.out;
+  r = RunAs(nobody, {recorder, "--store", store_dir, "crash", "list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(crash->id), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(mine->id), std::string::npos) << "a dump listed as a crash";
+  r = RunAs(nobody, {recorder, "--store", store_dir, "crash", "info", crash->id.substr(0, 20)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("/usr/bin/mine"), std::string::npos) << r.out;
+  // Another user, with nothing granted, sees nothing and gets no error.
+  r = RunAs(nobody - 2, {recorder, "--store", store_dir, "list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 0u) << r.out;
+  r = RunAs(nobody, {recorder, "--store", store_dir, "sql", "SELECT * FROM records"});
   EXPECT_NE(r.exit_code, 0);
 }
 

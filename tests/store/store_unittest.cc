@@ -1,13 +1,17 @@
 #include "store/store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/acl.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -478,7 +482,8 @@ TEST(StoreTest, IndexIsPrivateAndOtherUsersCannotReadIt) {
   ASSERT_EQ(stat((dir + "/index.sqlite").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0022, 0u);
+  EXPECT_EQ(st.st_mode & 0066, 0u) << std::oct << (st.st_mode & 0777);
+  EXPECT_EQ(st.st_mode & 0011, 0011u) << "others lost the search bit";
   if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
   // As installed (`recorder coredump install`): the store traversable so that
   // users reach the record files granted to them; the index still closed.
@@ -499,6 +504,191 @@ TEST(StoreTest, IndexIsPrivateAndOtherUsersCannotReadIt) {
   });
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: nobody read the index; 4: no clear permission error";
+}
+
+// Switches the calling (child) process to `uid` for good: groups, gid, uid.
+bool BecomeUser(uid_t uid) {
+  return setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 &&
+         setresuid(uid, uid, uid) == 0;
+}
+
+std::set<std::string> Names(const std::string& dir) {
+  std::set<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return {"<" + std::string(std::strerror(errno)) + ">"};
+  while (struct dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.insert(n);
+  }
+  closedir(d);
+  return out;
+}
+
+// Item 8 of issue 11: with the store 0755, any user listed every record
+// name. The store is 0711 (others search, never list), and a user finds
+// exactly the records granted to them in by-uid/<uid>/.
+TEST(GrantTest, NobodyListsExactlyTheirGrantedRecordsAndCannotListTheStore) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  TempDir d;
+  ASSERT_EQ(chmod(d.path().c_str(), 0755), 0);
+  std::string dir = d.path() + "/store";
+  auto s = Store::Open(dir, TestOptions());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto mine = WriteSmallRecord(**s, "nobody's crash");
+  auto theirs = WriteSmallRecord(**s, "uid 65533's crash");
+  auto roots = WriteSmallRecord(**s, "root's dump");
+  ASSERT_TRUE(mine.ok() && theirs.ok() && roots.ok());
+  ASSERT_TRUE((*s)->GrantReader(mine->id, 65534).ok());
+  Status g = (*s)->GrantReader(theirs->file, 65533);
+  ASSERT_TRUE(g.ok()) << g.ToString();
+  ASSERT_TRUE((*s)->GrantReader(mine->file, 65534).ok()) << "granting twice must be harmless";
+  struct stat st {};
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0711u) << std::oct << (st.st_mode & 0777);
+  ASSERT_EQ(stat((dir + "/by-uid").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0711u);
+  ASSERT_EQ(stat((dir + "/by-uid/65534").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 0007, 0u);
+  int status = InChild([&] {
+    if (!BecomeUser(65534)) return 10;
+    if (opendir(dir.c_str()) != nullptr || errno != EACCES) return 1;  // listed the store
+    if (Names(dir + "/by-uid/65534") != std::set<std::string>{mine->file}) return 2;
+    if (opendir((dir + "/by-uid/65533").c_str()) != nullptr || errno != EACCES) return 3;
+    if (opendir((dir + "/by-uid").c_str()) != nullptr || errno != EACCES) return 4;
+    // Through the link, with an ordinary open that follows it.
+    int fd = open((dir + "/by-uid/65534/" + mine->file).c_str(), O_RDONLY);
+    if (fd < 0) return 5;
+    char magic[8] = {};
+    bool read_ok = read(fd, magic, 8) == 8 && std::memcmp(magic, kFileMagic, 8) == 0;
+    close(fd);
+    if (!read_ok) return 6;
+    auto files = GrantedRecordFiles(dir, 65534);
+    if (!files.ok() || *files != std::vector<std::string>{mine->file}) return 7;
+    auto r = OpenGrantedRecord(dir, mine->file);
+    if (!r.ok() || (*r)->header().id != mine->id) return 8;
+    for (const auto* other : {&*theirs, &*roots}) {
+      if (open((dir + "/" + other->file).c_str(), O_RDONLY) >= 0 || errno != EACCES) return 9;
+      if (OpenGrantedRecord(dir, other->file).ok()) return 9;
+    }
+    if (open((dir + "/index.sqlite").c_str(), O_RDONLY) >= 0) return 11;
+    return 0;
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: store listable; 2: wrong by-uid listing; 3/4: another uid's or by-uid listable; "
+         "5/6: link not readable; 7/8: library lookup; 9: another record readable; 11: index";
+  status = InChild([&] {
+    if (!BecomeUser(65532)) return 10;
+    auto files = GrantedRecordFiles(dir, 65532);
+    return files.ok() && files->empty() ? 0 : 1;
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "a user without grants got an error or records";
+}
+
+TEST(GrantTest, RetentionRemovesTheLinksOfARemovedRecord) {
+  TempDir d;
+  auto s = Store::Open(d.path() + "/store", TestOptions());
+  ASSERT_TRUE(s.ok());
+  auto old = WriteSmallRecord(**s, "old");
+  auto young = WriteSmallRecord(**s, "young");
+  ASSERT_TRUE(old.ok() && young.ok());
+  ASSERT_TRUE((*s)->GrantReader(old->id, 65534).ok());
+  ASSERT_TRUE((*s)->GrantReader(old->id, 65533).ok());
+  ASSERT_TRUE((*s)->GrantReader(young->id, 65534).ok());
+  RetentionLimits lim;
+  lim.max_count = 1;
+  lim.max_use = UINT64_MAX;
+  lim.keep_free = 0;
+  auto v = (*s)->Vacuum(lim, false, std::set<std::string>{});
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->removed, std::vector<std::string>{old->id});
+  struct stat st {};
+  for (const char* u : {"65534", "65533"}) {
+    std::string link = fmt::format("{}/store/by-uid/{}/{}", d.path(), u, old->file);
+    EXPECT_NE(lstat(link.c_str(), &st), 0) << link << " outlived its record";
+  }
+  EXPECT_EQ(lstat((d.path() + "/store/by-uid/65534/" + young->file).c_str(), &st), 0);
+}
+
+TEST(GrantTest, RecoveryRemovesDanglingLinksAndLeavesPlantedFilesAlone) {
+  TempDir d;
+  std::string dir = d.path() + "/store";
+  std::string rec_file;
+  {
+    auto s = Store::Open(dir, TestOptions());
+    ASSERT_TRUE(s.ok());
+    auto rec = WriteSmallRecord(**s, "kept");
+    ASSERT_TRUE(rec.ok());
+    rec_file = rec->file;
+    ASSERT_TRUE((*s)->GrantReader(rec->id, 65534).ok());
+  }
+  std::string u = dir + "/by-uid/65534/";
+  // A link whose record was removed behind the store's back, a link that does
+  // not point where the store's links point, and a plain file.
+  ASSERT_EQ(
+      symlink("../../20200101T000000Z-000000.frec", (u + "20200101T000000Z-000000.frec").c_str()),
+      0);
+  ASSERT_EQ(symlink("/etc/shadow", (u + "20200101T000000Z-000001.frec").c_str()), 0);
+  std::ofstream(u + "planted.frec") << "not a link";
+  auto s = Store::Open(dir, TestOptions());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->recovery().links_removed, 2);
+  EXPECT_EQ((*s)->recovery().foreign_in_by_uid, 1);
+  EXPECT_EQ(Names(u), (std::set<std::string>{rec_file, "planted.frec"}));
+  // Only root writes in by-uid/, but a name there that is not the store's
+  // link is refused, never followed or replaced.
+  ASSERT_EQ(rename((u + "planted.frec").c_str(), (u + rec_file).c_str()), 0);
+  EXPECT_FALSE((*s)->GrantReader(rec_file, 65534).ok());
+  std::string elsewhere = d.path() + "/elsewhere";
+  ASSERT_EQ(mkdir(elsewhere.c_str(), 0700), 0);
+  ASSERT_EQ(symlink(elsewhere.c_str(), (dir + "/by-uid/65533").c_str()), 0);
+  EXPECT_FALSE((*s)->GrantReader(rec_file, 65533).ok());
+  EXPECT_TRUE(Names(elsewhere).empty());
+}
+
+// A store from before by-uid/: the hook granted records by ACL only, and
+// users found them by listing the 0755 store. Narrowed to 0711, they would
+// lose them; the first open links what the ACLs grant.
+TEST(GrantTest, ACLGrantsOfAnOlderStoreAreLinkedOnce) {
+  TempDir d;
+  std::string dir = d.path() + "/store";
+  std::string granted, other;
+  {
+    auto s = Store::Open(dir, TestOptions());
+    ASSERT_TRUE(s.ok());
+    auto a = WriteSmallRecord(**s, "granted by the old hook");
+    auto b = WriteSmallRecord(**s, "root's");
+    ASSERT_TRUE(a.ok() && b.ok());
+    granted = a->file;
+    other = b->file;
+  }
+  ASSERT_EQ(rmdir((dir + "/by-uid").c_str()), 0);
+  acl_t acl = acl_from_text("u::rw-,u:65534:r--,g::---,m::r--,o::---");
+  ASSERT_NE(acl, nullptr);
+  ASSERT_EQ(acl_set_file((dir + "/" + granted).c_str(), ACL_TYPE_ACCESS, acl), 0);
+  acl_free(acl);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  auto s = Store::Open(dir, TestOptions());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Names(dir + "/by-uid"), std::set<std::string>{"65534"});
+  EXPECT_EQ(Names(dir + "/by-uid/65534"), std::set<std::string>{granted});
+  auto files = GrantedRecordFiles(dir, 65534);
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(*files, std::vector<std::string>{granted});
+}
+
+TEST(GrantTest, AnExistingWorldReadableStoreIsNarrowedTo0711) {
+  TempDir d;
+  std::string dir = d.path() + "/store";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  auto s = Store::Open(dir, TestOptions());
+  ASSERT_TRUE(s.ok());
+  struct stat st {};
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0711u) << std::oct << (st.st_mode & 0777);
 }
 
 TEST(StoreTest, SqlIsReadOnly) {
