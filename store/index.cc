@@ -198,7 +198,17 @@ StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_
     }
     return idx;
   }
-  RETURN_IF_ERROR(idx->Exec("PRAGMA journal_mode=WAL"));
+  // Switching a new (rollback-journal) database to WAL takes an exclusive
+  // lock. When several processes open a fresh store at once, SQLite answers
+  // SQLITE_BUSY at once, without calling the busy handler, to whoever would
+  // deadlock (it holds SHARED and wants more while another waits): retry
+  // those, within the same 10 s a busy handler would wait.
+  for (int attempt = 0;; ++attempt) {
+    Status st = idx->Exec("PRAGMA journal_mode=WAL");
+    if (st.ok()) break;
+    if (sqlite3_errcode(idx->db_) != SQLITE_BUSY || attempt >= 1000) return st;
+    usleep(static_cast<useconds_t>(1000 + (getpid() + attempt * 7919) % 9000));
+  }
   // NORMAL in WAL mode: a committed transaction survives a process crash; the
   // record file itself was fsynced before its row is written.
   RETURN_IF_ERROR(idx->Exec("PRAGMA synchronous=NORMAL"));

@@ -147,16 +147,26 @@ void Store::MakePrivate() {
   // root's only (or the group's, for a group-readable store). Users read
   // their own records through per-file ACLs, never through the index.
   const mode_t want = options_.group_readable ? 0640 : 0600;
-  {
-    ScopedFd fd(openat(dirfd_.get(), kIndexName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, want));
-    (void)fd;  // created with `want` before sqlite would create it 0644
+  // Never open() the index's files here: SQLite locks them with POSIX
+  // record locks, and closing *any* descriptor of a file drops every lock
+  // this process holds on it (fcntl(2); sqlite.org/howtocorrupt.html 2.2):
+  // another Store of this process would lose its locks, and other processes
+  // would then reset the WAL index under it (SIGBUS, vanished rows). So: an
+  // O_EXCL create only when the file does not exist yet, and chmod by name
+  // (the store directory is writable by its owner only: no planted links).
+  struct stat ist {};
+  if (fstatat(dirfd_.get(), kIndexName, &ist, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
+    int fd =
+        openat(dirfd_.get(), kIndexName, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, want);
+    if (fd >= 0) close(fd);  // nobody in this process can hold a lock on a new file
   }
   for (const char* name : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) {
-    ScopedFd fd(openat(dirfd_.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     struct stat st {};
-    if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (fstatat(dirfd_.get(), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
     if (st.st_uid == geteuid() && (st.st_mode & 0777 & ~want) != 0) {
-      if (fchmod(fd.get(), st.st_mode & want) != 0) {
+      if (fchmodat(dirfd_.get(), name, st.st_mode & want, 0) != 0) {
         std::fprintf(stderr, "flightrec store: cannot make %s/%s private: %s\n", dir_.c_str(), name,
                      std::strerror(errno));
       }
