@@ -147,16 +147,26 @@ void Store::MakePrivate() {
   // root's only (or the group's, for a group-readable store). Users read
   // their own records through per-file ACLs, never through the index.
   const mode_t want = options_.group_readable ? 0640 : 0600;
+  // sqlite's locks are POSIX record locks, which a process loses on ALL of
+  // its fds to a file when it closes ANY one of them: closing a plain fd to
+  // index.sqlite or its -shm here dropped the open connection's locks, and
+  // concurrent writers (a crash storm of hooks) corrupted the index
+  // ("database disk image is malformed"). So the files are only looked at
+  // through O_PATH fds (whose close releases no lock) and changed through
+  // /proc/self/fd; the index is created, if missing, with O_EXCL (no one
+  // holds a lock on a file that did not exist).
   {
-    ScopedFd fd(openat(dirfd_.get(), kIndexName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, want));
+    ScopedFd fd(
+        openat(dirfd_.get(), kIndexName, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, want));
     (void)fd;  // created with `want` before sqlite would create it 0644
   }
   for (const char* name : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) {
-    ScopedFd fd(openat(dirfd_.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    ScopedFd fd(openat(dirfd_.get(), name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat st {};
     if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (st.st_uid == geteuid() && (st.st_mode & 0777 & ~want) != 0) {
-      if (fchmod(fd.get(), st.st_mode & want) != 0) {
+      const std::string self = "/proc/self/fd/" + std::to_string(fd.get());
+      if (chmod(self.c_str(), st.st_mode & want) != 0) {
         std::fprintf(stderr, "flightrec store: cannot make %s/%s private: %s\n", dir_.c_str(), name,
                      std::strerror(errno));
       }
