@@ -111,7 +111,11 @@ class CoredumpTest : public ::testing::Test {
     guard_ = new PatternGuard();
     dir_ = new store::testing::TempDir();
     chmod(dir_->path().c_str(), 0755);
-    daemon_ = new Daemon(dir_->path());
+    // Every test's crashes are root's and most want their history: the
+    // daemon's per-uid dump budget (20 an hour by default) is not what this
+    // suite tests.
+    daemon_ = new Daemon(
+        dir_->path(), {"--max-dumps-per-hour", "10000", "--max-dumps-per-uid-per-hour", "10000"});
     ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
     auto r = daemon_->Cli(
         {"coredump", "install", "--hook", BuildPath("coredump-hook/recorder-coredump")});
@@ -1793,6 +1797,42 @@ TEST_F(CoredumpTest, AMistypedConfigOrAMisshapenDaemonAnswerLosesNoCrash) {
     EXPECT_FALSE(h.id().empty()) << h.err;
     EXPECT_NE(h.err.find("no history"), std::string::npos) << h.err;
   }
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+}
+
+TEST_F(CoredumpTest, TheHookStoresOnlyInADirectoryNoOtherUserControls) {
+  // The root hook creates, indexes, opens and deletes files in its store:
+  // in a directory a user owns or may write (a store configured under a
+  // user's home or a shared directory), that user could plant records and
+  // symlinks for it. Such a store is refused with a log line.
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  pid_t sleeper = Spawn({"/bin/sleep", "60"});
+  const std::string input = tmp.path() + "/core";
+  std::ofstream(input) << "not a core";
+  const std::string users = tmp.path() + "/users";  // nobody's directory
+  ASSERT_TRUE(fs::create_directory(users));
+  ASSERT_EQ(chown(users.c_str(), 65534, 65534), 0);
+  const std::string shared = tmp.path() + "/shared";  // everyone's, not sticky
+  ASSERT_TRUE(fs::create_directory(shared));
+  chmod(shared.c_str(), 0777);
+  for (const std::string& store : {users, users + "/store", shared + "/store"}) {
+    SCOPED_TRACE(store);
+    HookRun r = RunHookOn(store, tmp.path() + "/no.sock", sleeper, input);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("crash not stored: store " + store), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(store + "/index.sqlite"));
+  }
+  // A symlink to a good store is refused too.
+  const std::string good = tmp.path() + "/good";
+  HookRun ok = RunHookOn(good, tmp.path() + "/no.sock", sleeper, input);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_FALSE(ok.id().empty()) << ok.err;
+  fs::create_directory_symlink(good, tmp.path() + "/link");
+  HookRun link = RunHookOn(tmp.path() + "/link", tmp.path() + "/no.sock", sleeper, input);
+  EXPECT_EQ(link.exit_code, 1) << link.err;
+  EXPECT_NE(link.err.find("symlinks are refused"), std::string::npos) << link.err;
   kill(sleeper, SIGKILL);
   waitpid(sleeper, nullptr, 0);
 }
