@@ -583,7 +583,8 @@ StatusOr<nlohmann::json> Client::Call(const std::string& method, const nlohmann:
   };
   if (const auto* ok = field(resp, "ok"); ok != nullptr && ok->is_boolean() && ok->get<bool>()) {
     const auto* result = field(resp, "result");
-    return result != nullptr && result->is_object() ? *result : nlohmann::json::object();
+    // Any JSON (trigger_list answers an array); callers check its shape.
+    return result != nullptr ? *result : nlohmann::json::object();
   }
   const auto* e = field(resp, "error");
   nlohmann::json err = e != nullptr && e->is_object() ? *e : nlohmann::json::object();
