@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/terminal_escape.h"
+
 namespace flightrec::json {
 
 using Json = nlohmann::json;
@@ -77,6 +79,26 @@ inline const Json& Array(const Json& j, std::string_view key) {
   static const Json kEmpty = Json::array();
   const Json& f = Field(j, key);
   return f.is_array() ? f : kEmpty;
+}
+
+// The bytes of a text field stored as `key` + `key_hex` (terminal_escape.h:
+// a crashed program's name, path or argv that is not UTF-8), else Str(j,
+// key). Pass the result through EscapeForTerminal before printing it.
+inline std::string RawText(const Json& j, std::string_view key) {
+  std::string raw;
+  if (FromHex(Str(j, std::string(key) + "_hex"), &raw) && !raw.empty()) return raw;
+  return Str(j, key);
+}
+
+// Sets obj[key] to `raw` as UTF-8, and obj[key_hex] to its bytes when it is
+// not UTF-8 (see terminal_escape.h). obj must be an object or null.
+inline void SetText(Json& obj, const std::string& key, std::string_view raw) {
+  if (IsValidUtf8(raw)) {
+    obj[key] = std::string(raw);
+  } else {
+    obj[key] = ToValidUtf8(raw);
+    obj[key + "_hex"] = ToHex(raw);
+  }
 }
 
 // Deeper than anything flightrec writes; copying or comparing a parsed value

@@ -49,5 +49,35 @@ TEST(CheckedJson, DumpReplacesInvalidUtf8) {
             "b\"}");
 }
 
+TEST(SetText, TextThatIsNotUtf8IsKeptExactlyAndDumpsWithoutThrowing) {
+  Json j = Json::object();
+  SetText(j, "comm", "ok");
+  SetText(j, "exe", std::string("/d\xff\x80/\xff\xfe\x80x"));
+  EXPECT_EQ(j["comm"], "ok");
+  EXPECT_FALSE(j.contains("comm_hex"));  // valid UTF-8 is stored as is, alone
+  EXPECT_EQ(j["exe"], "/d\xef\xbf\xbd\xef\xbf\xbd/\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdx");
+  EXPECT_EQ(j["exe_hex"], "2f64ff802ffffe8078");
+  EXPECT_EQ(RawText(j, "exe"), std::string("/d\xff\x80/\xff\xfe\x80x"));
+  EXPECT_EQ(RawText(j, "comm"), "ok");
+  EXPECT_NO_THROW((void)j.dump());
+  // A damaged _hex falls back to the readable field.
+  j["exe_hex"] = "zz";
+  EXPECT_EQ(RawText(j, "exe"), Str(j, "exe"));
+}
+
+TEST(SetText, Utf8Checks) {
+  EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9 \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));      // overlong
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));  // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xe6\x97"));      // truncated
+  EXPECT_EQ(ToValidUtf8("a\xc0z"), "a\xef\xbf\xbdz");
+  EXPECT_EQ(ToHex(std::string("\x00\xff", 2)), "00ff");
+  std::string out;
+  EXPECT_TRUE(FromHex("00fF", &out));
+  EXPECT_EQ(out, std::string("\x00\xff", 2));
+  EXPECT_FALSE(FromHex("0", &out));
+  EXPECT_FALSE(FromHex("0g", &out));
+}
+
 }  // namespace
 }  // namespace flightrec::json

@@ -21,4 +21,19 @@ namespace flightrec {
 // as before. The result contains no byte below 0x20 and no 0x7f.
 std::string EscapeForTerminal(std::string_view s);
 
+// Text a crashed program chooses (its name, exe path, argv, cwd) is bytes,
+// not UTF-8, and JSON strings must be UTF-8 (nlohmann's dump() throws on
+// anything else). flightrec stores such a string losslessly as two fields:
+// `key` with every byte that is not valid UTF-8 replaced by U+FFFD (readable,
+// searchable), and, only when a byte was replaced, `key_hex` with all of the
+// original bytes in lowercase hex. Readers that show the text take the bytes
+// from `key_hex` when it is there (RawText in checked_json.h).
+bool IsValidUtf8(std::string_view s);
+// `s` with each byte that is not part of a valid UTF-8 sequence as U+FFFD.
+std::string ToValidUtf8(std::string_view s);
+// Lowercase hex of every byte; FromHex is its inverse (false on anything
+// that is not an even number of hex digits).
+std::string ToHex(std::string_view s);
+bool FromHex(std::string_view hex, std::string* out);
+
 }  // namespace flightrec

@@ -25,13 +25,16 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "common/scoped_fd.h"
+#include "common/terminal_escape.h"
 #include "common/units.h"
 #include "coredump-hook/core_reducer.h"
 #include "recorder/attribution/attribution.h"
@@ -210,7 +213,7 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
           line.rfind("NSpid:", 0) == 0 || line.rfind("PPid:", 0) == 0) {
         std::string v = line.substr(line.find(':') + 1);
         v.erase(0, v.find_first_not_of(" \t"));
-        st[line.substr(0, line.find(':'))] = v;
+        json::SetText(st, line.substr(0, line.find(':')), v);
       }
     }
   }
@@ -227,15 +230,18 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
   // The name as the process has it (%e is the same comm with '/' made '!').
   std::string comm = ReadAt(dir.get(), "comm", 64);
   if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-  m["comm"] = comm;
+  // Text the process chooses is bytes, not UTF-8: SetText keeps it
+  // losslessly (`key` in UTF-8, `key_hex` when that lost bytes).
+  json::SetText(m, "comm", comm);
   int exe_err = 0;
-  m["exe"] = ReadLinkAt(dir.get(), "exe", &exe_err);
+  const std::string exe_path = ReadLinkAt(dir.get(), "exe", &exe_err);
+  json::SetText(m, "exe", exe_path);
   // A file deeper than PATH_MAX has no path /proc can give (ENAMETOOLONG);
   // its process is as alive as any other.
   if (exe_err == ENAMETOOLONG) {
     notes->push_back(fmt::format(
         "the executable's path is longer than PATH_MAX ({} bytes): not recorded", PATH_MAX));
-  } else if (m["exe"].get<std::string>().empty()) {
+  } else if (exe_path.empty()) {
     // A process in a core dump still has its memory; a zombie has none left.
     return refuse(fmt::format("process {} has exited (no executable): no metadata", a.pid));
   }
@@ -252,10 +258,11 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
     if (c == '\0') c = ' ';
   }
   while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
-  m["cmdline"] = cmdline;
-  m["cwd"] = ReadLinkAt(dir.get(), "cwd");
-  m["cgroup"] = ReadAt(dir.get(), "cgroup", 64 << 10);
-  m["limits"] = ReadAt(dir.get(), "limits", 64 << 10);
+  json::SetText(m, "cmdline", cmdline);
+  json::SetText(m, "cwd", ReadLinkAt(dir.get(), "cwd"));
+  // Delegated cgroups are named by their users.
+  json::SetText(m, "cgroup", ReadAt(dir.get(), "cgroup", 64 << 10));
+  json::SetText(m, "limits", ReadAt(dir.get(), "limits", 64 << 10));
   *maps = ReadAt(dir.get(), "maps");
   // Environment variables are deliberately not read: they hold secrets.
   nlohmann::json threads = nlohmann::json::array();
@@ -276,7 +283,9 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
           std::istringstream ids(line.substr(6));
           for (int id; ids >> id;) ns_tid = id;
         }
-        threads.push_back({{"tid", tid}, {"ns_tid", ns_tid}, {"comm", comm}});
+        nlohmann::json t = {{"tid", tid}, {"ns_tid", ns_tid}};
+        json::SetText(t, "comm", comm);
+        threads.push_back(std::move(t));
       }
       closedir(d);
     } else {
@@ -319,8 +328,10 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
       // recorderd budgets histories per crashed user, and leaves kernel addresses
       // out of a record that is granted to a user.
       {"for_uid", a.uid},
-      {"reason", fmt::format("history of {} ({}) killed by SIG{}", a.comm, a.pid,
-                             sigabbrev_np(a.signal) ? sigabbrev_np(a.signal) : "?")}};
+      // comm is bytes; the request is JSON (UTF-8). The crash record keeps
+      // the exact name.
+      {"reason", ToValidUtf8(fmt::format("history of {} ({}) killed by SIG{}", a.comm, a.pid,
+                                         sigabbrev_np(a.signal) ? sigabbrev_np(a.signal) : "?"))}};
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   auto r = (*client)->Call("dump", params, std::max(left, std::chrono::milliseconds(1)));
@@ -329,8 +340,12 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
                        r.status().message());
     return "";
   }
-  *file = r->value("file", "");
-  return r->value("id", "");
+  // Checked reads: an answer of the wrong shape is no history, not an
+  // exception that takes the crash with it.
+  *file = json::Str(*r, "file");
+  std::string id = json::Str(*r, "id");
+  if (id.empty()) *why = "recorderd's answer names no history record";
+  return id;
 }
 
 // The unwinder's process. The core is the crashed program's bytes: every
@@ -430,7 +445,8 @@ class UnwinderChild {
           }
         }
       }
-      std::string text = j.dump();
+      // Symbol and file names come from the crashed program's files.
+      std::string text = json::Dump(j);
       if (text.size() > (4u << 20)) text = R"({"error":"backtrace output over 4 MiB"})";
       size_t off = 0;
       while (off < text.size()) {
@@ -520,13 +536,16 @@ class UnwinderChild {
                  : fmt::format("backtrace process failed ({})", WEXITSTATUS(status));
       return nullptr;
     }
-    auto j = nlohmann::json::parse(text, nullptr, false);
+    // The child parsed the attacker's core: were it subverted, its output
+    // is the attacker's too. Bounded depth (a deep nest would overflow the
+    // hook's stack), checked types.
+    auto j = json::ParseBounded(text);
     if (j.is_discarded() || !j.is_object()) {
       *why = "backtrace output is not a JSON object";
       return nullptr;
     }
     if (j.contains("error") && !j.contains("threads")) {
-      *why = j["error"].is_string() ? j["error"].get<std::string>() : "no backtrace";
+      *why = ToValidUtf8(json::Str(j, "error", "no backtrace"));
       return nullptr;
     }
     return j;
@@ -601,6 +620,41 @@ std::string ReserveCoreSlot(const HookOptions& o, uid_t uid, const std::string& 
   }
   if (ftruncate(fd.get(), 0) == 0) (void)!pwrite(fd.get(), kept.data(), kept.size(), 0);
   return why;
+}
+
+// The store and every directory above it must be the hook's own (or
+// root's) and writable by nobody else: the hook is root, and in a directory
+// another user controls, that user could swap in symlinks or plant records
+// for it to index, open and delete (a store configured under /tmp or a
+// user's home). Missing directories are created first, so that a user
+// cannot create one before the hook does.
+Status CheckStoreDir(const std::string& dir) {
+  if (dir.empty() || dir[0] != '/') {
+    return InvalidArgument(fmt::format("store {} is not an absolute path", dir));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // 0700 under the hook's umask
+  std::filesystem::path p(dir);
+  for (std::filesystem::path d = p;; d = d.parent_path()) {
+    struct stat sb;
+    if (lstat(d.c_str(), &sb) != 0) return ErrnoStatus(fmt::format("store {}", dir));
+    if (!S_ISDIR(sb.st_mode)) {
+      return InvalidArgument(
+          fmt::format("store {}: {} is not a directory (symlinks are refused)", dir, d.string()));
+    }
+    if (sb.st_uid != 0 && sb.st_uid != geteuid()) {
+      return Status(
+          StatusCode::kPermissionDenied,
+          fmt::format("store {}: {} belongs to uid {}, not root", dir, d.string(), sb.st_uid));
+    }
+    // A sticky directory (/tmp) lets nobody rename or remove root's entries.
+    if ((sb.st_mode & 022) != 0 && (d == p || (sb.st_mode & S_ISVTX) == 0)) {
+      return Status(StatusCode::kPermissionDenied,
+                    fmt::format("store {}: {} is writable by other users", dir, d.string()));
+    }
+    if (d == d.parent_path()) break;
+  }
+  return OkStatus();
 }
 
 // A crash of the hook must not start the hook again: recognised by its
@@ -842,8 +896,9 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
   nlohmann::json md = ReadMetadata(a, &maps, &notes);
   // What is stored and shown is /proc's comm of the verified process; the
   // kernel's %e only when /proc could not be trusted.
-  if (md.value("verified", false) && md.contains("comm")) a.comm = md["comm"].get<std::string>();
-  std::string exe = md.value("exe", "");
+  // (Both as the process's bytes, not their UTF-8 rendering.)
+  if (md.value("verified", false) && md.contains("comm")) a.comm = json::RawText(md, "comm");
+  std::string exe = json::RawText(md, "exe");
   if (IsHookItself(exe)) {
     Log("not handling a crash of recorder-coredump itself (no loop)");
     return 0;
@@ -880,6 +935,11 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
     }
   }
 
+  if (Status safe = CheckStoreDir(o.store_dir); !safe.ok()) {
+    Log(fmt::format("pid {} ({}) {}: crash not stored: {}", a.pid, a.comm, signame,
+                    safe.message()));
+    return 1;
+  }
   store::StoreOptions so;
   so.group_readable = false;
   auto st = store::Store::Open(o.store_dir, so);
@@ -964,6 +1024,7 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
   auto finish = [&](std::unique_ptr<store::PendingRecord> r,
                     bool with_core) -> StatusOr<store::RecordRow> {
     auto& w = r->writer();
+    // comm and exe are the process's bytes: SetText below.
     nlohmann::json crash = {{"pid", a.pid},
                             {"tid", a.tid},
                             {"global_tid", a.global_tid},
@@ -973,23 +1034,29 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
                             {"uid", a.uid},
                             {"gid", a.gid},
                             {"dumpable", a.dumpable},
-                            {"comm", a.comm},
-                            {"exe", exe},
                             {"core_size", core_size},
                             {"truncated", truncated},
                             {"core_stored", with_core},
                             {"rate_limited", limited},
                             {"history", history_id},
-                            {"notes", notes}};
-    RETURN_IF_ERROR(w.AddSection("metadata", md.dump()));
+                            {"notes", nlohmann::json::array()}};
+    json::SetText(crash, "comm", a.comm);
+    json::SetText(crash, "exe", exe);
+    // Notes quote names and paths: readable UTF-8 (the exact bytes are in
+    // the fields above).
+    for (const auto& n : notes) crash["notes"].push_back(ToValidUtf8(n));
+    RETURN_IF_ERROR(w.AddSection("metadata", json::Dump(md)));
     // The address space at the crash, as /proc showed it (text).
     if (!maps.empty()) RETURN_IF_ERROR(w.AddSection("maps", maps));
-    if (!backtrace.is_null()) RETURN_IF_ERROR(w.AddSection("backtrace", backtrace.dump()));
+    if (!backtrace.is_null()) RETURN_IF_ERROR(w.AddSection("backtrace", json::Dump(backtrace)));
+    nlohmann::json process = {{"pid", a.pid}, {"uid", a.uid}};
+    json::SetText(process, "comm", a.comm);
+    json::SetText(process, "exe", exe);
     nlohmann::json meta = {
-        {"reason", fmt::format("{} ({}) killed by {}", a.comm, a.pid, signame)},
+        {"reason", ToValidUtf8(fmt::format("{} ({}) killed by {}", a.comm, a.pid, signame))},
         {"crash", crash},
         {"pids", {a.pid}},
-        {"processes", {{{"pid", a.pid}, {"comm", a.comm}, {"exe", exe}, {"uid", a.uid}}}},
+        {"processes", {process}},
         {"start_ns", a.time_s * 1'000'000'000LL},
         {"end_ns", a.time_s * 1'000'000'000LL}};
     return (*st)->Commit(std::move(r), meta);
@@ -1054,17 +1121,34 @@ int CoredumpMain(int argc, char** argv) {
   }
   // Settings from `recorder coredump install`; flags override them.
   if (std::ifstream in(config); in) {
-    auto j = nlohmann::json::parse(in, nullptr, false);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto j = json::ParseBounded(text);
     if (j.is_object()) {
-      o.store_dir = j.value("store", o.store_dir);
-      o.socket_path = j.value("socket", o.socket_path);
-      o.max_core_bytes = j.value("max_core_bytes", o.max_core_bytes);
-      o.history_ns = j.value("history_ns", o.history_ns);
-      o.max_per_exe_per_hour = j.value("max_per_exe_per_hour", o.max_per_exe_per_hour);
-      o.max_per_uid_per_hour = j.value("max_per_uid_per_hour", o.max_per_uid_per_hour);
-      o.max_per_hour = j.value("max_per_hour", o.max_per_hour);
-      o.history_timeout_ms = j.value("history_timeout_ms", o.history_timeout_ms);
-      o.backtrace_memory_max = j.value("backtrace_memory_max", o.backtrace_memory_max);
+      // A setting of the wrong type (a hand-edited "1G" for a number) is
+      // ignored with a log line: nlohmann's value() would throw, and the
+      // hook would die on every crash.
+      auto set = [&](const char* key, auto* field) {
+        if (!j.contains(key)) return;
+        using T = std::remove_pointer_t<decltype(field)>;
+        // Read with two different defaults: the same answer both times is
+        // the file's value; different ones, a value of the wrong type.
+        const T a = json::Get<T>(j, key, T{}), b = json::Get<T>(j, key, T{1});
+        if (a != b) {
+          Log(fmt::format("{}: ignoring \"{}\": not a {}", config, key,
+                          std::is_same_v<T, std::string> ? "string" : "number in range"));
+          return;
+        }
+        *field = a;
+      };
+      set("store", &o.store_dir);
+      set("socket", &o.socket_path);
+      set("max_core_bytes", &o.max_core_bytes);
+      set("history_ns", &o.history_ns);
+      set("max_per_exe_per_hour", &o.max_per_exe_per_hour);
+      set("max_per_uid_per_hour", &o.max_per_uid_per_hour);
+      set("max_per_hour", &o.max_per_hour);
+      set("history_timeout_ms", &o.history_timeout_ms);
+      set("backtrace_memory_max", &o.backtrace_memory_max);
     } else {
       Log("ignoring " + config + ": not JSON");
     }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "common/units.h"
 #include "store/untrusted_json.h"
 
@@ -289,7 +290,7 @@ Status Index::Upsert(const RecordRow& row) {
   s.Bind(12, static_cast<int64_t>(row.raw_size));
   s.Bind(13, row.checksum);
   s.Bind(14, row.state.empty() ? std::string("ok") : row.state);
-  s.Bind(15, row.meta.dump());
+  s.Bind(15, json::Dump(row.meta));  // never throws on non-UTF-8 text
   if (auto owner = OwnerFromMeta(row.meta)) s.Bind(16, static_cast<int64_t>(*owner));
   if (sqlite3_step(s.get()) != SQLITE_DONE) return fail("inserting " + row.id);
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "store/untrusted_json.h"
 
 namespace flightrec::store {
@@ -103,7 +104,10 @@ StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(ScopedFd fd, std::s
   }
   w->out_.resize(ZSTD_CStreamOutSize());
 
-  std::string hjson = header.ToJson().dump();
+  // Header and meta carry callers' text (a crashed program's name is bytes):
+  // json::Dump never throws on text that is not UTF-8, so a record is never
+  // lost for it (callers keep exact bytes as `key_hex`, terminal_escape.h).
+  std::string hjson = json::Dump(header.ToJson());
   char prefix[kPrefixSize] = {};
   std::memcpy(prefix, kFileMagic, 8);
   PutLe16(prefix + 8, header.major);
@@ -261,7 +265,7 @@ Status RecordWriter::Finish(const nlohmann::json& meta) {
                                {"frames", frames}});
   }
   toc["meta"] = meta;
-  std::string tjson = toc.dump();
+  std::string tjson = json::Dump(toc);
   uint64_t toc_offset = pos_;
   RETURN_IF_ERROR(WriteRaw(tjson.data(), tjson.size()));
   char trailer[kTrailerSize] = {};

@@ -189,7 +189,7 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
     table.push_back({r.id, FormatTimeNs(r.created_ns),
                      std::to_string(json::Get<int64_t>(c, "pid", 0)),
                      std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
-                     json::Str(c, "exe"), core, history.empty() ? "-" : history});
+                     json::RawText(c, "exe"), core, history.empty() ? "-" : history});
   }
   std::fputs(
       FormatTable({"ID", "TIME", "PID", "UID", "SIG", "EXE", "CORE", "HISTORY"}, table).c_str(),
@@ -370,9 +370,10 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
               static_cast<long long>(Get<int64_t>(crash, "gid", 0)));
   std::printf("       Signal: %s\n", E(Str(crash, "signal_name")).c_str());
   std::printf("    Timestamp: %s\n", FormatTimeNs(Get<int64_t>(crash, "time_ns", 0)).c_str());
-  std::printf("   Executable: %s\n", E(Str(crash, "exe")).c_str());
-  std::printf(" Command Line: %s\n", E(Str(md, "cmdline")).c_str());
-  std::printf("          CWD: %s\n", E(Str(md, "cwd")).c_str());
+  // The process's exact bytes (`_hex` when they are not UTF-8), escaped.
+  std::printf("   Executable: %s\n", E(json::RawText(crash, "exe")).c_str());
+  std::printf(" Command Line: %s\n", E(json::RawText(md, "cmdline")).c_str());
+  std::printf("          CWD: %s\n", E(json::RawText(md, "cwd")).c_str());
   std::printf("     Build-ID: %s\n", E(Str(md, "build_id")).c_str());
   std::printf("         Core: %s%s\n",
               Get<bool>(crash, "core_stored", false)

@@ -85,7 +85,7 @@ class KernelRedactor {
   std::string NamesJson() const {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& [name, module] : names_) j.push_back({name, module});
-    return j.dump();
+    return json::Dump(j);
   }
 
  private:
@@ -236,7 +236,8 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
 
   std::string live_text;
   if (req.live_attribution) {
-    live_text = nlohmann::json{{"cookies", cookies.ToJson()}, {"samples", live_samples}}.dump();
+    live_text =
+        json::Dump(nlohmann::json{{"cookies", cookies.ToJson()}, {"samples", live_samples}});
   }
 
   ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
@@ -249,7 +250,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   } else if (req.kernel_frames == KernelFrames::kSymbolized) {
     RETURN_IF_ERROR(rec->writer().AddSection("kernel_names", redactor.NamesJson()));
   }
-  RETURN_IF_ERROR(rec->writer().AddSection("config", config.dump()));
+  RETURN_IF_ERROR(rec->writer().AddSection("config", json::Dump(config)));
   RETURN_IF_ERROR(rec->writer().AddSection("loss", loss.dump()));
   uint64_t start_mono = snap.oldest_sample_ns ? snap.oldest_sample_ns : snap.window_start_ns;
   nlohmann::json meta = {{"reason", req.reason},

@@ -533,7 +533,9 @@ StatusOr<nlohmann::json> Client::Call(const std::string& method, const nlohmann:
                                       std::chrono::milliseconds timeout) {
   int64_t deadline = MonotonicNs() + timeout.count() * 1000000;
   nlohmann::json req = {{"v", 1}, {"id", next_id_++}, {"method", method}, {"params", params}};
-  std::string out = Frame(req.dump());
+  // A request may quote a crashed program's name (bytes, not UTF-8): sent
+  // with U+FFFD rather than throwing.
+  std::string out = Frame(req.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   size_t sent = 0;
   while (sent < out.size()) {
     RETURN_IF_ERROR(IoWait(fd_.get(), POLLOUT, deadline, path_));
@@ -573,10 +575,23 @@ StatusOr<nlohmann::json> Client::Call(const std::string& method, const nlohmann:
   }
   auto resp = nlohmann::json::parse(body, nullptr, false);
   if (resp.is_discarded() || !resp.is_object()) return Corrupt("recorderd sent invalid JSON");
-  if (resp.value("ok", false)) return resp.value("result", nlohmann::json::object());
-  auto err = resp.value("error", nlohmann::json::object());
-  std::string code = err.value("code", "internal");
-  std::string msg = err.value("message", "unknown error");
+  // Checked reads (value() throws on a wrong type): whoever answers on the
+  // socket cannot make a client such as the root core hook abort.
+  auto field = [&](const nlohmann::json& j, const char* k) -> const nlohmann::json* {
+    auto it = j.find(k);
+    return it == j.end() ? nullptr : &*it;
+  };
+  if (const auto* ok = field(resp, "ok"); ok != nullptr && ok->is_boolean() && ok->get<bool>()) {
+    const auto* result = field(resp, "result");
+    // Any JSON (trigger_list answers an array); callers check its shape.
+    return result != nullptr ? *result : nlohmann::json::object();
+  }
+  const auto* e = field(resp, "error");
+  nlohmann::json err = e != nullptr && e->is_object() ? *e : nlohmann::json::object();
+  const auto* c = field(err, "code");
+  const auto* m = field(err, "message");
+  std::string code = c != nullptr && c->is_string() ? c->get<std::string>() : "internal";
+  std::string msg = m != nullptr && m->is_string() ? m->get<std::string>() : "unknown error";
   StatusCode sc = StatusCode::kInternal;
   if (code == "permission_denied")
     sc = StatusCode::kPermissionDenied;

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/scoped_fd.h"
+#include "common/terminal_escape.h"
 #include "store/record_file.h"
 #include "tests/cli/run_util.h"
 #include "tests/recorder/daemon_util.h"
@@ -109,7 +111,11 @@ class CoredumpTest : public ::testing::Test {
     guard_ = new PatternGuard();
     dir_ = new store::testing::TempDir();
     chmod(dir_->path().c_str(), 0755);
-    daemon_ = new Daemon(dir_->path());
+    // Every test's crashes are root's and most want their history: the
+    // daemon's per-uid dump budget (20 an hour by default) is not what this
+    // suite tests.
+    daemon_ = new Daemon(
+        dir_->path(), {"--max-dumps-per-hour", "10000", "--max-dumps-per-uid-per-hour", "10000"});
     ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
     auto r = daemon_->Cli(
         {"coredump", "install", "--hook", BuildPath("coredump-hook/recorder-coredump")});
@@ -407,13 +413,12 @@ HookRun RunHook(const std::string& store, const std::string& sock, const FakeCra
     dup2(in, 0);
     int err = open(errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(err, 2);
-    std::vector<std::string> args = {BuildPath("coredump-hook/recorder-coredump"),
-                                     "--config",
-                                     "/nonexistent",
-                                     "--store",
-                                     store,
-                                     "--socket",
-                                     sock};
+    std::vector<std::string> args = {BuildPath("coredump-hook/recorder-coredump")};
+    // No settings file but the one a test names in `extra`.
+    if (std::find(extra.begin(), extra.end(), "--config") == extra.end()) {
+      args.insert(args.end(), {"--config", "/nonexistent"});
+    }
+    args.insert(args.end(), {"--store", store, "--socket", sock});
     args.insert(args.end(), extra.begin(), extra.end());
     args.push_back("--");  // the kernel's values follow, as in the installed pattern
     for (const auto& v :
@@ -1627,6 +1632,209 @@ TEST_F(CoredumpTest, AnExecutableDeeperThanPathMaxKeepsItsMetadata) {
     unlinkat(fds[k - 1], component.c_str(), AT_REMOVEDIR);
   }
   close(fds[0]);
+}
+
+// Lowercase hex of `s` (what the hook stores as `key_hex`).
+std::string Hex(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+TEST_F(CoredumpTest, NamesPathsAndArgvThatAreNotUtf8AreStoredExactly) {
+  // A program's name, path, argv and cwd are bytes. JSON strings are UTF-8
+  // and nlohmann's dump() throws on anything else: the root hook died on
+  // such a crash (losing it) when it sent recorderd the history request, and
+  // again when it wrote the metadata and the record's table of contents.
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  const std::string dir = tmp.path() + "/d\xff\x80ir";
+  ASSERT_TRUE(fs::create_directory(dir));
+  chmod(dir.c_str(), 0755);
+  const std::string name =
+      "\xff\xfe\x80"
+      "crash";
+  const std::string prog = dir + "/" + name;
+  fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
+  const std::string bad_arg = "arg\xff\xc0\xed\xa0\x80";  // stray, overlong lead, surrogate
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+    setrlimit(RLIMIT_CORE, &unlimited);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    if (chdir(dir.c_str()) != 0) _exit(125);
+    execl(prog.c_str(), prog.c_str(), "segv", "0", bad_arg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV) << st;
+  nlohmann::json crash = WaitForCrash(pid);
+  ASSERT_FALSE(crash.is_null()) << "crash lost\n" << daemon_->Log();
+  EXPECT_TRUE(crash["core_stored"].get<bool>()) << crash.dump();
+  auto info = CrashInfo(daemon_->store(), crash["id"]);
+  ASSERT_TRUE(info.is_object());
+  // Readable UTF-8 (U+FFFD for each bad byte), and the exact bytes in hex.
+  const std::string canon = fs::canonical(prog).string();
+  EXPECT_EQ(info["crash"]["comm"],
+            "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+            "crash");
+  EXPECT_EQ(info["crash"]["comm_hex"], Hex(name));
+  EXPECT_EQ(info["crash"]["exe_hex"], Hex(canon));
+  EXPECT_EQ(info["metadata"]["comm_hex"], Hex(name));
+  EXPECT_EQ(info["metadata"]["exe_hex"], Hex(canon));
+  EXPECT_EQ(info["metadata"]["cwd_hex"], Hex(fs::canonical(dir).string()));
+  EXPECT_EQ(info["metadata"]["cmdline_hex"], Hex(prog + " segv 0 " + bad_arg));
+  // recorderd got the request (its reason quotes the name) and stored the
+  // history.
+  EXPECT_FALSE(info["crash"]["history"].get<std::string>().empty()) << info["crash"].dump();
+  EXPECT_TRUE(info["history_error"].is_null()) << info.dump();
+  // The CLI shows the exact bytes, escaped for the terminal.
+  auto text = daemon_->Cli({"crash", "info", crash["id"]});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const std::string esc_dir = EscapeForTerminal(fs::canonical(dir).string());
+  EXPECT_NE(text.out.find("Executable: " + esc_dir + "/\\xff\\xfe\\x80crash\n"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("CWD: " + esc_dir + "\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("segv 0 arg\\xff\\xc0\\xed\\xa0\\x80\n"), std::string::npos) << text.out;
+  auto list = daemon_->Cli({"crash", "list", "--pid", std::to_string(pid)});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("\\xff\\xfe\\x80crash"), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find("\xff"), std::string::npos) << list.out;
+}
+
+TEST_F(CoredumpTest, RecorderdSurvivesARequestThatIsNotUtf8) {
+  // Any local client may send recorderd bytes that are not UTF-8 (the
+  // hook's reason quotes a program's name): refused, and it goes on.
+  ScopedFd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(s);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  const std::string sock = dir_->path() + "/control.sock";
+  std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock.c_str());
+  ASSERT_EQ(connect(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0) << sock;
+  const std::string payload =
+      "{\"v\":1,\"id\":1,\"method\":\"dump\",\"params\":{\"last_ns\":1000000,"
+      "\"reason\":\"history of \xff\xfe\x80 (1) killed by SIGSEGV\"}}";
+  std::string frame(4, '\0');
+  frame[2] = static_cast<char>(payload.size() >> 8);
+  frame[3] = static_cast<char>(payload.size() & 0xff);
+  frame += payload;
+  ASSERT_EQ(write(s.get(), frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
+  // An answer comes (bounded by the daemon's own idle timeout).
+  char buf[4096];
+  ssize_t n = read(s.get(), buf, sizeof(buf));
+  EXPECT_GT(n, 4);
+  auto r = daemon_->Cli({"status", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err << daemon_->Log();
+}
+
+// A socket at `path` that answers one request with `answer` (a frame's
+// JSON), as whatever listens at the hook's socket path might.
+class OneAnswerServer {
+ public:
+  OneAnswerServer(const std::string& path, std::string answer) {
+    fd_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path.c_str());
+    ok_ = bind(fd_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
+          listen(fd_.get(), 4) == 0;
+    thread_ = std::thread([this, answer] {
+      ScopedFd c(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!c) return;
+      char buf[65536];
+      (void)!read(c.get(), buf, sizeof(buf));  // the request (not looked at)
+      std::string frame(4, '\0');
+      frame[2] = static_cast<char>(answer.size() >> 8);
+      frame[3] = static_cast<char>(answer.size() & 0xff);
+      frame += answer;
+      (void)!write(c.get(), frame.data(), frame.size());
+    });
+  }
+  ~OneAnswerServer() {
+    shutdown(fd_.get(), SHUT_RDWR);  // ends an accept() nobody connected to
+    thread_.join();
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  ScopedFd fd_;
+  bool ok_ = false;
+  std::thread thread_;
+};
+
+TEST_F(CoredumpTest, AMistypedConfigOrAMisshapenDaemonAnswerLosesNoCrash) {
+  // nlohmann's value() throws on a value of another type, and an uncaught
+  // throw aborts the root hook: every later crash would be lost to one
+  // hand-edited setting, or to one answer of the wrong shape on the socket.
+  store::testing::TempDir tmp;
+  const std::string store = tmp.path() + "/store";
+  pid_t sleeper = Spawn({"/bin/sleep", "60"});
+  const std::string input = tmp.path() + "/core";
+  std::ofstream(input) << "not a core";
+  const std::string config = tmp.path() + "/coredump.json";
+  std::ofstream(config) << R"({"max_core_bytes": "1G", "history_ns": [5], "socket": 7,
+                              "max_per_hour": 1.5, "store": {"x": 1}})";
+  HookRun r = RunHookOn(store, tmp.path() + "/no.sock", sleeper, input, {"--config", config});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(r.id().empty()) << r.err;
+  EXPECT_NE(r.err.find("ignoring \"max_core_bytes\""), std::string::npos) << r.err;
+  for (const std::string answer : {
+           R"({"v":1,"id":1,"ok":true,"result":{"id":5,"file":["x"]}})",
+           R"({"v":1,"id":1,"ok":"yes","error":{"code":5,"message":[]}})",
+           R"({"v":1,"id":1,"ok":false,"error":"no"})",
+           R"({"v":1,"id":1,"ok":true,"result":[1]})",
+       }) {
+    SCOPED_TRACE(answer);
+    const std::string sock = tmp.path() + "/fake.sock";
+    unlink(sock.c_str());
+    OneAnswerServer server(sock, answer);
+    ASSERT_TRUE(server.ok());
+    HookRun h = RunHookOn(store, sock, sleeper, input);
+    EXPECT_EQ(h.exit_code, 0) << h.err;
+    EXPECT_FALSE(h.id().empty()) << h.err;
+    EXPECT_NE(h.err.find("no history"), std::string::npos) << h.err;
+  }
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+}
+
+TEST_F(CoredumpTest, TheHookStoresOnlyInADirectoryNoOtherUserControls) {
+  // The root hook creates, indexes, opens and deletes files in its store:
+  // in a directory a user owns or may write (a store configured under a
+  // user's home or a shared directory), that user could plant records and
+  // symlinks for it. Such a store is refused with a log line.
+  store::testing::TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  pid_t sleeper = Spawn({"/bin/sleep", "60"});
+  const std::string input = tmp.path() + "/core";
+  std::ofstream(input) << "not a core";
+  const std::string users = tmp.path() + "/users";  // nobody's directory
+  ASSERT_TRUE(fs::create_directory(users));
+  ASSERT_EQ(chown(users.c_str(), 65534, 65534), 0);
+  const std::string shared = tmp.path() + "/shared";  // everyone's, not sticky
+  ASSERT_TRUE(fs::create_directory(shared));
+  chmod(shared.c_str(), 0777);
+  for (const std::string& store : {users, users + "/store", shared + "/store"}) {
+    SCOPED_TRACE(store);
+    HookRun r = RunHookOn(store, tmp.path() + "/no.sock", sleeper, input);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("crash not stored: store " + store), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(store + "/index.sqlite"));
+  }
+  // A symlink to a good store is refused too.
+  const std::string good = tmp.path() + "/good";
+  HookRun ok = RunHookOn(good, tmp.path() + "/no.sock", sleeper, input);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_FALSE(ok.id().empty()) << ok.err;
+  fs::create_directory_symlink(good, tmp.path() + "/link");
+  HookRun link = RunHookOn(tmp.path() + "/link", tmp.path() + "/no.sock", sleeper, input);
+  EXPECT_EQ(link.exit_code, 1) << link.err;
+  EXPECT_NE(link.err.find("symlinks are refused"), std::string::npos) << link.err;
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
 }
 
 }  // namespace
