@@ -19,7 +19,7 @@ rc=${PIPESTATUS[0]}
 set -e
 
 # The record fuzz job (scripts/fuzz.sh: clang, ASan/UBSan, the regression
-# corpus then ${FUZZ_SECONDS:-120} s of fuzzing, its own build-fuzz/). Counted
+# corpus then ${FUZZ_SECONDS:-90} s of fuzzing, its own build-fuzz/). Counted
 # as one more test: any finding fails the run.
 fuzz_log=$(mktemp)
 trap 'rm -f "$log" "$fuzz_log"' EXIT
