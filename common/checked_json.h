@@ -1,10 +1,11 @@
-// Checked access to JSON that came from a file or a peer (a record's meta,
-// metadata, backtrace, config sections). nlohmann's value()/get()/at() throw
-// on a missing key or a wrong type, and an uncaught throw aborts the process:
-// a hostile record would crash every command that reads it. These accessors
-// never throw: a missing key, a value of another type or a number out of the
-// target's range gives the default, and containers of the wrong kind read as
-// empty ones.
+// Checked parsing of and access to JSON that came from a file or a peer (a
+// record's header, table of contents, meta, metadata, backtrace and config
+// sections; the store index's meta column): anyone who can place a file in a
+// store, or a crashing program whose name lands in its metadata, controls it. nlohmann's
+// value()/get()/at() throw on a missing key or a wrong type, and an uncaught throw aborts the
+// process: a hostile record would crash every command that reads it. These accessors never throw: a
+// missing key, a value of another type or a number out of the target's range gives the default, and
+// containers of the wrong kind read as empty ones.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/status.h"
 #include "common/terminal_escape.h"
 
 namespace flightrec::json {
@@ -101,41 +103,34 @@ inline void SetText(Json& obj, const std::string& key, std::string_view raw) {
   }
 }
 
-// Deeper than anything flightrec writes; copying or comparing a parsed value
-// recurses once per level, so a 100 000-deep array would overflow the stack.
+// Why bounds before parsing: nlohmann's parser is iterative, but copying,
+// dumping and comparing a value recurse once per level, so a 200 000-deep
+// array parsed fine and then overflowed the stack wherever it was copied.
+// Deeper than anything flightrec writes (a record's meta is ~5 levels).
 inline constexpr size_t kMaxDepth = 64;
+// A parsed value costs ~16-64 bytes whatever its text, so a 64 MiB table of
+// contents of "[0,0,0,..." would take ~1 GiB: ParseUntrusted bounds the
+// number of values too. A dump's meta on a large machine (thousands of
+// processes and file cookies) has tens of thousands.
+inline constexpr size_t kMaxValues = 1 << 20;
 
-// Nesting depth of `text` as JSON (brackets outside strings), stopping once
-// it exceeds `limit`.
-inline size_t NestingDepth(std::string_view text, size_t limit = kMaxDepth) {
-  size_t depth = 0, max = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max && (max = depth) > limit) return max;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return max;
-}
+struct Shape {
+  size_t depth = 0;   // deepest nesting of arrays/objects
+  size_t values = 0;  // upper bound on the number of values (commas + containers + 1)
+};
+// Scans `text` (brackets and commas outside strings) without parsing it.
+Shape Scan(std::string_view text);
 
-// Parses untrusted text: a discarded value (is_discarded()) when it is not
-// JSON or nests deeper than max_depth. Never throws.
-inline Json ParseBounded(std::string_view text, size_t max_depth = kMaxDepth) {
-  if (NestingDepth(text, max_depth) > max_depth) return Json(Json::value_t::discarded);
-  return Json::parse(text, nullptr, false);
-}
+// Parses untrusted JSON: refuses nesting deeper than max_depth or more than
+// max_values values before any parse, and syntax errors, with a Corrupt
+// status naming `what`. Never throws.
+StatusOr<Json> ParseUntrusted(std::string_view text, const std::string& what,
+                              size_t max_depth = kMaxDepth, size_t max_values = kMaxValues);
+
+// The same for callers that want a value either way: a discarded value
+// (is_discarded()) when `text` is not JSON or nests deeper than max_depth
+// (the number of values is not bounded here). Never throws.
+Json ParseBounded(std::string_view text, size_t max_depth = kMaxDepth);
 
 // dump() throws on strings that are not valid UTF-8 (a process name is
 // bytes): those are written with U+FFFD in their place instead.

@@ -746,9 +746,14 @@ Status UnwinderSeccomp() {
   for (int sc : {SCMP_SYS(pipe), SCMP_SYS(pipe2), SCMP_SYS(mincore), SCMP_SYS(msync)}) {
     seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sc, 0);
   }
-  seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+  // The comparisons spelled out rather than SCMP_A0()/SCMP_A1() (the same
+  // values): the macros leave datum_b to zero-fill, which clang's
+  // -Wmissing-field-initializers rejects under -Werror (the fuzz build).
+  const scmp_arg_cmp unix_only = {0, SCMP_CMP_EQ, AF_UNIX, 0};
+  seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1, unix_only);
   // isatty() (stdio's buffering choice) asks TCGETS; no other ioctl.
-  seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, TCGETS));
+  const scmp_arg_cmp tcgets_only = {1, SCMP_CMP_EQ, TCGETS, 0};
+  seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, tcgets_only);
   int rc = seccomp_load(ctx);
   seccomp_release(ctx);
   if (rc != 0) return ErrnoStatus(-rc, "seccomp_load");

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -61,6 +62,25 @@ TEST(UnwinderSeccomp, ASocketExecForkOrSignalKillsTheProcess) {
   pid_t parent = getpid();
   EXPECT_TRUE(KilledBySigsys(UnderFilter([parent] { kill(parent, 0); })));
   EXPECT_TRUE(KilledBySigsys(UnderFilter([] { unlink("/nonexistent-flightrec"); })));
+}
+
+// The two rules with an argument check (spelled out as scmp_arg_cmp structs):
+// socketpair only for AF_UNIX, ioctl only for TCGETS.
+TEST(UnwinderSeccomp, SocketpairOnlyUnixIoctlOnlyTcgets) {
+  const int st = UnderFilter([] {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) _exit(1);
+    isatty(0);
+  });
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_TRUE(KilledBySigsys(UnderFilter([] {
+    int sv[2];
+    socketpair(AF_INET, SOCK_STREAM, 0, sv);
+  })));
+  EXPECT_TRUE(KilledBySigsys(UnderFilter([] {
+    int n = 0;
+    ioctl(0, FIONREAD, &n);
+  })));
 }
 
 }  // namespace

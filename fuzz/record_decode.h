@@ -24,7 +24,11 @@ namespace flightrec::fuzz {
 // timeline → every export format → crash list and crash info. Output goes to
 // stdout (the caller points it at /dev/null). Never throws on purpose: an
 // exception escaping here is a finding.
-void DecodeRecordBytes(const uint8_t* data, size_t size);
+// every_variant runs each command in every output variant (~25 replays of
+// the record: the corpus test); without it, one variant per command group,
+// chosen by a hash of the input (~4 replays: the fuzzer, for exec/s), so
+// that over a run every variant is taken.
+void DecodeRecordBytes(const uint8_t* data, size_t size, bool every_variant = true);
 
 // The record file the harness decodes for an input (either form), "" when
 // it makes none: lets a finding be put in a store and tried with `recorder`.

@@ -9,7 +9,15 @@
 
 #include "fuzz/record_decode.h"
 
+namespace {
+// FLIGHTREC_FUZZ_EVERY_VARIANT=1 (scripts/fuzz.sh's corpus replay): every
+// output variant of every command per input, as fuzz_corpus_test does.
+bool every_variant = false;
+}  // namespace
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  const char* every = std::getenv("FLIGHTREC_FUZZ_EVERY_VARIANT");
+  every_variant = every != nullptr && every[0] == '1';
   // The commands print; libFuzzer's own reports go to stderr.
   int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
@@ -17,6 +25,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  flightrec::fuzz::DecodeRecordBytes(data, size);
+  // While fuzzing, one output variant per command group per input (exec/s).
+  flightrec::fuzz::DecodeRecordBytes(data, size, every_variant);
   return 0;
 }

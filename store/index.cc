@@ -10,7 +10,6 @@
 
 #include "common/checked_json.h"
 #include "common/units.h"
-#include "store/untrusted_json.h"
 
 namespace flightrec::store {
 namespace {
@@ -136,7 +135,7 @@ RecordRow ReadRow(Stmt& s) {
   r.checksum = s.Text(12);
   r.state = s.Text(13);
   // Bounded like a record's TOC: the index is a cache of untrusted files.
-  auto meta = ParseUntrustedJson(s.Text(14), "index meta");
+  auto meta = json::ParseUntrusted(s.Text(14), "index meta");
   r.meta = meta.ok() && meta->is_object() ? std::move(*meta) : nlohmann::json::object();
   int64_t owner = sqlite3_column_int64(s.get(), 15);
   r.owner_uid = owner >= 0 && owner <= UINT32_MAX ? static_cast<uint32_t>(owner) : 0;
@@ -301,10 +300,11 @@ Status Index::Upsert(const RecordRow& row) {
       Stmt ps(db_,
               "INSERT INTO record_processes(record_id, pid, exe, comm, uid) VALUES(?,?,?,?,?)");
       ps.Bind(1, row.id);
-      ps.Bind(2, JsonInt(p, "pid"));
-      ps.Bind(3, JsonStr(p, "exe"));
-      ps.Bind(4, JsonStr(p, "comm"));
-      if (p.contains("uid") && p["uid"].is_number_integer()) ps.Bind(5, JsonInt(p, "uid"));
+      ps.Bind(2, json::Get<int64_t>(p, "pid", 0));
+      ps.Bind(3, json::Str(p, "exe"));
+      ps.Bind(4, json::Str(p, "comm"));
+      if (p.contains("uid") && p["uid"].is_number_integer())
+        ps.Bind(5, json::Get<int64_t>(p, "uid", 0));
       if (sqlite3_step(ps.get()) != SQLITE_DONE) return fail("indexing processes of " + row.id);
     }
   }
@@ -314,24 +314,24 @@ Status Index::Upsert(const RecordRow& row) {
             "INSERT INTO crashes(record_id, pid, tid, signal, exe, uid, gid, time_ns, dumpable, "
             "core_size, truncated, history) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
     cs.Bind(1, row.id);
-    cs.Bind(2, JsonInt(c, "pid"));
-    cs.Bind(3, JsonInt(c, "tid"));
-    cs.Bind(4, JsonInt(c, "signal"));
-    cs.Bind(5, JsonStr(c, "exe"));
-    cs.Bind(6, JsonInt(c, "uid"));
-    cs.Bind(7, JsonInt(c, "gid"));
-    cs.Bind(8, JsonInt(c, "time_ns"));
-    cs.Bind(9, static_cast<int64_t>(JsonBool(c, "dumpable", true) ? 1 : 0));
-    cs.Bind(10, JsonInt(c, "core_size"));
-    cs.Bind(11, static_cast<int64_t>(JsonBool(c, "truncated", false) ? 1 : 0));
-    std::string history = JsonStr(c, "history");
+    cs.Bind(2, json::Get<int64_t>(c, "pid", 0));
+    cs.Bind(3, json::Get<int64_t>(c, "tid", 0));
+    cs.Bind(4, json::Get<int64_t>(c, "signal", 0));
+    cs.Bind(5, json::Str(c, "exe"));
+    cs.Bind(6, json::Get<int64_t>(c, "uid", 0));
+    cs.Bind(7, json::Get<int64_t>(c, "gid", 0));
+    cs.Bind(8, json::Get<int64_t>(c, "time_ns", 0));
+    cs.Bind(9, static_cast<int64_t>(json::Get<bool>(c, "dumpable", true) ? 1 : 0));
+    cs.Bind(10, json::Get<int64_t>(c, "core_size", 0));
+    cs.Bind(11, static_cast<int64_t>(json::Get<bool>(c, "truncated", false) ? 1 : 0));
+    std::string history = json::Str(c, "history");
     cs.Bind(12, history);
     if (sqlite3_step(cs.get()) != SQLITE_DONE) return fail("indexing crash of " + row.id);
     // The crash's history dump (written by recorderd, as root) is the crashed
     // user's too: retention charges it to them.
     if (!history.empty() && c.contains("uid") && c["uid"].is_number_integer()) {
       Stmt hs(db_, "UPDATE records SET owner_uid = ?1 WHERE id = ?2 AND kind <> 'crash'");
-      hs.Bind(1, JsonInt(c, "uid"));
+      hs.Bind(1, json::Get<int64_t>(c, "uid", 0));
       hs.Bind(2, history);
       if (!hs.ok() || sqlite3_step(hs.get()) != SQLITE_DONE) {
         return fail("setting the owner of " + history);
@@ -344,10 +344,10 @@ Status Index::Upsert(const RecordRow& row) {
       Stmt ks(db_,
               "INSERT INTO file_cookies(record_id, build_id, path, dev, ino) VALUES(?,?,?,?,?)");
       ks.Bind(1, row.id);
-      ks.Bind(2, JsonStr(k, "build_id"));
-      ks.Bind(3, JsonStr(k, "path"));
-      ks.Bind(4, JsonInt(k, "dev"));
-      ks.Bind(5, JsonInt(k, "ino"));
+      ks.Bind(2, json::Str(k, "build_id"));
+      ks.Bind(3, json::Str(k, "path"));
+      ks.Bind(4, json::Get<int64_t>(k, "dev", 0));
+      ks.Bind(5, json::Get<int64_t>(k, "ino", 0));
       if (sqlite3_step(ks.get()) != SQLITE_DONE) return fail("indexing cookies of " + row.id);
     }
   }
@@ -567,8 +567,9 @@ StatusOr<nlohmann::json> Index::QueryReadOnly(const std::string& sql, const Quer
 
 std::optional<uint32_t> OwnerFromMeta(const nlohmann::json& meta) {
   auto valid = [](int64_t v) { return v >= 0 && v <= UINT32_MAX; };
-  if (int64_t o = JsonInt(meta, "owner_uid", -1); valid(o)) return static_cast<uint32_t>(o);
-  if (int64_t u = JsonInt(JsonObj(meta, "crash"), "uid", -1); valid(u)) {
+  if (int64_t o = json::Get<int64_t>(meta, "owner_uid", -1); valid(o))
+    return static_cast<uint32_t>(o);
+  if (int64_t u = json::Get<int64_t>(json::Object(meta, "crash"), "uid", -1); valid(u)) {
     return static_cast<uint32_t>(u);
   }
   return std::nullopt;
@@ -594,9 +595,9 @@ RecordRow RowFromReader(const RecordReader& reader, const std::string& file) {
   r.checksum = fmt::format("{:016x}", XXH3_64bits_digest(hs));
   XXH3_freeState(hs);
   r.meta = reader.meta();
-  r.reason = JsonStr(r.meta, "reason");
-  r.start_ns = JsonInt(r.meta, "start_ns");
-  r.end_ns = JsonInt(r.meta, "end_ns");
+  r.reason = json::Str(r.meta, "reason");
+  r.start_ns = json::Get<int64_t>(r.meta, "start_ns", 0);
+  r.end_ns = json::Get<int64_t>(r.meta, "end_ns", 0);
   r.owner_uid = OwnerFromMeta(r.meta).value_or(0);
   r.state = "ok";
   return r;

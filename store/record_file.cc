@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
-#include "store/untrusted_json.h"
 
 namespace flightrec::store {
 namespace {
@@ -325,7 +324,7 @@ StatusOr<std::unique_ptr<RecordReader>> RecordReader::OpenFd(ScopedFd fd, std::s
   }
   // Every field is type-checked: the file is untrusted (a hostile .frec
   // planted in the store must give an error, not abort recovery).
-  ASSIGN_OR_RETURN(auto h, ParseUntrustedJson(hjson, display + ": header"));
+  ASSIGN_OR_RETURN(auto h, json::ParseUntrusted(hjson, display + ": header"));
   if (!h.is_object()) return Corrupt(fmt::format("{}: header: not a JSON object", display));
   auto str_field = [&](const char* key, bool required, std::string* out) -> Status {
     auto it = h.find(key);
@@ -374,7 +373,7 @@ StatusOr<std::unique_ptr<RecordReader>> RecordReader::OpenFd(ScopedFd fd, std::s
   if (XXH3_64bits(tjson.data(), tjson.size()) != GetLe64(trailer + 24)) {
     return Corrupt(fmt::format("{}: table of contents: checksum mismatch", display));
   }
-  ASSIGN_OR_RETURN(auto toc, ParseUntrustedJson(tjson, display + ": table of contents"));
+  ASSIGN_OR_RETURN(auto toc, json::ParseUntrusted(tjson, display + ": table of contents"));
   auto bad = [&](const std::string& what) {
     return Corrupt(fmt::format("{}: table of contents: {}", display, what));
   };

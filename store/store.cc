@@ -21,8 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "common/units.h"
-#include "store/untrusted_json.h"
 
 namespace flightrec::store {
 namespace {
@@ -344,7 +344,8 @@ StatusOr<RecordRow> Store::Commit(std::unique_ptr<PendingRecord> rec, const nloh
   if (commit.owner_uid && !meta.contains("owner_uid")) meta["owner_uid"] = *commit.owner_uid;
   std::set<std::string> protect = commit.protect;
   protect.insert(rec->id());
-  if (std::string h = JsonStr(JsonObj(meta, "crash"), "history"); !h.empty()) protect.insert(h);
+  if (std::string h = json::Str(json::Object(meta, "crash"), "history"); !h.empty())
+    protect.insert(h);
   if (options_.apply_retention_on_commit) {
     auto v = Vacuum(options_.retention, false, protect);
     if (!v.ok()) return v.status().Annotate("applying retention before commit");

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "common/regular_file.h"
 #include "common/scoped_fd.h"
 
 namespace flightrec::recorder::attribution {
@@ -76,7 +77,7 @@ std::string HexBuildId(const std::string& raw) {
 }
 
 std::string ReadBuildId(const std::string& path) {
-  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ScopedFd fd = OpenRegularFile(path);
   if (!fd) return "";
   elf_version(EV_CURRENT);
   ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
@@ -705,7 +706,7 @@ struct ElfFacts {
 bool ReadElfSymbols(const std::string& path,
                     std::vector<std::tuple<uint64_t, uint64_t, std::string>>* out,
                     std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>* segs, ElfFacts* facts) {
-  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ScopedFd fd = OpenRegularFile(path);
   if (!fd) return false;
   elf_version(EV_CURRENT);
   ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
@@ -847,7 +848,7 @@ class DwarfFile {
  public:
   static std::unique_ptr<DwarfFile> Open(const std::string& path) {
     auto d = std::unique_ptr<DwarfFile>(new DwarfFile);
-    d->fd_ = ScopedFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    d->fd_ = OpenRegularFile(path);
     if (!d->fd_) return nullptr;
     elf_version(EV_CURRENT);
     d->elf_.reset(elf_begin(d->fd_.get(), ELF_C_READ_MMAP, nullptr));

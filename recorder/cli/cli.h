@@ -55,10 +55,13 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
 // timeline: --by function/comm, text and --json. Script: text and --json,
 // re-attributed and --live. Export: every format. Crash: list (text, --json)
 // and info (text, --json, --maps) with the record as its own history.
-Status ExerciseReportCommands(const store::RecordReader& reader);
-Status ExerciseScriptCommand(const store::RecordReader& reader);
-Status ExerciseExportCommand(const store::RecordReader& reader);
-Status ExerciseCrashCommands(const store::RecordReader& reader);
+// pick < 0 runs every variant; pick >= 0 only variant pick % (their number):
+// the fuzzer runs one variant of each group per input, chosen by the input's
+// bytes, so that an input costs ~5 replays of the record instead of ~25.
+Status ExerciseReportCommands(const store::RecordReader& reader, int pick = -1);
+Status ExerciseScriptCommand(const store::RecordReader& reader, int pick = -1);
+Status ExerciseExportCommand(const store::RecordReader& reader, int pick = -1);
+Status ExerciseCrashCommands(const store::RecordReader& reader, int pick = -1);
 
 // Prints rows as an aligned text table. Cells are escaped for the terminal
 // (EscapeForTerminal), so any text from a record may be put in them.

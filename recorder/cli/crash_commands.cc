@@ -721,12 +721,14 @@ Status RunUninstall(const CliContext& ctx) {
 
 }  // namespace
 
-Status ExerciseCrashCommands(const store::RecordReader& reader) {
+Status ExerciseCrashCommands(const store::RecordReader& reader, int pick) {
   const auto& h = reader.header();
+  // The list is cheap (no replay): always both forms.
   RETURN_IF_ERROR(PrintCrashList({{h.id, h.created_ns, reader.file_size(), reader.meta()}}, false));
   RETURN_IF_ERROR(PrintCrashList({{h.id, h.created_ns, reader.file_size(), reader.meta()}}, true));
   Status first;
   for (bool as_json : {false, true}) {
+    if (pick >= 0 && as_json != (pick % 2 == 1)) continue;
     // The record is its own history: a crash record's sections and a
     // history's events are decoded from the same bytes.
     Status st = PrintCrashInfo(h.id, reader.meta(), reader, h.id, &reader, "", as_json,

@@ -99,9 +99,12 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
 
 }  // namespace
 
-Status ExerciseExportCommand(const store::RecordReader& reader) {
+Status ExerciseExportCommand(const store::RecordReader& reader, int pick) {
   Status first;
-  for (const auto& format : exporter::ExportFormats()) {
+  const auto formats = exporter::ExportFormats();
+  for (size_t i = 0; i < formats.size(); ++i) {
+    if (pick >= 0 && i != static_cast<size_t>(pick) % formats.size()) continue;
+    const auto& format = formats[i];
     ASSIGN_OR_RETURN(auto ex, exporter::MakeExporter(format, {}));
     analysis::ReplayOptions opts;
     opts.progress = false;

@@ -376,13 +376,18 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
 
 }  // namespace
 
-Status ExerciseReportCommands(const store::RecordReader& reader) {
+Status ExerciseReportCommands(const store::RecordReader& reader, int pick) {
   Status first;
+  // 10 report variants, then 4 timeline ones.
+  constexpr int kVariants = 14;
+  int variant = 0;
+  auto wanted = [&] { return pick < 0 || variant++ == pick % kVariants; };
   auto keep = [&](Status st) {
     if (first.ok() && !st.ok()) first = st;
   };
   for (const char* sort : {"symbol", "dso", "pid", "tid", "comm"}) {
     for (bool json : {false, true}) {
+      if (!wanted()) continue;
       ReportArgs a;
       a.sort = sort;
       a.json = json;
@@ -393,6 +398,7 @@ Status ExerciseReportCommands(const store::RecordReader& reader) {
   }
   for (const char* by : {"function", "comm"}) {
     for (bool json : {false, true}) {
+      if (!wanted()) continue;
       TimelineArgs a;
       a.by = by;
       a.json = json;

@@ -91,10 +91,12 @@ Status RunScript(const CliContext& ctx, const ScriptArgs& a) {
 
 }  // namespace
 
-Status ExerciseScriptCommand(const store::RecordReader& reader) {
+Status ExerciseScriptCommand(const store::RecordReader& reader, int pick) {
   Status first;
+  int variant = 0;
   for (bool live : {false, true}) {
     for (bool json : {false, true}) {
+      if (pick >= 0 && variant++ != pick % 4) continue;
       ScriptArgs a;
       a.live = live;
       a.json = json;

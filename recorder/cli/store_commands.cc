@@ -14,7 +14,6 @@
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/cli/cli.h"
-#include "store/untrusted_json.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -31,7 +30,7 @@ std::string Pids(const store::RecordRow& r) {
     out += std::to_string(pid);
   };
   if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
-    add(store::JsonInt(r.meta["crash"], "pid"));
+    add(json::Get<int64_t>(r.meta["crash"], "pid", 0));
   } else if (r.meta.contains("pids") && r.meta["pids"].is_array()) {
     size_t n = 0;
     for (const auto& p : r.meta["pids"]) {
@@ -47,18 +46,18 @@ std::string Pids(const store::RecordRow& r) {
 
 std::string Exe(const store::RecordRow& r) {
   if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
-    return store::JsonStr(r.meta["crash"], "exe", "-");
+    return json::Str(r.meta["crash"], "exe", "-");
   }
   if (r.meta.contains("processes") && r.meta["processes"].is_array() &&
       r.meta["processes"].size() == 1) {
-    return store::JsonStr(r.meta["processes"][0], "exe", "-");
+    return json::Str(r.meta["processes"][0], "exe", "-");
   }
   return "-";
 }
 
 std::string Signal(const store::RecordRow& r) {
   if (r.meta.contains("crash") && r.meta["crash"].is_object()) {
-    int64_t sig64 = store::JsonInt(r.meta["crash"], "signal");
+    int64_t sig64 = json::Get<int64_t>(r.meta["crash"], "signal", 0);
     int sig = sig64 >= 0 && sig64 < 256 ? static_cast<int>(sig64) : 0;
     const char* abbrev = sigabbrev_np(sig);
     return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
@@ -78,18 +77,18 @@ bool Matches(const store::RecordRow& r, const store::ListQuery& q) {
   if (q.since_ns && r.created_ns < *q.since_ns) return false;
   if (q.until_ns && r.created_ns > *q.until_ns) return false;
   if (q.kind && r.kind != *q.kind) return false;
-  const auto& crash = store::JsonObj(r.meta, "crash");
+  const auto& crash = json::Object(r.meta, "crash");
   auto procs = r.meta.contains("processes") && r.meta["processes"].is_array()
                    ? r.meta["processes"]
                    : nlohmann::json::array();
   if (q.pid) {
-    bool hit = !crash.empty() && store::JsonInt(crash, "pid", -1) == *q.pid;
-    for (const auto& p : procs) hit = hit || store::JsonInt(p, "pid", -1) == *q.pid;
+    bool hit = !crash.empty() && json::Get<int64_t>(crash, "pid", -1) == *q.pid;
+    for (const auto& p : procs) hit = hit || json::Get<int64_t>(p, "pid", -1) == *q.pid;
     if (!hit) return false;
   }
   if (q.exe) {
-    bool hit = !crash.empty() && store::JsonStr(crash, "exe") == *q.exe;
-    for (const auto& p : procs) hit = hit || store::JsonStr(p, "exe") == *q.exe;
+    bool hit = !crash.empty() && json::Str(crash, "exe") == *q.exe;
+    for (const auto& p : procs) hit = hit || json::Str(p, "exe") == *q.exe;
     if (!hit) return false;
   }
   return true;

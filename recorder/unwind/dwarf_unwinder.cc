@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "common/regular_file.h"
 #include "common/scoped_fd.h"
 #include "recorder/perf/record_parser.h"
 
@@ -764,7 +765,7 @@ bool BuildOverlay(ElfImage* img, std::vector<FdeEntry> eh, const std::vector<Deb
 std::unique_ptr<ElfImage> LoadImage(const std::string& path) {
   auto img = std::make_unique<ElfImage>();
   img->path = path;
-  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ScopedFd fd = OpenRegularFile(path);
   struct stat st {};
   if (!fd || fstat(fd.get(), &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
     img->status = "missing_file";

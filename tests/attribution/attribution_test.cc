@@ -4,6 +4,13 @@
 // the binaries unstripped, stripped with separate debug files (build-id tree
 // for the library, .gnu_debuglink for the executable), stripped without debug
 // files, rebuilt with different code, and deleted.
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -301,6 +308,51 @@ TEST_F(AttributionTest, RecordWhoseBinariesAreAllGoneSaysSoAndFails) {
     EXPECT_NE(q.err.find("none of the recorded programs"), std::string::npos) << q.err;
   }
   EXPECT_NE(ReadFileOrEmpty(out).find("fr_attr_main+0x"), std::string::npos);
+}
+
+// A record names files by path; whoever can write there since can put a FIFO
+// in the binary's place. Opening it for reading without O_NONBLOCK waits for
+// a writer forever: `recorder report` hung. It must finish, with the FIFO
+// reported as a missing file. Bounded: the command gets 120 s (a report of
+// this record takes about a second), then is killed and the test fails.
+TEST_F(AttributionTest, FifoInPlaceOfARecordedLibraryIsReportedMissingNotOpened) {
+  const std::string dir = tmp_.path() + "/fifo";
+  Install(dir, 1);
+  RecordIn(dir);
+  const std::string lib = dir + "/libfr_attr.so";
+  fs::remove(lib);
+  ASSERT_EQ(mkfifo(lib.c_str(), 0600), 0);
+
+  const std::string out_path = tmp_.path() + "/report.json";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    dup2(devnull, 0);
+    dup2(out, 1);
+    dup2(devnull, 2);
+    const std::string rec = Recorder(), st = store();
+    execl(rec.c_str(), rec.c_str(), "--store", st.c_str(), "report", "-1", "--json",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the exit on a pidfd (readable once the child has exited).
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  ASSERT_GE(pidfd, 0);
+  struct pollfd p = {pidfd, POLLIN, 0};
+  const int ready = poll(&p, 1, 120'000);
+  close(pidfd);
+  if (ready != 1) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_EQ(ready, 1) << "`recorder report` still running after 120 s: it opened the FIFO";
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  auto j = nlohmann::json::parse(ReadFileOrEmpty(out_path), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << ReadFileOrEmpty(out_path);
+  EXPECT_EQ(j["files_missing"], nlohmann::json::array({lib})) << j.dump();
+  // The executable is still there and still symbolized.
+  EXPECT_NE(Find(j["rows"], "main_inline_helper"), nullptr) << j.dump();
 }
 
 }  // namespace

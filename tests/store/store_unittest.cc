@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "store/untrusted_json.h"
+#include "common/checked_json.h"
 #include "tests/store/test_util.h"
 
 namespace flightrec::store {
@@ -365,21 +365,21 @@ TEST(RecoveryTest, WrongTypesInMetaAreIndexedWithDefaultsNotFatal) {
 }
 
 TEST(UntrustedJsonTest, BracketsInsideStringsDoNotCountAndLimitsHold) {
-  EXPECT_EQ(ScanJson(R"({"a":"[[[\"[[{{","b":[1,[2]]})").depth, 3u);
-  EXPECT_EQ(ScanJson(R"({"a":"\\"})").depth, 1u);  // an escaped backslash ends nothing
-  EXPECT_TRUE(ParseUntrustedJson(testing::Nested(64), "t").ok());
-  auto deep = ParseUntrustedJson(testing::Nested(65), "t");
+  EXPECT_EQ(json::Scan(R"({"a":"[[[\"[[{{","b":[1,[2]]})").depth, 3u);
+  EXPECT_EQ(json::Scan(R"({"a":"\\"})").depth, 1u);  // an escaped backslash ends nothing
+  EXPECT_TRUE(json::ParseUntrusted(testing::Nested(64), "t").ok());
+  auto deep = json::ParseUntrusted(testing::Nested(65), "t");
   EXPECT_EQ(deep.status().code(), StatusCode::kCorrupt);
   EXPECT_NE(deep.status().message().find("nested deeper than 64"), std::string::npos);
-  EXPECT_FALSE(ParseUntrustedJson("[1,2,3,4]", "t", 64, 3).ok());
-  EXPECT_FALSE(ParseUntrustedJson("{\"a\":", "t").ok());
+  EXPECT_FALSE(json::ParseUntrusted("[1,2,3,4]", "t", 64, 3).ok());
+  EXPECT_FALSE(json::ParseUntrusted("{\"a\":", "t").ok());
   // Checked reads never throw on a wrong type.
   nlohmann::json o = {{"i", "x"}, {"s", 5}, {"b", 1}, {"o", 2}};
-  EXPECT_EQ(JsonInt(o, "i", 7), 7);
-  EXPECT_EQ(JsonStr(o, "s", "d"), "d");
-  EXPECT_TRUE(JsonBool(o, "b", true));
-  EXPECT_TRUE(JsonObj(o, "o").empty());
-  EXPECT_EQ(JsonInt(nlohmann::json::array(), "i", 3), 3);
+  EXPECT_EQ(json::Get<int64_t>(o, "i", 7), 7);
+  EXPECT_EQ(json::Str(o, "s", "d"), "d");
+  EXPECT_TRUE(json::Get<bool>(o, "b", true));
+  EXPECT_TRUE(json::Object(o, "o").empty());
+  EXPECT_EQ(json::Get<int64_t>(nlohmann::json::array(), "i", 3), 3);
 }
 
 TEST(RecordFileTest, NullOrAbsentMetaReadsAsEmpty) {
