@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "common/units.h"
 
 namespace flightrec::recorder::ipc {
@@ -62,27 +63,10 @@ std::string CodeName(StatusCode c) {
 }  // namespace
 
 Status CheckJsonDepth(std::string_view text, size_t max_depth) {
-  size_t depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) {
-        return InvalidArgument(fmt::format("JSON nested deeper than {} arrays/objects", max_depth));
-      }
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
+  // One scanner for untrusted JSON (brackets outside strings), shared with
+  // the record reader: no allocation, no parse.
+  if (json::Scan(text).depth > max_depth) {
+    return InvalidArgument(fmt::format("JSON nested deeper than {} arrays/objects", max_depth));
   }
   return OkStatus();
 }
