@@ -32,23 +32,23 @@ __attribute__((noinline)) void spin_a(double seconds) {
     for (int i = 0; i < 200000; i++) sink += i;
 }
 
-__attribute__((noinline)) void crash_here(const char *mode) {
+__attribute__((noinline)) void crash_here(const char* mode) {
   if (strcmp(mode, "abort") == 0) abort();
   /* Both operands volatile: GCC turns 1 / x into a compare, not an idiv. */
   if (strcmp(mode, "fpe") == 0) sink = one / zero;
-  *(volatile int *)0 = 1;
+  *(volatile int*)0 = 1;
 }
 
 static double g_ms;
-static void *thread_main(void *arg) {
+static void* thread_main(void* arg) {
   (void)arg;
   spin_a(g_ms / 1000.0);
   crash_here("segv");
   return NULL;
 }
 
-int main(int argc, char **argv) {
-  const char *mode = argc > 1 ? argv[1] : "segv";
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "segv";
   g_ms = argc > 2 ? atof(argv[2]) : 500;
   printf("%d\n", getpid());
   fflush(stdout);
@@ -59,8 +59,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(mode, "bigmap") == 0) {
     size_t len = (size_t)3 << 30;
-    char *big = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+    char* big =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (big == MAP_FAILED) return 2;
     /* A written anonymous mapping is dumped whole (the untouched pages as
      * zeros); an untouched one not at all (vma_dump_size). */
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(mode, "noise") == 0) {
     size_t len = (size_t)8 << 20;
-    unsigned long *noise = malloc(len);
+    unsigned long* noise = malloc(len);
     if (noise == NULL) return 2;
     unsigned long x = 88172645463325252ul;
     for (size_t i = 0; i < len / sizeof(*noise); i++) {
