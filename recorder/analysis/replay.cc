@@ -164,7 +164,7 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
       }
       ++stats->samples;
       stats->pids.insert(as.pid);
-      on_sample(ResolvedSample{&as, resolver.Stack(as)});
+      on_sample(ResolvedSample{&as, resolver.Stack(as), 0, &cookies});
     }
   } catch (const std::exception& e) {
     return Corrupt(fmt::format("record {}: section live_attribution: {}", info.id, e.what()));
@@ -431,7 +431,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         as.cpu = head.cpu;
         as.tid = head.tid;
         as.period = head.period;
-        on_sample(ResolvedSample{&as, hit->stack, hit->id});
+        on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies()});
         progress.Update(consumed + dec.position(), raw_total);
         continue;
       }
@@ -468,14 +468,14 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     auto as = attributor.Add(e);
     auto stack = resolver.Stack(*as);
     if (!skimmed) {  // a sample with a DWARF stack copy: unwound on its own
-      on_sample(ResolvedSample{&*as, stack});
+      on_sample(ResolvedSample{&*as, stack, 0, &attributor.cookies()});
       continue;
     }
     const uint64_t misses = attributor.no_mapping() - before;
     StackCache::Entry* hit = skim == EventDecoder::Skim::kStackRef
                                  ? cache.Insert(dec.last_stack_id(), std::move(*as), stack, misses)
                                  : cache.Insert(key, std::move(*as), stack, misses);
-    on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id});
+    on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies()});
   }
   stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();

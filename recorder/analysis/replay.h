@@ -47,6 +47,9 @@ struct ResolvedSample {
   // Samples with the same non-zero stack_id have the same pid, comm and
   // stack: consumers may memoize per-stack work under it. 0 = not shared.
   uint64_t stack_id = 0;
+  // The files the frames' cookies name (build-ids), as known at this sample;
+  // null when the caller has none. Valid only during the callback.
+  const attribution::CookieTable* cookies = nullptr;
 };
 
 struct ReplayOptions {

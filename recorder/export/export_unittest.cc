@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <deque>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,7 @@ struct Fixture {
   std::deque<attribution::Symbol> syms;
   std::vector<attribution::AttributedSample> samples;
   std::vector<std::vector<const attribution::Symbol*>> stacks;
+  const attribution::CookieTable* cookies = nullptr;
   const attribution::Symbol* Sym(const std::string& name) {
     attribution::Symbol s;
     s.function = name;
@@ -77,7 +79,7 @@ struct Fixture {
     info.config = {{"backend", {{"event", "cpu-clock"}, {"frequency_hz", 1000}}}};
     (*ex)->Begin(info, &out);
     for (size_t i = 0; i < samples.size(); ++i) {
-      (*ex)->Add(analysis::ResolvedSample{&samples[i], stacks[i], 0});
+      (*ex)->Add(analysis::ResolvedSample{&samples[i], stacks[i], 0, cookies});
     }
     EXPECT_TRUE((*ex)->Finish().ok());
     return out.str();
@@ -171,6 +173,125 @@ TEST(ExportTest, PprofMarksIncompleteStacksWithAFrameAndLabels) {
   EXPECT_NE(raw.find("[truncated]"), std::string::npos);
   EXPECT_NE(raw.find("unwind_where"), std::string::npos);
   EXPECT_NE(raw.find("stack copy of 256 bytes ends at sp+0x100"), std::string::npos);
+}
+
+// A minimal protobuf reader for the checks below: (field, varint or bytes).
+struct Field {
+  uint32_t number = 0;
+  uint64_t num = 0;
+  std::string bytes;
+};
+std::vector<Field> Fields(const std::string& msg) {
+  std::vector<Field> out;
+  size_t i = 0;
+  auto varint = [&]() {
+    uint64_t v = 0;
+    for (int shift = 0; i < msg.size() && shift < 64; shift += 7) {
+      uint8_t b = static_cast<uint8_t>(msg[i++]);
+      v |= uint64_t{b & 0x7fu} << shift;
+      if (!(b & 0x80)) break;
+    }
+    return v;
+  };
+  while (i < msg.size()) {
+    uint64_t tag = varint();
+    Field f;
+    f.number = static_cast<uint32_t>(tag >> 3);
+    if ((tag & 7) == 0) {
+      f.num = varint();
+    } else if ((tag & 7) == 2) {
+      uint64_t len = varint();
+      if (len > msg.size() - i) return {};
+      f.bytes = msg.substr(i, len);
+      i += len;
+    } else {
+      return {};
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// Issue 13 item 2: pid/tid/cpu are numeric labels with a unit (so pprof
+// keeps the value 0 and filters on numbers), the timestamp's unit is not a
+// duration, and a mapping carries the build-id and its offset range.
+TEST(ExportTest, PprofLabelsAreNumericWithUnitsAndMappingsHaveBuildIds) {
+  Fixture f;
+  f.samples[0].cpu = 0;
+  f.samples[0].pid = 0;
+  f.samples[0].tid = 0;
+  attribution::CookieTable cookies;
+  MmapEvent m;
+  m.filename = "/bin/x";
+  m.build_id = std::string("\xde\xad\xbe\xef", 4);
+  m.ino = 1;
+  const uint32_t cookie = cookies.Intern(m);
+  for (auto& s : f.samples) {
+    s.frames = {attribution::Frame{false, cookie, 0x1234, ""},
+                attribution::Frame{false, cookie, 0x2345, ""}};
+  }
+  f.syms[0].offset = 0x2345;  // main, the caller
+  f.syms[1].offset = 0x1234;  // a
+  f.syms[2].offset = 0x1300;  // b<int>
+  f.cookies = &cookies;
+  std::string raw = Gunzip(f.Run("pprof"));
+  ASSERT_FALSE(raw.empty());
+  auto top = Fields(raw);
+  ASSERT_FALSE(top.empty());
+  std::vector<std::string> strings;
+  for (const auto& t : top) {
+    if (t.number == 6) strings.push_back(t.bytes);
+  }
+  auto str = [&](uint64_t i) { return i < strings.size() ? strings[i] : std::string("?"); };
+  int samples = 0, zero_cpu = 0, zero_pid = 0, mappings = 0;
+  for (const auto& t : top) {
+    if (t.number == 2) {
+      ++samples;
+      std::map<std::string, std::pair<uint64_t, std::string>> labels;  // key: num, unit
+      for (const auto& l : Fields(t.bytes)) {
+        if (l.number != 3) continue;
+        std::string key;
+        uint64_t num = 0, unit = 0, sx = 0;
+        for (const auto& lf : Fields(l.bytes)) {
+          if (lf.number == 1) key = str(lf.num);
+          if (lf.number == 2) sx = lf.num;
+          if (lf.number == 3) num = lf.num;
+          if (lf.number == 4) unit = lf.num;
+        }
+        if (key == "comm") {
+          EXPECT_EQ(str(sx), "x");
+          continue;
+        }
+        EXPECT_EQ(sx, 0u) << key << " must be numeric";
+        EXPECT_NE(unit, 0u) << key << " needs a unit, or pprof drops the value 0";
+        labels[key] = {num, str(unit)};
+      }
+      for (const char* k : {"pid", "tid", "cpu", "timestamp_ns"}) {
+        EXPECT_EQ(labels.count(k), 1u) << k;
+      }
+      EXPECT_NE(labels["timestamp_ns"].second, "nanoseconds") << "pprof would show a duration";
+      zero_cpu += labels["cpu"].first == 0;
+      zero_pid += labels["pid"].first == 0;
+    }
+    if (t.number == 3) {
+      ++mappings;
+      std::map<uint32_t, uint64_t> mf;
+      for (const auto& x : Fields(t.bytes)) mf[x.number] = x.num;
+      EXPECT_EQ(str(mf[5]), "/bin/x");
+      EXPECT_EQ(str(mf[6]), "deadbeef");
+      EXPECT_GT(mf[2], 0u);
+      EXPECT_LE(mf[2], 0x1234u);
+      EXPECT_GT(mf[3], 0x2345u);
+      EXPECT_EQ(mf[4], mf[2]) << "addresses are file offsets";
+      EXPECT_EQ(mf[7], 1u);
+      EXPECT_EQ(mf[8], 1u);
+      EXPECT_EQ(mf[9], 1u);
+    }
+  }
+  EXPECT_EQ(samples, 3);
+  EXPECT_EQ(zero_cpu, 3);  // the fixture's cpu is 0 throughout
+  EXPECT_EQ(zero_pid, 1);
+  EXPECT_EQ(mappings, 1);
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 //            period 12, comment 13
 //   ValueType: type 1, unit 2          Sample: location_id 1, value 2, label 3
 //   Label: key 1, str 2, num 3, num_unit 4
-//   Mapping: id 1, filename 5, has_functions 7, has_filenames 8,
+//   Mapping: id 1, memory_start 2, memory_limit 3, file_offset 4,
+//            filename 5, build_id 6, has_functions 7, has_filenames 8,
 //            has_line_numbers 9, has_inline_frames 10
 //   Location: id 1, mapping_id 2, address 3, line 4     Line: function_id 1, line 2
 //   Function: id 1, name 2, system_name 3, filename 4
@@ -14,6 +15,7 @@
 // inlined call is several Lines of one Location, the caller last.
 #include <zlib.h>
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -44,10 +46,17 @@ class Pprof : public Exporter {
     const auto& s = *rs.sample;
     std::vector<uint64_t> locs;
     size_t begin = 0;
+    size_t frame = 0;  // each non-inlined group is one of the sample's frames
     for (size_t i = 0; i < rs.stack.size(); ++i) {
       if (rs.stack[i]->inlined && i + 1 < rs.stack.size()) continue;
-      locs.push_back(Location(rs.stack.subspan(begin, i - begin + 1)));
+      const std::string* build_id = nullptr;
+      if (frame < s.frames.size() && !s.frames[frame].kernel && s.frames[frame].cookie &&
+          rs.cookies) {
+        if (const auto* c = rs.cookies->Get(s.frames[frame].cookie)) build_id = &c->build_id;
+      }
+      locs.push_back(Location(rs.stack.subspan(begin, i - begin + 1), build_id));
       begin = i + 1;
+      ++frame;
     }
     // An incomplete user stack ends (at the root) in a marker frame, and
     // says why and where in labels.
@@ -64,15 +73,19 @@ class Pprof : public Exporter {
     ProtoWriter sample;
     sample.Packed(1, locs);
     sample.Packed(2, {1, s.period});
-    // Identifiers are string labels: pprof drops a numeric label whose value
-    // is 0 and has no unit (profile/encode.go), which would lose CPU 0 and
-    // the idle task's pid 0.
-    StrLabel(&sample, "pid", std::to_string(s.pid));
-    StrLabel(&sample, "tid", std::to_string(s.tid));
-    StrLabel(&sample, "cpu", std::to_string(s.cpu));
+    // Identifiers are numeric labels, so `-tagfocus=pid=1234` and ranges
+    // work. Each has a unit: pprof drops a numeric label whose value is 0
+    // only when it has no unit (profile/encode.go), and CPU 0 and the idle
+    // task's pid 0 must stay. A unit pprof does not know is neither scaled
+    // nor shown, and a unitless filter value matches it.
+    Label(&sample, "pid", s.pid, "pid");
+    Label(&sample, "tid", s.tid, "tid");
+    Label(&sample, "cpu", s.cpu, "cpu");
     StrLabel(&sample, "comm", s.comm);
+    // Wall-clock ns since the epoch: not a duration, so not "nanoseconds"
+    // (pprof would print it as ~500 000 hours).
     Label(&sample, "timestamp_ns", static_cast<uint64_t>(s.time_ns + info_.mono_to_wall_ns),
-          "nanoseconds");
+          "ns_since_epoch");
     if (!marker.empty()) {
       StrLabel(&sample, "unwind", s.unwind.status);
       StrLabel(&sample, "unwind_where", s.unwind.where);
@@ -95,10 +108,19 @@ class Pprof : public Exporter {
       value_type(1, event_.c_str(), "count");
     }
     p.mutable_data() += samples_.data();
-    for (const auto& [dso, id] : mappings_) {
+    for (const auto& [dso, map] : mappings_) {
+      // Location addresses are file offsets (one file is mapped at different
+      // addresses in different processes), so the mapping spans the offsets
+      // seen, starting at its file offset: address - start + file_offset is
+      // the offset again, as pprof computes it.
+      const uint64_t start = map.lo & ~uint64_t{0xfff};
       ProtoWriter m;
-      m.Varint(1, id);
+      m.Varint(1, map.id);
+      m.Varint(2, start);
+      m.Varint(3, map.hi + 1);
+      m.Varint(4, start);
       m.Varint(5, Str(dso));
+      if (!map.build_id.empty()) m.Varint(6, Str(map.build_id));
       m.Varint(7, 1);
       m.Varint(8, 1);
       m.Varint(9, 1);
@@ -156,16 +178,26 @@ class Pprof : public Exporter {
     return it->second;
   }
   // One location per (file, offset): its inline chain as lines, caller last.
-  uint64_t Location(std::span<const attribution::Symbol* const> group) {
+  struct MapInfo {
+    uint64_t id = 0;
+    std::string build_id;              // hex, "" if unknown
+    uint64_t lo = UINT64_MAX, hi = 0;  // the offsets seen
+  };
+  uint64_t Location(std::span<const attribution::Symbol* const> group,
+                    const std::string* build_id = nullptr) {
     const attribution::Symbol& outer = *group.back();
+    auto [mit, mfresh] = mappings_.try_emplace(outer.dso);
+    if (mfresh) mit->second.id = mappings_.size();
+    MapInfo& map = mit->second;
+    if (build_id && map.build_id.empty()) map.build_id = *build_id;
+    map.lo = std::min(map.lo, outer.offset);
+    map.hi = std::max(map.hi, outer.offset);
     auto key = fmt::format("{}\n{:x}\n{}", outer.dso, outer.offset, outer.Display());
     auto [it, fresh] = location_ids_.try_emplace(key, location_ids_.size() + 1);
     if (fresh) {
-      auto [mit, mfresh] = mappings_.try_emplace(outer.dso, mappings_.size() + 1);
-      (void)mfresh;
       ProtoWriter loc;
       loc.Varint(1, it->second);
-      loc.Varint(2, mit->second);
+      loc.Varint(2, map.id);
       loc.Varint(3, outer.offset);
       for (const auto* sym : group) {
         ProtoWriter line;
@@ -207,7 +239,7 @@ class Pprof : public Exporter {
   std::unordered_map<std::string, uint64_t> string_ids_;
   std::unordered_map<std::string, uint64_t> function_ids_;
   std::unordered_map<std::string, uint64_t> location_ids_;
-  std::map<std::string, uint64_t> mappings_;
+  std::map<std::string, MapInfo> mappings_;             // by file
   std::map<std::string, attribution::Symbol> markers_;  // the marker frames' symbols
   ProtoWriter samples_, locations_, functions_;
 };

@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -116,6 +119,119 @@ TEST_F(ExportTest, GoToolPprofShowsTheSameTopFunctionsAsReport) {
   }
   EXPECT_EQ(totals.size(), 1u) << tags.out;
   EXPECT_NE(tags.out.find("fr_spin"), std::string::npos) << tags.out;
+}
+
+// Issue 13 item 2: the identifiers are numeric labels pprof filters on by
+// value (CPU 0 and pid 0 kept), the timestamp is not shown as a duration,
+// and every mapping names its file's build-id and offset range.
+TEST_F(ExportTest, GoToolPprofFiltersNumericLabelsAndShowsMappings) {
+  auto r = Export("pprof", "labels.pb.gz");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> env = {"HOME=" + dir_->path(),
+                                        "GOCACHE=" + dir_->path() + "/gocache",
+                                        "PPROF_TMPDIR=" + dir_->path()};
+  auto pprof = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/usr/bin/go", "tool", "pprof"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back(Out("labels.pb.gz"));
+    return RunCommand(argv, env);
+  };
+  // The sample count of a -raw listing: the first value of each sample row.
+  auto samples = [](const std::string& raw) {
+    std::istringstream in(raw);
+    std::string line;
+    bool in_samples = false;
+    uint64_t n = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("Samples:", 0) == 0) {
+        in_samples = true;
+        continue;
+      }
+      if (line.rfind("Locations", 0) == 0 || line.rfind("Mappings", 0) == 0) in_samples = false;
+      if (!in_samples) continue;
+      std::istringstream f(line);
+      std::string first, second;
+      if (!(f >> first >> second) || second.back() != ':') continue;  // not a sample row
+      if (first.find_first_not_of("0123456789") != std::string::npos) continue;
+      n += std::stoull(first);
+    }
+    return n;
+  };
+  auto all = pprof({"-raw"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const uint64_t total = samples(all.out);
+  ASSERT_GT(total, 0u) << all.out;
+
+  // -tagfocus=pid=<the spinner> keeps exactly its samples: the same count
+  // as a regex on its comm, and at least one sample.
+  auto by_pid = pprof({"-raw", "-tagfocus=pid=" + std::to_string(spin_pid_)});
+  ASSERT_EQ(by_pid.exit_code, 0) << by_pid.err;
+  // pprof says it took the value as a number, not a regexp.
+  EXPECT_NE(by_pid.err.find("as range"), std::string::npos) << by_pid.err;
+  const uint64_t pid_samples = samples(by_pid.out);
+  EXPECT_GT(pid_samples, 0u) << by_pid.out << by_pid.err;
+  auto by_comm = pprof({"-raw", "-tagfocus=comm=^fr_spin$"});
+  ASSERT_EQ(by_comm.exit_code, 0) << by_comm.err;
+  EXPECT_EQ(pid_samples, samples(by_comm.out));
+  // A pid nobody has selects nothing (pprof then refuses to show anything).
+  auto none = pprof({"-raw", "-tagfocus=pid=4194305"});
+  EXPECT_EQ(samples(none.out), 0u) << none.out;
+  // tid= works the same way: the spinner's threads all belong to it.
+  auto by_tid = pprof({"-raw", "-tagfocus=tid=" + std::to_string(spin_pid_)});
+  ASSERT_EQ(by_tid.exit_code, 0) << by_tid.err;
+  EXPECT_GT(samples(by_tid.out), 0u) << by_tid.out;
+  EXPECT_LE(samples(by_tid.out), pid_samples);
+
+  // CPU 0 does not vanish: per-CPU counts by numeric filter add up to the
+  // total, CPU 0 included when this machine ran anything there.
+  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  uint64_t sum = 0, cpu0 = 0;
+  for (unsigned c = 0; c < ncpu; ++c) {
+    auto by_cpu = pprof({"-raw", "-tagfocus=cpu=" + std::to_string(c)});
+    const uint64_t n = samples(by_cpu.out);
+    if (c == 0) cpu0 = n;
+    sum += n;
+  }
+  EXPECT_EQ(sum, total) << all.out;
+  EXPECT_GT(cpu0, 0u) << "no CPU 0 samples in\n" << all.out;
+
+  // -tags: the timestamp is a number, not hours of duration; pid/cpu are
+  // numeric labels covering every sample (the CPU 0 ones too).
+  auto tags = pprof({"-tags"});
+  ASSERT_EQ(tags.exit_code, 0) << tags.err;
+  size_t ts = tags.out.find(" timestamp_ns:");
+  ASSERT_NE(ts, std::string::npos) << tags.out;
+  std::string ts_block = tags.out.substr(ts, tags.out.find("\n\n", ts) - ts);
+  EXPECT_EQ(ts_block.find("hrs"), std::string::npos) << ts_block;
+  EXPECT_EQ(ts_block.find("hours"), std::string::npos) << ts_block;
+
+  // -raw: the spinner's mapping carries its build-id (as readelf reads it)
+  // and a non-empty, non-zero address range.
+  auto note = RunCommand({"/usr/bin/readelf", "-n", BuildPath("tests/programs/fr_spin")}, {});
+  size_t at = note.out.find("Build ID: ");
+  ASSERT_NE(at, std::string::npos) << note.out;
+  std::string build_id = note.out.substr(at + 10, note.out.find('\n', at) - at - 10);
+  std::string mapping_line;
+  {
+    std::istringstream in(all.out);
+    std::string line;
+    bool maps = false;
+    while (std::getline(in, line)) {
+      if (line.rfind("Mappings", 0) == 0) maps = true;
+      if (maps && line.find("fr_spin") != std::string::npos) mapping_line = line;
+    }
+  }
+  ASSERT_FALSE(mapping_line.empty()) << all.out;
+  EXPECT_NE(mapping_line.find(build_id), std::string::npos) << build_id << "\n" << mapping_line;
+  // "id: 0xSTART/0xLIMIT/0xOFFSET file build-id [FN][FL][LN][IN]"
+  std::istringstream f(mapping_line);
+  std::string id, range;
+  f >> id >> range;
+  uint64_t start = 0, limit = 0;
+  ASSERT_EQ(std::sscanf(range.c_str(), "0x%lx/0x%lx", &start, &limit), 2) << mapping_line;
+  EXPECT_GT(start, 0u) << mapping_line;
+  EXPECT_GT(limit, start) << mapping_line;
+  EXPECT_NE(mapping_line.find("[FN]"), std::string::npos) << mapping_line;
 }
 
 TEST_F(ExportTest, ReportReadsEachFileOnce) {
