@@ -3,10 +3,12 @@
 #pragma once
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +34,11 @@ inline std::string ReadAll(int fd) {
 }
 
 // Runs argv with extra environment entries ("K=V"); stdin is /dev/null.
+// With `as_uid`, the child drops every group and becomes that uid (and gid)
+// before exec: how the tests run the CLI as another user.
 inline RunResult RunCommand(const std::vector<std::string>& argv,
-                            const std::vector<std::string>& env = {}) {
+                            const std::vector<std::string>& env = {},
+                            std::optional<uid_t> as_uid = std::nullopt) {
   int out[2], err[2];
   if (pipe(out) != 0 || pipe(err) != 0) return {};
   pid_t pid = fork();
@@ -43,6 +48,9 @@ inline RunResult RunCommand(const std::vector<std::string>& argv,
     close(out[0]);
     close(err[0]);
     for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    if (as_uid && (setgroups(0, nullptr) != 0 || setgid(*as_uid) != 0 || setuid(*as_uid) != 0)) {
+      _exit(126);
+    }
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

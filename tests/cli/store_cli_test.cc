@@ -20,34 +20,9 @@ namespace {
 using testing::BuildPath;
 using testing::RunCommand;
 
-// RunCommand as another user (fork, setgid/setuid, exec).
+// RunCommand as another user.
 testing::RunResult RunAs(uid_t uid, const std::vector<std::string>& argv) {
-  int out[2], err[2];
-  if (pipe(out) != 0 || pipe(err) != 0) return {};
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    close(out[0]);
-    close(err[0]);
-    if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(126);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  close(err[1]);
-  testing::RunResult r;
-  r.out = testing::ReadAll(out[0]);
-  r.err = testing::ReadAll(err[0]);
-  close(out[0]);
-  close(err[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  return RunCommand(argv, {}, uid);
 }
 
 class StoreCliTest : public ::testing::Test {
@@ -251,7 +226,7 @@ TEST_F(StoreCliTest, SqlOnACopiedStoreChangesNothing) {
 // list the store (0711) lists the records granted to them (found through
 // by-uid/<uid>/), and nobody else's; their crashes too.
 TEST_F(StoreCliTest, ListAsAnotherUserShowsOnlyTheirGrantedRecords) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  ASSERT_EQ(geteuid(), 0u) << "needs root to switch to another user";
   const uid_t nobody = 65534;
   // The temporary directory above the store must be searchable by nobody.
   ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);

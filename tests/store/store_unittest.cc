@@ -484,7 +484,7 @@ TEST(StoreTest, IndexIsPrivateAndOtherUsersCannotReadIt) {
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0066, 0u) << std::oct << (st.st_mode & 0777);
   EXPECT_EQ(st.st_mode & 0011, 0011u) << "others lost the search bit";
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  ASSERT_EQ(geteuid(), 0u) << "needs root to switch to another user";
   // As installed (`recorder coredump install`): the store traversable so that
   // users reach the record files granted to them; the index still closed.
   ASSERT_EQ(chmod(d.path().c_str(), 0755), 0);
@@ -528,7 +528,7 @@ std::set<std::string> Names(const std::string& dir) {
 // name. The store is 0711 (others search, never list), and a user finds
 // exactly the records granted to them in by-uid/<uid>/.
 TEST(GrantTest, NobodyListsExactlyTheirGrantedRecordsAndCannotListTheStore) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  ASSERT_EQ(geteuid(), 0u) << "needs root to switch to another user";
   TempDir d;
   ASSERT_EQ(chmod(d.path().c_str(), 0755), 0);
   std::string dir = d.path() + "/store";

@@ -57,7 +57,7 @@ void ExpectSafe(const std::string& what, const RunResult& r) {
 class TerminalEscapeCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root (perf events for every process, the hook)";
+    ASSERT_EQ(geteuid(), 0u) << "needs root (perf events for every process, the hook)";
     char tmpl[] = "/tmp/fr-escape-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     tmp_ = tmpl;
