@@ -50,7 +50,7 @@ t0=$(date +%s.%N)
 # Out-of-tree module build from a copy: the source tree stays clean.  W=1:
 # the kernel's extra warnings; any warning fails the run.
 mkdir -p "$WORK/mod"
-cp "$SRC"/module/Kbuild "$SRC"/module/flightrec.c "$WORK/mod/"
+cp "$SRC"/module/Kbuild "$SRC"/module/*.c "$SRC"/module/*.h "$WORK/mod/"
 cp -r "$SRC"/module/uapi "$WORK/mod/"
 make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" W=1 modules > "$WORK/build.log" 2>&1 || {
   cat "$WORK/build.log"; echo "module build failed"; exit 1; }
@@ -60,7 +60,7 @@ fi
 # The uapi header's and the module's kernel-doc comments (the script ships
 # with the headers, in linux-kbuild).
 perl "/lib/modules/$KVER/build/scripts/kernel-doc" -none -Werror \
-  "$SRC/module/uapi/flightrec.h" "$SRC/module/flightrec.c" || { echo "kernel-doc warnings"; exit 1; }
+  "$SRC/module/uapi/flightrec.h" "$SRC"/module/*.c "$SRC/module/fr_internal.h" || { echo "kernel-doc warnings"; exit 1; }
 t1=$(date +%s.%N)
 
 # initramfs: busybox + the 9p/virtio modules + /init.

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * fr_internal.h - what the files of flightrec.ko share: the load parameters,
+ * the ring and marker types, the one module state struct, and the functions
+ * one file calls in another.  Nothing here is seen by user space; the uapi is
+ * uapi/flightrec.h.
+ */
+#ifndef FR_INTERNAL_H
+#define FR_INTERNAL_H
+
+#include <linux/capability.h>
+#include <linux/binfmts.h>
+#include <linux/cpuhotplug.h>
+#include <linux/cpumask.h>
+#include <linux/dcache.h>
+#include <linux/fs.h>
+#include <linux/kprobes.h>
+#include <linux/log2.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/perf_event.h>
+#include <linux/ptrace.h>
+#include <linux/sched.h>
+#include <linux/sched/task_stack.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/timekeeping.h>
+#include <linux/tracepoint.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+#ifdef CONFIG_X86_64
+#include <asm/unwind.h>
+#include <asm/perf_regs.h>
+#endif
+
+#include "uapi/flightrec.h"
+
+#define FR_REC		sizeof(struct flightrec_sample)
+#define FR_SB_REC	sizeof(struct flightrec_sideband)
+#define FR_MAX_STACK	65536U
+
+/*
+ * struct fr_params - the load parameters (fr_main.c), set by the module loader
+ * before fr_init() and read-only afterwards, so read without a lock anywhere.
+ */
+struct fr_params {
+	char *event;
+	ulong period;
+	uint freq;
+	uint data_ring_kb;
+	uint aux_ring_kb;
+	uint sideband_kb;
+	uint stack_bytes;
+	uint markers;
+	bool autostart;
+};
+
+extern struct fr_params fr_param;
+
+/*
+ * struct fr_ring - a power-of-two byte ring with 64-bit monotonic positions.
+ *
+ * One writer at a time (the CPU's overflow handler; the SIDEBAND ring under
+ * fr_sb_lock).  The writer publishes @reserve (end of the bytes it is about
+ * to overwrite) before touching the buffer and @head after; a reader that
+ * copied [from, to) re-reads @reserve and discards what lies below
+ * @reserve - @size: it may have been overwritten during the copy.
+ */
+struct fr_ring {
+	void *buf;
+	u64 size;
+	u64 head;
+	u64 reserve;
+	u64 tail;	/* SIDEBAND only: consumer position */
+};
+
+/*
+ * struct fr_cpu - everything one CPU records.
+ *
+ * States: never online (event NULL), recording (event set, online), offline
+ * (event NULL, rings and counters kept).  @event is changed only by the
+ * cpuhp callbacks; the counters only by the overflow handler on this CPU,
+ * inside the @seq write section so STATS reads a consistent set; @torn by
+ * readers under fr_lock.
+ */
+struct fr_cpu {
+	struct fr_ring data;
+	struct fr_ring aux;
+	struct perf_event *event;
+	u32 seq;
+	bool online;
+	u64 produced;
+	u64 dropped_frozen;
+	u64 dropped_size;
+	atomic64_t torn;
+};
+
+struct fr_snap {
+	void *data;
+	void *aux;
+	u64 d_first, d_end, d_off;	/* valid bytes start at data + d_off */
+	u64 a_first, a_end, a_off;
+};
+
+enum { FR_SLOT_FREE, FR_SLOT_BUSY, FR_SLOT_READY };
+
+struct fr_marker {
+	atomic_t state;
+	struct flightrec_marker m;
+	struct fr_snap *snaps;	/* [nr_cpu_ids] */
+};
+
+/*
+ * struct fr_state - all of the module's mutable state, one instance (fr, in
+ * fr_main.c).  Which context writes each field and what protects it:
+ *
+ * @cpus:            the array is allocated in fr_init() and freed in fr_exit(),
+ *                   read-only in between.  Each struct fr_cpu documents its
+ *                   own fields (the overflow handler on that CPU is the only
+ *                   writer of its rings and counters).
+ * @markers:         allocated at init, read-only pointer.  Each slot is owned
+ *                   by whoever moved its @state: the crash hook FREE->BUSY->READY
+ *                   (cmpxchg, then store-release), readers READY->FREE under @lock.
+ * @sb:              the SIDEBAND ring: head/reserve/tail and @sb_dropped are
+ *                   changed only under @sb_lock (a raw spinlock: the writers are
+ *                   tracepoint and kprobe handlers, which may run with
+ *                   interrupts off, also on PREEMPT_RT).
+ * @sb_scratch:      per-CPU record being built before fr_sb_emit(); used with
+ *                   preemption off (tracepoint/kprobe handlers), so per CPU is
+ *                   exclusive.
+ * @marker_ids:      marker ids, atomic (crash hooks on several CPUs).
+ * @markers_dropped: crashes that found no free slot, atomic.
+ * @frozen:          written by FREEZE/THAW under @lock, read locklessly by the
+ *                   overflow handler (see fr_freeze() for the ordering).
+ * @event_type:      FLIGHTREC_EVENT_*, set once in fr_init().
+ * @hp_state:        the cpuhp state, set once in fr_init().
+ * @lock:            serialises the ioctls (the readers), so two readers never
+ *                   interleave FREEZE/READ/THAW or release the same slot.
+ */
+struct fr_state {
+	struct fr_cpu **cpus;		/* [nr_cpu_ids], possible CPUs only */
+	struct fr_marker *markers;	/* [fr_param.markers] */
+	struct fr_ring sb;
+	raw_spinlock_t sb_lock;
+	u64 sb_dropped;
+	struct flightrec_sideband __percpu *sb_scratch;
+	atomic64_t marker_ids;
+	atomic64_t markers_dropped;
+	bool frozen;
+	u32 event_type;
+	enum cpuhp_state hp_state;
+	struct mutex lock;
+};
+
+extern struct fr_state fr;
+
+typedef unsigned long (*fr_copyfn)(void *data, const void *src, unsigned long len);
+
+struct fr_cursor {
+	void *dst;
+};
+
+/* fr_sample.c: the rings' writer side and the overflow handler */
+long fr_output(struct fr_ring *rb, u64 from, u64 to, fr_copyfn copyfn, void *data);
+unsigned long fr_copy_user(void *data, const void *src, unsigned long len);
+unsigned long fr_copy_kernel(void *data, const void *src, unsigned long len);
+void fr_ring_put(struct fr_ring *rb, u64 pos, const void *src, u64 len);
+void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs);
+void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs);
+void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, struct pt_regs *regs);
+
+/* fr_sideband.c: exec/mmap/fork/exit into the SIDEBAND ring */
+int fr_sideband_register(void);
+void fr_sideband_unregister(void);
+
+/* fr_crash.c: crash markers */
+int fr_alloc_markers(void);
+void fr_free_markers(void);
+int fr_register_coredump_kp(void);
+void fr_unregister_coredump_kp(void);
+
+/* fr_dev.c: /dev/flightrec */
+int fr_dev_register(void);
+void fr_dev_unregister(void);
+
+#endif /* FR_INTERNAL_H */

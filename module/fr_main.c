@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * flightrec - always-on flight recorder: per-CPU kernel perf counters write
+ * fixed-size sample records into module-owned overwrite rings (DATA), user
+ * registers and stack bytes into a second per-CPU byte ring (AUX), and
+ * mmap/exec/fork/exit events into a non-overwriting SIDEBAND ring.  A kprobe
+ * at the start of a core dump takes a crash marker that preserves every CPU's
+ * history up to that instant.  User space reads everything through
+ * /dev/flightrec (include/uapi: module/uapi/flightrec.h).
+ *
+ * Mainline cannot give a kernel counter a perf ring or an AUX area (the
+ * rb_alloc_kernel() series, lkml 2016-09-23, never merged), hence own rings.
+ *
+ * fr_main.c: the load parameters, the module state, the per-CPU counters and
+ * CPU hotplug, allocation, init and exit.  The other files: fr_sample.c (the
+ * overflow handler and the rings), fr_sideband.c, fr_crash.c, fr_dev.c.
+ */
+#define pr_fmt(fmt) "flightrec: " fmt
+
+#include "fr_internal.h"
+
+struct fr_params fr_param = {
+	.event = "auto",
+	.period = 1000000,
+	.data_ring_kb = 1024,
+	.aux_ring_kb = 2048,
+	.sideband_kb = 1024,
+	.stack_bytes = 1024,
+	.markers = 2,
+	.autostart = true,
+};
+
+module_param_named(event, fr_param.event, charp, 0444);
+MODULE_PARM_DESC(event, "auto (cycles if a PMU exists, else cpu-clock), cycles, cpu-clock");
+module_param_named(period, fr_param.period, ulong, 0444);
+MODULE_PARM_DESC(period, "sample period: ns for cpu-clock, events for cycles (default 1000000)");
+module_param_named(freq, fr_param.freq, uint, 0444);
+MODULE_PARM_DESC(freq, "sample frequency in Hz; overrides period when nonzero");
+module_param_named(data_ring_kb, fr_param.data_ring_kb, uint, 0444);
+MODULE_PARM_DESC(data_ring_kb, "DATA ring per CPU, KiB (power of two, >= 4)");
+module_param_named(aux_ring_kb, fr_param.aux_ring_kb, uint, 0444);
+MODULE_PARM_DESC(aux_ring_kb, "AUX ring per CPU, KiB (power of two, >= 4)");
+module_param_named(sideband_kb, fr_param.sideband_kb, uint, 0444);
+MODULE_PARM_DESC(sideband_kb, "SIDEBAND ring, KiB (power of two, >= 4)");
+module_param_named(stack_bytes, fr_param.stack_bytes, uint, 0444);
+MODULE_PARM_DESC(stack_bytes, "user stack bytes copied per sample into AUX (max 65536)");
+module_param_named(markers, fr_param.markers, uint, 0444);
+MODULE_PARM_DESC(markers, "crash marker slots (each preserves every CPU's rings)");
+module_param_named(autostart, fr_param.autostart, bool, 0444);
+MODULE_PARM_DESC(autostart, "record from load; if 0 start frozen until FLIGHTREC_IOC_THAW");
+
+struct fr_state fr = {
+	.sb_lock = __RAW_SPIN_LOCK_UNLOCKED(fr.sb_lock),
+	.marker_ids = ATOMIC64_INIT(0),
+	.markers_dropped = ATOMIC64_INIT(0),
+	.lock = __MUTEX_INITIALIZER(fr.lock),
+};
+
+static struct perf_event_attr fr_attr(u32 type)
+{
+	struct perf_event_attr attr = {
+		.size = sizeof(attr),
+		.type = type == FLIGHTREC_EVENT_CYCLES ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE,
+		.config = type == FLIGHTREC_EVENT_CYCLES ? PERF_COUNT_HW_CPU_CYCLES
+							 : PERF_COUNT_SW_CPU_CLOCK,
+		.pinned = 1,
+	};
+
+	if (fr_param.freq) {
+		attr.freq = 1;
+		attr.sample_freq = fr_param.freq;
+	} else {
+		attr.sample_period = fr_param.period;
+	}
+	return attr;
+}
+
+static int fr_cpu_online(unsigned int cpu)
+{
+	struct perf_event_attr attr = fr_attr(fr.event_type);
+	struct fr_cpu *c = fr.cpus[cpu];
+	struct perf_event *ev;
+
+	ev = perf_event_create_kernel_counter(&attr, cpu, NULL, fr_overflow, c);
+	if (IS_ERR(ev)) {
+		pr_warn("cpu %u: counter: %ld\n", cpu, PTR_ERR(ev));
+		return PTR_ERR(ev);
+	}
+	c->event = ev;
+	WRITE_ONCE(c->online, true);
+	return 0;
+}
+
+static int fr_cpu_offline(unsigned int cpu)
+{
+	struct fr_cpu *c = fr.cpus[cpu];
+
+	WRITE_ONCE(c->online, false);
+	if (c->event) {
+		perf_event_disable(c->event);
+		perf_event_release_kernel(c->event);
+		c->event = NULL;
+	}
+	return 0;
+}
+
+static int fr_pick_event(void)
+{
+	struct perf_event_attr attr = fr_attr(FLIGHTREC_EVENT_CYCLES);
+	struct perf_event *ev;
+
+	if (!strcmp(fr_param.event, "cpu-clock")) {
+		fr.event_type = FLIGHTREC_EVENT_CPU_CLOCK;
+		return 0;
+	}
+	if (strcmp(fr_param.event, "cycles") && strcmp(fr_param.event, "auto"))
+		return -EINVAL;
+	ev = perf_event_create_kernel_counter(&attr, raw_smp_processor_id(), NULL, NULL, NULL);
+	if (!IS_ERR(ev)) {
+		perf_event_release_kernel(ev);
+		fr.event_type = FLIGHTREC_EVENT_CYCLES;
+		return 0;
+	}
+	if (!strcmp(fr_param.event, "cycles"))
+		return PTR_ERR(ev);
+	fr.event_type = FLIGHTREC_EVENT_CPU_CLOCK;
+	return 0;
+}
+
+/* ---- allocation ---- */
+
+static int fr_ring_alloc(struct fr_ring *rb, uint kb, int node)
+{
+	memset(rb, 0, sizeof(*rb));
+	rb->size = (u64)kb << 10;
+	rb->buf = vzalloc_node(rb->size, node);
+	return rb->buf ? 0 : -ENOMEM;
+}
+
+static void fr_free_cpus(void)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		if (!fr.cpus[cpu])
+			continue;
+		vfree(fr.cpus[cpu]->data.buf);
+		vfree(fr.cpus[cpu]->aux.buf);
+		kfree(fr.cpus[cpu]);
+	}
+	kfree(fr.cpus);
+}
+
+static int fr_alloc_cpus(void)
+{
+	int cpu;
+
+	fr.cpus = kcalloc(nr_cpu_ids, sizeof(*fr.cpus), GFP_KERNEL);
+	if (!fr.cpus)
+		return -ENOMEM;
+	for_each_possible_cpu(cpu) {
+		int node = cpu_to_node(cpu);
+		struct fr_cpu *c = kzalloc_node(sizeof(*c), GFP_KERNEL, node);
+
+		fr.cpus[cpu] = c;
+		if (!c || fr_ring_alloc(&c->data, fr_param.data_ring_kb, node) ||
+		    fr_ring_alloc(&c->aux, fr_param.aux_ring_kb, node)) {
+			fr_free_cpus();
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static bool fr_valid_kb(uint kb)
+{
+	return kb >= 4 && kb <= (1U << 20) && is_power_of_2(kb);
+}
+
+static int __init fr_init(void)
+{
+	int ret;
+
+	/* Ring sizes are powers of two: records must divide them. */
+	BUILD_BUG_ON(!is_power_of_2(FR_REC) || !is_power_of_2(FR_SB_REC));
+	if (!fr_valid_kb(fr_param.data_ring_kb) || !fr_valid_kb(fr_param.aux_ring_kb) ||
+	    !fr_valid_kb(fr_param.sideband_kb) || fr_param.stack_bytes > FR_MAX_STACK || fr_param.markers > 64 ||
+	    (!fr_param.freq && !fr_param.period))
+		return -EINVAL;
+	ret = fr_pick_event();
+	if (ret)
+		return ret;
+	fr.frozen = !fr_param.autostart;
+
+	ret = fr_alloc_cpus();
+	if (ret)
+		return ret;
+	ret = fr_ring_alloc(&fr.sb, fr_param.sideband_kb, NUMA_NO_NODE);
+	if (ret)
+		goto out_free_cpus;
+	fr.sb_scratch = alloc_percpu(struct flightrec_sideband);
+	if (!fr.sb_scratch) {
+		ret = -ENOMEM;
+		goto out_free_sb;
+	}
+	ret = fr_alloc_markers();
+	if (ret)
+		goto out_free_scratch;
+	ret = fr_sideband_register();
+	if (ret)
+		goto out_free_markers;
+	ret = fr_register_coredump_kp();
+	if (ret)
+		goto out_unregister_sideband;
+	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "flightrec:online",
+				fr_cpu_online, fr_cpu_offline);
+	if (ret < 0)
+		goto out_unregister_coredump_kp;
+	fr.hp_state = ret;
+	ret = fr_dev_register();
+	if (ret)
+		goto out_remove_hp;
+	pr_info("recording %s, %s %lu, data %u KiB aux %u KiB per cpu%s\n",
+		fr.event_type == FLIGHTREC_EVENT_CYCLES ? "cycles" : "cpu-clock",
+		fr_param.freq ? "freq" : "period", fr_param.freq ? (unsigned long)fr_param.freq : fr_param.period,
+		fr_param.data_ring_kb, fr_param.aux_ring_kb, fr_param.autostart ? "" : " (frozen)");
+	return 0;
+
+out_remove_hp:
+	cpuhp_remove_state(fr.hp_state);
+out_unregister_coredump_kp:
+	fr_unregister_coredump_kp();
+out_unregister_sideband:
+	fr_sideband_unregister();
+out_free_markers:
+	fr_free_markers();
+out_free_scratch:
+	free_percpu(fr.sb_scratch);
+out_free_sb:
+	vfree(fr.sb.buf);
+out_free_cpus:
+	fr_free_cpus();
+	return ret;
+}
+
+static void __exit fr_exit(void)
+{
+	fr_dev_unregister();
+	cpuhp_remove_state(fr.hp_state);	/* releases every counter */
+	fr_unregister_coredump_kp();
+	fr_sideband_unregister();
+	fr_free_markers();
+	free_percpu(fr.sb_scratch);
+	vfree(fr.sb.buf);
+	fr_free_cpus();
+}
+
+module_init(fr_init);
+module_exit(fr_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("flightrec: always-on per-CPU sample rings with crash markers");

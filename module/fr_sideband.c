@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fr_sideband.c - exec/mmap/fork/exit events into the SIDEBAND ring, a
+ * non-overwriting ring the daemon drains, so that every sampled address can
+ * be attributed to the file mapped there at the time.
+ */
+#define pr_fmt(fmt) "flightrec: " fmt
+
+#include "fr_internal.h"
+
+static void fr_sb_emit(struct flightrec_sideband *r)
+{
+	unsigned long flags;
+	u64 pos;
+
+	r->time_ns = ktime_get_mono_fast_ns();
+	raw_spin_lock_irqsave(&fr.sb_lock, flags);
+	pos = fr.sb.head;
+	if (pos - fr.sb.tail >= fr.sb.size) {
+		fr.sb_dropped++;
+	} else {
+		r->seq = div_u64(pos, FR_SB_REC);
+		fr_ring_put(&fr.sb, pos, r, FR_SB_REC);
+		smp_wmb();	/* record before head: READ_RING reads head under the lock */
+		WRITE_ONCE(fr.sb.head, pos + FR_SB_REC);
+	}
+	raw_spin_unlock_irqrestore(&fr.sb_lock, flags);
+}
+
+static struct flightrec_sideband *fr_sb_begin(u32 type, struct task_struct *t)
+{
+	struct flightrec_sideband *r = this_cpu_ptr(fr.sb_scratch);
+
+	memset(r, 0, FR_SB_REC);
+	r->type = type;
+	r->pid = task_tgid_nr(t);
+	r->tid = task_pid_nr(t);
+	return r;
+}
+
+static void fr_sb_file(struct flightrec_sideband *r, struct file *file)
+{
+	struct inode *inode = file_inode(file);
+	char *p;
+
+	r->ino = inode->i_ino;
+	r->dev = new_encode_dev(inode->i_sb->s_dev);
+	p = d_path(&file->f_path, r->path, sizeof(r->path));
+	if (IS_ERR(p)) {
+		r->flags |= FLIGHTREC_SB_PATH_TRUNC;
+		r->path[0] = '\0';
+		return;
+	}
+	memmove(r->path, p, strlen(p) + 1);
+}
+
+/*
+ * perf_event_mmap(vma) runs for every new mapping (mmap_region()) and every
+ * mprotect() that adds PROT_EXEC, after the VMA is final, in the mapping
+ * task's context: the same place perf takes PERF_RECORD_MMAP2 from.
+ */
+static int fr_mmap_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct vm_area_struct *vma = (void *)regs_get_kernel_argument(regs, 0);
+	struct flightrec_sideband *r;
+
+	if (!vma || !vma->vm_file || !(vma->vm_flags & VM_EXEC))
+		return 0;
+	r = fr_sb_begin(FLIGHTREC_SB_MMAP, current);
+	r->start = vma->vm_start;
+	r->len = vma->vm_end - vma->vm_start;
+	r->pgoff = (u64)vma->vm_pgoff << PAGE_SHIFT;
+	fr_sb_file(r, vma->vm_file);
+	fr_sb_emit(r);
+	return 0;
+}
+
+static struct kprobe fr_mmap_kp = {
+	.symbol_name = "perf_event_mmap",
+	.pre_handler = fr_mmap_pre,
+};
+
+static void fr_tp_exec(void *data, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct flightrec_sideband *r = fr_sb_begin(FLIGHTREC_SB_EXEC, p);
+
+	fr_sb_file(r, bprm->file);
+	fr_sb_emit(r);
+}
+
+static void fr_tp_fork(void *data, struct task_struct *parent, struct task_struct *child)
+{
+	struct flightrec_sideband *r = fr_sb_begin(FLIGHTREC_SB_FORK, child);
+
+	r->ppid = task_tgid_nr(parent);
+	strscpy(r->path, child->comm, sizeof(r->path));
+	fr_sb_emit(r);
+}
+
+static void fr_tp_exit(void *data, struct task_struct *p)
+{
+	struct flightrec_sideband *r = fr_sb_begin(FLIGHTREC_SB_EXIT, p);
+
+	strscpy(r->path, p->comm, sizeof(r->path));
+	fr_sb_emit(r);
+}
+
+static struct {
+	const char *name;
+	void *probe;
+	struct tracepoint *tp;
+} fr_tps[] = {
+	{ .name = "sched_process_exec", .probe = fr_tp_exec },
+	{ .name = "sched_process_fork", .probe = fr_tp_fork },
+	{ .name = "sched_process_exit", .probe = fr_tp_exit },
+};
+
+static void fr_find_tp(struct tracepoint *tp, void *priv)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(fr_tps); i++)
+		if (!strcmp(tp->name, fr_tps[i].name))
+			fr_tps[i].tp = tp;
+}
+
+static void fr_unregister_tps(int n)
+{
+	while (n--)
+		tracepoint_probe_unregister(fr_tps[n].tp, fr_tps[n].probe, NULL);
+	tracepoint_synchronize_unregister();
+}
+
+static int fr_register_tps(void)
+{
+	int i, ret;
+
+	for_each_kernel_tracepoint(fr_find_tp, NULL);
+	for (i = 0; i < ARRAY_SIZE(fr_tps); i++) {
+		ret = fr_tps[i].tp ? tracepoint_probe_register(fr_tps[i].tp, fr_tps[i].probe, NULL)
+				   : -ENOENT;
+		if (ret) {
+			pr_err("tracepoint %s: %d\n", fr_tps[i].name, ret);
+			fr_unregister_tps(i);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+
+int fr_sideband_register(void)
+{
+	int ret = fr_register_tps();
+
+	if (ret)
+		return ret;
+	ret = register_kprobe(&fr_mmap_kp);
+	if (ret) {
+		pr_err("kprobe %s: %d\n", fr_mmap_kp.symbol_name, ret);
+		fr_unregister_tps(ARRAY_SIZE(fr_tps));
+	}
+	return ret;
+}
+
+void fr_sideband_unregister(void)
+{
+	unregister_kprobe(&fr_mmap_kp);
+	fr_unregister_tps(ARRAY_SIZE(fr_tps));
+}
