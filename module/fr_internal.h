@@ -171,6 +171,7 @@ unsigned long fr_copy_kernel(void *data, const void *src, unsigned long len);
 void fr_ring_put(struct fr_ring *rb, u64 pos, const void *src, u64 len);
 void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs);
 void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs);
+void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs);
 void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, struct pt_regs *regs);
 
 /* fr_sideband.c: exec/mmap/fork/exit into the SIDEBAND ring */

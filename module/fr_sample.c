@@ -146,12 +146,13 @@ void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs)
 }
 
 /*
- * Overflow handler: NMI (cycles) or hrtimer IRQ (cpu-clock) context on the
- * counter's CPU.  Lock-free, never sleeps, never allocates, never waits.
+ * fr_record_sample - record one sample of the interrupted context @regs into
+ * this CPU's rings.  Called from the overflow handler, in NMI (cycles) or
+ * hrtimer IRQ (cpu-clock) context on the counter's CPU, and by the test-only
+ * NMI driver.  Lock-free, never sleeps, never allocates, never waits.
  */
-void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, struct pt_regs *regs)
+void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
 {
-	struct fr_cpu *c = ev->overflow_handler_context;
 	struct pt_regs *uregs = NULL;
 	struct flightrec_sample *s;
 	struct flightrec_aux a;
@@ -226,3 +227,9 @@ out:
 }
 
 /* ---- sideband: exec/mmap/fork/exit into a ring the daemon drains ---- */
+
+/* The counter's overflow handler: one sample per overflow. */
+void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, struct pt_regs *regs)
+{
+	fr_record_sample(ev->overflow_handler_context, regs);
+}
