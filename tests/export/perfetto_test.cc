@@ -11,7 +11,9 @@
 //     equal `recorder script --json`'s sample by sample;
 //   - every interned id a sample uses resolves, in that packet or an earlier
 //     one (callstack -> frames -> function names, mappings -> build-ids and
-//     paths), and the spinner's mapping carries its file's build-id;
+//     paths), and the spinner's mapping carries its file's build-id (the
+//     interned strings' bytes come from a second decode, `protoc --decode`
+//     with a three-message schema: --decode_raw may print bytes as a message);
 //   - every timestamp is CLOCK_MONOTONIC, says so, and read through the
 //     snapshot falls inside the run on the wall clock; BOOTTIME is offset
 //     from MONOTONIC as on this machine;
@@ -21,6 +23,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -44,9 +47,11 @@ int64_t Now(clockid_t id) {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// One field of protoc --decode_raw's text: "N: value" or "N { ... }".
+// One field of protoc's text output: "N: value" or "N { ... }" (by number,
+// --decode_raw), or "name: value" / "name { ... }" (--decode with a schema).
 struct Node {
-  uint32_t number = 0;
+  std::string key;
+  uint32_t number = 0;  // 0 for a named field
   bool message = false;
   std::string text;  // scalar as printed; strings unescaped
   std::vector<Node> fields;
@@ -61,6 +66,13 @@ struct Node {
   const Node* One(uint32_t n) const {
     auto all = All(n);
     return all.size() == 1 ? all[0] : nullptr;
+  }
+  std::vector<const Node*> Named(const std::string& k) const {
+    std::vector<const Node*> out;
+    for (const auto& f : fields) {
+      if (f.key == k) out.push_back(&f);
+    }
+    return out;
   }
 };
 
@@ -90,7 +102,7 @@ std::string Unescape(const std::string& q) {
   return out;
 }
 
-Node ParseDecodeRaw(const std::string& text) {
+Node ParseText(const std::string& text) {
   Node root;
   root.message = true;
   std::vector<Node*> stack = {&root};
@@ -106,7 +118,10 @@ Node ParseDecodeRaw(const std::string& text) {
       continue;
     }
     Node n;
-    n.number = static_cast<uint32_t>(std::stoul(line));
+    n.key = line.substr(0, line.find_first_of(": {"));
+    if (std::isdigit(static_cast<unsigned char>(n.key[0]))) {
+      n.number = static_cast<uint32_t>(std::stoul(n.key));
+    }
     if (line.back() == '{') {
       n.message = true;
       stack.back()->fields.push_back(std::move(n));
@@ -169,18 +184,51 @@ TEST_F(PerfettoExportTest, ProtocDecodesSamplesInternedStacksAndOneClock) {
       RunCommand({"/bin/sh", "-c", "exec /usr/bin/protoc --decode_raw < \"$1\"", "sh", file});
   ASSERT_EQ(raw.exit_code, 0) << raw.err;
   if (const char* keep = std::getenv("FLIGHTREC_KEEP_DECODED")) std::ofstream(keep) << raw.out;
-  Node trace = ParseDecodeRaw(raw.out);
+  Node trace = ParseText(raw.out);
   ASSERT_FALSE(trace.fields.empty());
 
-  // Interning tables as they build up along the sequence.
+  // --decode_raw prints a bytes field as a nested message whenever its bytes
+  // happen to parse as one (a raw build-id may), so the interned strings are
+  // read by a second decode with a schema naming just those fields (numbers
+  // as in recorder/export/perfetto.cc); the rest of it stays by number.
+  const std::string schema = dir_->path() + "/interned_strings.proto";
+  std::ofstream(schema) << "syntax = \"proto2\";\n"
+                        << "message InternedString { optional uint64 iid = 1; "
+                        << "optional bytes str = 2; }\n"
+                        << "message InternedData { repeated InternedString function_names = 5; "
+                        << "repeated InternedString build_ids = 16; "
+                        << "repeated InternedString mapping_paths = 17; }\n"
+                        << "message TracePacket { optional InternedData interned_data = 12; }\n"
+                        << "message Trace { repeated TracePacket packet = 1; }\n";
+  auto typed = RunCommand({"/bin/sh", "-c",
+                           "exec /usr/bin/protoc --proto_path=\"$1\" --decode=Trace "
+                           "interned_strings.proto < \"$2\"",
+                           "sh", dir_->path(), file});
+  ASSERT_EQ(typed.exit_code, 0) << typed.err;
+  std::map<std::string, std::map<uint64_t, std::string>> strings;  // by table
+  const Node typed_trace = ParseText(typed.out);
+  for (const Node* packet : typed_trace.Named("packet")) {
+    for (const Node* id : packet->Named("interned_data")) {
+      for (const auto& e : id->fields) {
+        if (e.number) continue;  // frames, callstacks, mappings: not in the schema
+        auto iid = e.Named("iid");
+        auto str = e.Named("str");
+        ASSERT_TRUE(iid.size() == 1 && str.size() == 1) << "InternedString without iid/str";
+        auto [it, fresh] = strings[e.key].try_emplace(iid[0]->U(), str[0]->text);
+        EXPECT_TRUE(fresh) << e.key << " iid " << iid[0]->U() << " emitted twice";
+      }
+    }
+  }
+
+  // Interning tables as they build up along the sequence (an id must be
+  // defined in the packet that uses it or before).
   std::map<uint64_t, std::string> names, build_ids, paths;
   std::map<uint64_t, const Node*> mappings, frames, callstacks;
-  auto intern = [](std::map<uint64_t, std::string>* table, const Node& e) {
+  auto intern = [&](std::map<uint64_t, std::string>* table, const char* name, const Node& e) {
     const Node* iid = e.One(1);
-    const Node* str = e.One(2);
-    ASSERT_TRUE(iid && str && !str->message) << "InternedString without iid/str";
-    auto [it, fresh] = table->try_emplace(iid->U(), str->text);
-    EXPECT_TRUE(fresh || it->second == str->text) << "iid " << iid->U() << " redefined";
+    ASSERT_TRUE(iid && iid->U() > 0 && e.One(2)) << "InternedString without iid/str";
+    ASSERT_TRUE(strings[name].count(iid->U()));
+    table->emplace(iid->U(), strings[name][iid->U()]);
   };
   auto intern_msg = [](std::map<uint64_t, const Node*>* table, const Node& e) {
     const Node* iid = e.One(1);
@@ -243,9 +291,9 @@ TEST_F(PerfettoExportTest, ProtocDecodesSamplesInternedStacksAndOneClock) {
       EXPECT_GE(static_cast<int64_t>(ts), snap_mono) << "before the snapshot";
     }
     if (const Node* id = packet.One(12)) {
-      for (const Node* e : id->All(5)) intern(&names, *e);
-      for (const Node* e : id->All(16)) intern(&build_ids, *e);
-      for (const Node* e : id->All(17)) intern(&paths, *e);
+      for (const Node* e : id->All(5)) intern(&names, "function_names", *e);
+      for (const Node* e : id->All(16)) intern(&build_ids, "build_ids", *e);
+      for (const Node* e : id->All(17)) intern(&paths, "mapping_paths", *e);
       for (const Node* e : id->All(19)) intern_msg(&mappings, *e);
       for (const Node* e : id->All(6)) intern_msg(&frames, *e);
       for (const Node* e : id->All(7)) intern_msg(&callstacks, *e);
