@@ -24,6 +24,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   linux-perf gdb golang-go util-linux bsdutils procps psmisc time python3 binutils
+  protobuf-compiler
   clang libclang-rt-14-dev
 )
 # The VM harness (tests/vm) boots Debian's kernel under QEMU and builds the

@@ -348,6 +348,10 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   info.loss = dump.loss;
   // The config section is the record's word, checked like any input.
   info.mono_to_wall_ns = json::Get<int64_t>(dump.config, "mono_to_wall_ns", 0);
+  // Absent (older records) or not an integer: unknown, not 0.
+  if (const auto& boot = json::Field(dump.config, "mono_to_boot_ns"); boot.is_number_integer()) {
+    info.mono_to_boot_ns = json::As<int64_t>(boot, 0);
+  }
   info.window_start_ns = json::Get<uint64_t>(dump.config, "window_start_mono_ns", 0);
   info.window_end_ns = json::Get<uint64_t>(dump.config, "freeze_time_mono_ns", 0);
   if (on_info) on_info(info);

@@ -34,6 +34,9 @@ struct RecordInfo {
   int64_t mono_to_wall_ns = 0;   // add to a sample's time_ns for wall-clock ns
   uint64_t window_start_ns = 0;  // CLOCK_MONOTONIC, 0 if unknown
   uint64_t window_end_ns = 0;    // freeze time, 0 if unknown
+  // Add to a sample's time_ns for CLOCK_BOOTTIME ns; absent in records made
+  // before records kept it.
+  std::optional<int64_t> mono_to_boot_ns;
 };
 
 // One attributed, symbolized sample. `stack` is innermost first and may be

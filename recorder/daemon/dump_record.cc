@@ -1,6 +1,7 @@
 #include "recorder/daemon/dump_record.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include <algorithm>
 #include <map>
@@ -21,6 +22,22 @@ int64_t MonotonicToWallOffset() {
   int64_t m1 = MonotonicNs();
   return w - (m0 + (m1 - m0) / 2);
 }
+
+namespace {
+// CLOCK_BOOTTIME - CLOCK_MONOTONIC now (the time spent suspended), so
+// exports can place samples on Perfetto's default clock.
+int64_t MonotonicToBoottimeOffset() {
+  auto read = [](clockid_t id) {
+    timespec ts{};
+    clock_gettime(id, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  int64_t m0 = read(CLOCK_MONOTONIC);
+  int64_t b = read(CLOCK_BOOTTIME);
+  int64_t m1 = read(CLOCK_MONOTONIC);
+  return b - (m0 + (m1 - m0) / 2);
+}
+}  // namespace
 
 const char* KernelFramesName(KernelFrames k) {
   switch (k) {
@@ -230,6 +247,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                            {"freeze_time_mono_ns", snap.freeze_time_ns},
                            {"window_start_mono_ns", snap.window_start_ns},
                            {"mono_to_wall_ns", to_wall},
+                           {"mono_to_boot_ns", MonotonicToBoottimeOffset()},
                            {"freeze_copy_ns", snap.copy_ns},
                            {"history_source", snap.source},
                            {"kernel_frames", KernelFramesName(req.kernel_frames)}};

@@ -7,8 +7,10 @@
 //   chrome    Chrome trace-event JSON: per-thread stacks as nested B/E
 //             slices, per-CPU lanes of what ran; opens in ui.perfetto.dev
 //             and chrome://tracing.
-//   perfetto  Perfetto's native protobuf trace (TrackDescriptor + TrackEvent
-//             slices, same lanes as chrome); opens in ui.perfetto.dev.
+//   perfetto  Perfetto's native protobuf trace: each sample a PerfSample
+//             with an interned stack, a ClockSnapshot, named process/thread/
+//             CPU tracks with one slice set per sample (never merged);
+//             opens in ui.perfetto.dev and trace_processor.
 //   pprof     profile.proto, gzip-compressed: one pprof sample per recorded
 //             sample, with pid/tid/cpu/comm and timestamp_ns labels, inlined
 //             frames as multiple lines of one location; `go tool pprof`.

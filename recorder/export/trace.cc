@@ -1,6 +1,6 @@
-// Timeline exports: Chrome trace-event JSON and Perfetto's native protobuf.
-// Both are written by one state machine that turns the time-ordered samples
-// into slices on two kinds of lanes:
+// Timeline export: Chrome trace-event JSON (Perfetto's native protobuf has
+// its own exporter, perfetto.cc). It is written by a state machine that
+// turns the time-ordered samples into slices on two kinds of lanes:
 //   - one lane per thread, with the thread's stack as nested slices (a frame
 //     stays open while consecutive samples of the thread keep it on the
 //     stack), like magic-trace or Perfetto's flame-chart view;
@@ -14,7 +14,6 @@
 
 #include "common/checked_json.h"
 #include "recorder/export/exporters.h"
-#include "recorder/export/proto.h"
 
 namespace flightrec::recorder::exporter {
 namespace {
@@ -209,85 +208,10 @@ class ChromeSink : public TraceSink {
   std::set<uint32_t> named_pids_;
 };
 
-// Perfetto's protos (protos/perfetto/trace/): Trace.packet = 1;
-// TracePacket: timestamp 8, trusted_packet_sequence_id 10, track_event 11,
-// sequence_flags 13, track_descriptor 60; TrackDescriptor: uuid 1, name 2,
-// process 3, thread 4, parent_uuid 5; ProcessDescriptor: pid 1,
-// process_name 6; ThreadDescriptor: pid 1, tid 2, thread_name 5;
-// TrackEvent: type 9 (1 = SLICE_BEGIN, 2 = SLICE_END), track_uuid 11, name 23.
-class PerfettoSink : public TraceSink {
- public:
-  void Start(const analysis::RecordInfo&, std::ostream* out) override { out_ = out; }
-  void NewLane(const LaneKey& key, uint64_t id, const std::string& comm, bool renamed) override {
-    ProtoWriter td;
-    td.Varint(1, Uuid(id));
-    if (key.cpu) {
-      td.Bytes(2, fmt::format("CPU {}", key.tid));
-    } else {
-      uint64_t puuid = ProcessUuid(key.pid);
-      if (named_pids_.insert(key.pid).second || (renamed && key.pid == key.tid)) {
-        ProtoWriter pd, ptd;
-        pd.Varint(1, key.pid);
-        pd.Bytes(6, comm);
-        ptd.Varint(1, puuid);
-        ptd.Message(3, pd);
-        Packet(60, ptd, 0);
-      }
-      ProtoWriter thd;
-      thd.Varint(1, key.pid);
-      thd.Varint(2, key.tid);
-      thd.Bytes(5, comm);
-      td.Message(4, thd);
-      td.Varint(5, puuid);
-    }
-    Packet(60, td, 0);
-  }
-  void Begin(const LaneKey&, uint64_t id, uint64_t ts, const std::string& name,
-             const std::string&) override {
-    ProtoWriter te;
-    te.Varint(9, 1);
-    te.Varint(11, Uuid(id));
-    te.Bytes(23, name);
-    Packet(11, te, ts);
-  }
-  void End(const LaneKey&, uint64_t id, uint64_t ts) override {
-    ProtoWriter te;
-    te.Varint(9, 2);
-    te.Varint(11, Uuid(id));
-    Packet(11, te, ts);
-  }
-  Status Finish() override {
-    return out_->good() ? OkStatus() : Status(StatusCode::kInternal, "writing the trace failed");
-  }
-
- private:
-  static uint64_t Uuid(uint64_t lane) { return 0x466c000000000000ULL | lane; }
-  static uint64_t ProcessUuid(uint32_t pid) { return 0x466d000000000000ULL | pid; }
-  void Packet(uint32_t field, const ProtoWriter& body, uint64_t ts) {
-    ProtoWriter p;
-    if (ts) p.Varint(8, ts);
-    p.Varint(10, 1);  // one writer sequence
-    if (first_) {
-      p.Varint(13, 1);  // SEQ_INCREMENTAL_STATE_CLEARED
-      first_ = false;
-    }
-    p.Message(field, body);
-    ProtoWriter trace;
-    trace.Message(1, p);
-    out_->write(trace.data().data(), static_cast<std::streamsize>(trace.data().size()));
-  }
-  std::ostream* out_ = nullptr;
-  bool first_ = true;
-  std::set<uint32_t> named_pids_;
-};
-
 }  // namespace
 
 std::unique_ptr<Exporter> MakeChromeTrace() {
   return std::make_unique<TraceExporter>(std::make_unique<ChromeSink>());
-}
-std::unique_ptr<Exporter> MakePerfettoTrace() {
-  return std::make_unique<TraceExporter>(std::make_unique<PerfettoSink>());
 }
 
 }  // namespace flightrec::recorder::exporter
