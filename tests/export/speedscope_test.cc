@@ -158,14 +158,13 @@ TEST(SpeedscopeTest, ChromeTraceRendersInSpeedscopeLikeReport) {
   }
   ASSERT_GE(spin_profiles, 1u) << run.out.substr(0, 4000);
   ASSERT_GT(sum, 0);
-  // Not a staircase: the leaves have no children (their total time is their
-  // self time), and main holds nearly all of the spinner's time.
+  // Not a staircase: spin_a and spin_b are siblings under main (their
+  // totals are disjoint parts of main's; nested, spin_b's time would count
+  // in spin_a's total too), and main holds nearly all of the spinner's time.
   EXPECT_TRUE(frames.count("main")) << run.out.substr(0, 4000);
   EXPECT_GT(total["main"], 0.9 * sum);
-  for (const char* leaf : {"spin_a", "spin_b"}) {
-    EXPECT_GT(self[leaf], 0) << leaf;
-    EXPECT_NEAR(total[leaf], self[leaf], 0.01 * sum) << leaf;
-  }
+  EXPECT_GT(total["spin_b"], 0);
+  EXPECT_LE(total["spin_a"] + total["spin_b"], total["main"] + 1.0);
   for (size_t i = 0; i < 2; ++i) {
     const std::string key = rows[i]["key"];
     const double report_pct = rows[i]["self_pct"];
