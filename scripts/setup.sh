@@ -26,7 +26,12 @@ PKGS=(
   linux-perf gdb golang-go util-linux bsdutils procps psmisc time python3 binutils
   protobuf-compiler
   clang libclang-rt-14-dev
+  chromium
 )
+# Node.js runs the speedscope check (tests/export/speedscope); Debian's nodejs
+# and npm unless a node with npm is already there (Debian's npm package
+# conflicts with other builds of node that bundle their own npm).
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # The VM harness (tests/vm) boots Debian's kernel under QEMU and builds the
 # module against its headers.
 VM_PKGS=(qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio)
@@ -47,6 +52,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The JS packages the Chrome trace export is tested with (speedscope's web app
+# and puppeteer-core to drive Debian's chromium), at the versions pinned in
+# tests/export/speedscope/package.json, into the build directory (never
+# committed); reinstalled only when the pins change.
+npm_dir="$BUILD_DIR/npm"
+mkdir -p "$npm_dir"
+if ! cmp -s tests/export/speedscope/package.json "$npm_dir/package.json" ||
+  [ ! -d "$npm_dir/node_modules/speedscope" ] || [ ! -d "$npm_dir/node_modules/puppeteer-core" ]; then
+  echo "setup: npm install into $npm_dir"
+  cp tests/export/speedscope/package.json "$npm_dir/package.json"
+  npm install --prefix "$npm_dir" --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null
 fi
 
 if [ "$want_build" = 1 ]; then

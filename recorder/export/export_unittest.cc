@@ -121,18 +121,63 @@ TEST(ExportTest, ChromeSlicesNestAndStayOrdered) {
   Fixture f;
   auto j = nlohmann::json::parse(f.Run("chrome"));
   std::vector<std::string> seq;
+  std::vector<double> times;
   double last = -1;
   for (const auto& e : j["traceEvents"]) {
     if (e["ph"] == "M" || e["pid"] != 7) continue;
     double ts = std::stod(e["ts"].dump());
     EXPECT_GE(ts, last);
     last = ts;
-    seq.push_back(e["ph"].get<std::string>() +
-                  (e.contains("name") ? e["name"].get<std::string>() : ""));
+    times.push_back(ts);
+    seq.push_back(e["ph"].get<std::string>() + e["name"].get<std::string>());
+    // The dso is the category; no args, which speedscope would paste into
+    // the frame's name.
+    EXPECT_EQ(e.value("cat", ""), "/bin/x") << e.dump();
+    EXPECT_FALSE(e.contains("args")) << e.dump();
   }
-  // main stays open across all three samples; a closes when b begins.
-  EXPECT_EQ(seq, (std::vector<std::string>{"Bmain", "Ba", "E", "Bb<int>", "E", "E"}));
+  // main stays open across all three samples; a closes when b begins. Every
+  // E names the slice it ends.
+  EXPECT_EQ(seq, (std::vector<std::string>{"Bmain", "Ba", "Ea", "Bb<int>", "Eb<int>", "Emain"}));
+  // a's interval would end where b begins (2 ms); it ends 1 ns earlier so
+  // that no E shares a timestamp with the B after it.
+  EXPECT_EQ(times, (std::vector<double>{0, 0, 1999.999, 2000, 3000, 3000}));
   EXPECT_DOUBLE_EQ(last, 3000.0);  // the last sample's interval ends at 3 ms
+}
+
+// A stack that changes at one instant so that a closed frame's name opens
+// again below it ([main, a, f] then [main, f]): speedscope, which sorts a
+// lane's B and E events by ts and at a tie takes a B before an E of the same
+// name, would open the new f inside the old one. Every E comes strictly
+// before the next B of its lane, and replaying the lane by ts (B before E at
+// equal ts, as speedscope does for equal names) nests properly.
+TEST(ExportTest, ChromeLanesStayNestedWhenAClosedNameReopens) {
+  Fixture f;
+  auto* main = f.stacks[0][1];
+  auto* a = f.stacks[0][0];
+  auto* g = f.Sym("f");
+  f.stacks = {{g, a, main}, {g, main}, {g, main}};
+  auto j = nlohmann::json::parse(f.Run("chrome"));
+  std::vector<nlohmann::json> lane;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "M" && e["pid"] == 7) lane.push_back(e);
+  }
+  ASSERT_FALSE(lane.empty());
+  std::stable_sort(lane.begin(), lane.end(), [](const auto& x, const auto& y) {
+    double tx = x["ts"], ty = y["ts"];
+    if (tx != ty) return tx < ty;
+    return x["ph"] == "B" && y["ph"] == "E";
+  });
+  std::vector<std::string> open;
+  for (const auto& e : lane) {
+    if (e["ph"] == "B") {
+      open.push_back(e["name"]);
+    } else {
+      ASSERT_FALSE(open.empty()) << e.dump();
+      EXPECT_EQ(open.back(), e["name"].get<std::string>()) << e.dump();
+      open.pop_back();
+    }
+  }
+  EXPECT_TRUE(open.empty());
 }
 
 // The gzip member's contents ("" if it is not gzip or is larger than 1 MiB).

@@ -177,15 +177,24 @@ class ChromeSink : public TraceSink {
   }
   void Begin(const LaneKey& key, uint64_t, uint64_t ts, const std::string& name,
              const std::string& dso) override {
-    Emit(fmt::format("{{\"ph\":\"B\",\"ts\":{},\"pid\":{},\"tid\":{},\"name\":\"{}\"{}}}", Us(ts),
-                     key.cpu ? kCpuPid : key.pid, key.tid, JsonEscape(name),
-                     dso.empty() ? "" : ",\"args\":{\"dso\":\"" + JsonEscape(dso) + "\"}"));
+    ChromeLane& lane = lanes_[key];
+    ts = std::max(ts, lane.last_ts);
+    Flush(key, lane, ts);
+    lane.open.push_back({name, dso});
+    lane.last_ts = lane.written = ts;
+    Emit(Event('B', key, ts, lane.open.back()));
   }
+  // Held until the lane's next Begin (or the end): an E that falls on the
+  // same timestamp as the next B moves 1 ns earlier, see Flush.
   void End(const LaneKey& key, uint64_t, uint64_t ts) override {
-    Emit(fmt::format("{{\"ph\":\"E\",\"ts\":{},\"pid\":{},\"tid\":{}}}", Us(ts),
-                     key.cpu ? kCpuPid : key.pid, key.tid));
+    ChromeLane& lane = lanes_[key];
+    if (lane.open.empty()) return;  // the state machine never does this
+    lane.last_ts = std::max(ts, lane.last_ts);
+    lane.pending.push_back({std::move(lane.open.back()), lane.last_ts});
+    lane.open.pop_back();
   }
   Status Finish() override {
+    for (auto& [key, lane] : lanes_) Flush(key, lane, UINT64_MAX);
     *out_ << "\n]}\n";
     return out_->good() ? OkStatus() : Status(StatusCode::kInternal, "writing the trace failed");
   }
@@ -195,6 +204,48 @@ class ChromeSink : public TraceSink {
   std::string Us(uint64_t ts) const {
     int64_t ns = static_cast<int64_t>(ts) - static_cast<int64_t>(base_);
     return fmt::format("{}{}.{:03}", ns < 0 ? "-" : "", std::abs(ns) / 1000, std::abs(ns) % 1000);
+  }
+  struct Frame {
+    std::string name;
+    std::string dso;
+  };
+  struct Pending {
+    Frame frame;
+    uint64_t ts = 0;
+  };
+  struct ChromeLane {
+    std::vector<Frame> open;       // outermost first
+    std::vector<Pending> pending;  // ends not yet written, innermost first
+    uint64_t last_ts = 0;          // of the lane's last written or held event
+    uint64_t written = 0;          // of the lane's last written event
+  };
+  // Writes the lane's held E events before a B at `next_begin`. speedscope
+  // (import/trace-event.ts) queues a lane's B and E events apart, sorted by
+  // ts, and at a tie takes the B first when its name equals the E's: a
+  // stack change at one instant such as [main, a, f] -> [main, f] would then
+  // open the new f inside the old one, and the following "E a" would not
+  // match. Ending 1 ns before the next B keeps every lane strictly nested
+  // for any reader that orders by ts.
+  void Flush(const LaneKey& key, ChromeLane& lane, uint64_t next_begin) {
+    for (auto& p : lane.pending) {
+      // Never before the lane's last written event (its B, at the latest):
+      // only two samples of one thread in the same ns could tie here.
+      uint64_t ts = std::max(std::min(p.ts, next_begin - 1), lane.written);
+      Emit(Event('E', key, ts, p.frame));
+      lane.written = ts;
+    }
+    lane.pending.clear();
+  }
+  // A slice event: the frame's name as it is, the dso as the category.
+  // Not in "args": speedscope names each frame "<name> <JSON of args>",
+  // which is how the dso used to end up inside every frame name there.
+  // The E event carries the same name and category as its B: speedscope
+  // ignores an E whose name differs from the frame on top of the stack
+  // (chrome://tracing ends the innermost open slice whatever the E says).
+  std::string Event(char ph, const LaneKey& key, uint64_t ts, const Frame& f) const {
+    return fmt::format("{{\"ph\":\"{}\",\"ts\":{},\"pid\":{},\"tid\":{},\"name\":\"{}\"{}}}", ph,
+                       Us(ts), key.cpu ? kCpuPid : key.pid, key.tid, JsonEscape(f.name),
+                       f.dso.empty() ? "" : ",\"cat\":\"" + JsonEscape(f.dso) + "\"");
   }
   void Emit(const std::string& e) {
     if (!first_) *out_ << ",\n";
@@ -206,6 +257,7 @@ class ChromeSink : public TraceSink {
   bool first_ = true;
   bool cpu_named_ = false;
   std::set<uint32_t> named_pids_;
+  std::map<LaneKey, ChromeLane> lanes_;
 };
 
 }  // namespace
