@@ -4,6 +4,7 @@
 // name next to the target and renamed into place only when complete, so a
 // failed export never leaves half a file.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -53,6 +54,16 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   if (to_stdout && isatty(STDOUT_FILENO) &&
       (a.format == "pprof" || a.format == "perfetto" || a.format == "perf")) {
     return InvalidArgument(fmt::format("{} output is binary: give a file with -o", a.format));
+  }
+  if (to_stdout && a.format == "perf") {
+    // perf reads a pipe only in its pipe format (perf.data-file-format.txt
+    // "Pipe-mode data"), which this writer does not produce.
+    struct stat st {};
+    if (fstat(STDOUT_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) {
+      return InvalidArgument(
+          "perf output needs a file (perf reads pipes in another format): "
+          "give a file with -o");
+    }
   }
   ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
   ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));

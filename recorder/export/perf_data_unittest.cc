@@ -216,7 +216,7 @@ TEST(PerfDataTest, FileHasHeaderAttrRecordsAndBuildIdTable) {
   EXPECT_EQ(At<uint8_t>(f, bid_at + 32), 20u);
   EXPECT_STREQ(f.c_str() + bid_at + 36, "/bin/x");
   // The last feature (SAMPLE_TIME) ends the file.
-  const uint64_t last_at = At<uint64_t>(f, index_at + 6 * 16);
+  const uint64_t last_at = At<uint64_t>(f, index_at + (__builtin_popcountll(bits) - 1) * 16);
   EXPECT_EQ(last_at + 16, f.size());
   EXPECT_EQ(At<uint64_t>(f, last_at), 1000u);
   EXPECT_EQ(At<uint64_t>(f, last_at + 8), 1001u);
