@@ -344,6 +344,9 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   RecordInfo info;
   info.id = reader.header().id;
   info.kind = reader.header().kind;
+  info.host = reader.header().host;
+  info.kernel = reader.header().kernel;
+  info.boot_id = reader.header().boot_id;
   info.config = dump.config;
   info.loss = dump.loss;
   // The config section is the record's word, checked like any input.

@@ -29,6 +29,9 @@ namespace flightrec::recorder::analysis {
 struct RecordInfo {
   std::string id;
   std::string kind;              // dump | record | crash
+  std::string host;              // the record header's host and kernel release
+  std::string kernel;            // ("" if unknown)
+  std::string boot_id;           // the record header's boot_id ("" if unknown)
   nlohmann::json config;         // the record's `config` section
   nlohmann::json loss;           // the record's `loss` section
   int64_t mono_to_wall_ns = 0;   // add to a sample's time_ns for wall-clock ns

@@ -1,9 +1,10 @@
-// recorder export ID --format pprof|perfetto|chrome|folded|svg -o FILE and
+// recorder export ID --format pprof|perfetto|chrome|folded|svg|perf -o FILE and
 // recorder flamegraph ID -o FILE.svg: replay the record through the one
 // pipeline into recorder/export's writers. Files are written to a temporary
 // name next to the target and renamed into place only when complete, so a
 // failed export never leaves half a file.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -50,8 +51,19 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   ASSIGN_OR_RETURN(auto opts, a.Options());
   if (a.output.empty()) return InvalidArgument("give an output file with -o (or -o - for stdout)");
   const bool to_stdout = a.output == "-";
-  if (to_stdout && isatty(STDOUT_FILENO) && (a.format == "pprof" || a.format == "perfetto")) {
+  if (to_stdout && isatty(STDOUT_FILENO) &&
+      (a.format == "pprof" || a.format == "perfetto" || a.format == "perf")) {
     return InvalidArgument(fmt::format("{} output is binary: give a file with -o", a.format));
+  }
+  if (to_stdout && a.format == "perf") {
+    // perf reads a pipe only in its pipe format (perf.data-file-format.txt
+    // "Pipe-mode data"), which this writer does not produce.
+    struct stat st {};
+    if (fstat(STDOUT_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) {
+      return InvalidArgument(
+          "perf output needs a file (perf reads pipes in another format): "
+          "give a file with -o");
+    }
   }
   ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
   ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
@@ -126,9 +138,12 @@ void AddExportCommands(CLI::App& app, CliContext& ctx) {
       "            (open in ui.perfetto.dev)\n"
       "  chrome    Chrome trace-event JSON, same lanes (ui.perfetto.dev, chrome://tracing)\n"
       "  folded    folded stacks for flamegraph.pl, speedscope, inferno\n"
-      "  svg       an interactive flame graph (same as `recorder flamegraph`)");
+      "  svg       an interactive flame graph (same as `recorder flamegraph`)\n"
+      "  perf      perf.data for `perf report -i`, `perf script -i`, hotspot; files are\n"
+      "            found by build-id, kernel frames are named only in root's records");
   ea->Register(exp, /*json_flag=*/false);
-  exp->add_option("--format,-f", ea->format, "pprof, perfetto, chrome, folded or svg")->required();
+  exp->add_option("--format,-f", ea->format, "pprof, perfetto, chrome, folded, svg or perf")
+      ->required();
   exp->add_option("-o,--output", ea->output, "Output file (- for stdout)")->required();
   exp->callback([&ctx, ea] { ctx.action = [&ctx, ea] { return RunExport(ctx, *ea); }; });
 

@@ -7,7 +7,8 @@
 namespace flightrec::recorder::exporter {
 
 const std::vector<std::string>& ExportFormats() {
-  static const std::vector<std::string> kFormats = {"pprof", "perfetto", "chrome", "folded", "svg"};
+  static const std::vector<std::string> kFormats = {"pprof",  "perfetto", "chrome",
+                                                    "folded", "svg",      "perf"};
   return kFormats;
 }
 
@@ -18,6 +19,7 @@ StatusOr<std::unique_ptr<Exporter>> MakeExporter(std::string_view format,
   if (format == "chrome") return MakeChromeTrace();
   if (format == "perfetto") return MakePerfettoTrace();
   if (format == "pprof") return MakePprof();
+  if (format == "perf") return MakePerfData();
   std::string valid;
   for (const auto& f : ExportFormats()) valid += (valid.empty() ? "" : ", ") + f;
   return InvalidArgument(fmt::format("unknown export format '{}' (valid: {})", format, valid));

@@ -14,6 +14,8 @@
 //   pprof     profile.proto, gzip-compressed: one pprof sample per recorded
 //             sample, with pid/tid/cpu/comm and timestamp_ns labels, inlined
 //             frames as multiple lines of one location; `go tool pprof`.
+//   perf      perf.data as `perf record` writes it (perf_data.cc), for perf
+//             report/script, hotspot and stackcollapse-perf.
 //   svg       a self-contained interactive flame graph (recorder flamegraph).
 //
 // A user stack that DWARF unwinding could not finish (the stack copy was too

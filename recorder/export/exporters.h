@@ -13,6 +13,7 @@ std::unique_ptr<Exporter> MakeFlameGraph(const std::string& title);
 std::unique_ptr<Exporter> MakeChromeTrace();
 std::unique_ptr<Exporter> MakePerfettoTrace();
 std::unique_ptr<Exporter> MakePprof();
+std::unique_ptr<Exporter> MakePerfData();
 
 // Stack names outermost first, as flame graphs and folded lines show them:
 // the process name, then each frame (inlined frames marked).
