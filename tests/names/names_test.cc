@@ -1,8 +1,9 @@
 // Names a user reads in every output (issue 13 item 5), on a real process
 // sampled by a real recorderd: each sample carries its thread's name
 // (pthread_setname_np), not the process's; samples in the vDSO are named
-// from the record's vDSO image (__vdso_clock_gettime); nothing is named after
-// the symbol below the PLT (`_init`) or left as [vdso]+0xoff. Checked in report,
+// from the record's vDSO image (__vdso_clock_gettime); samples in a PLT stub
+// are named as perf names them (clock_gettime@plt), never after the symbol
+// below the PLT (`_init`). Checked in report,
 // script (replayed and live attribution), and the pprof (go tool pprof) and
 // folded exports.
 #include <gtest/gtest.h>
@@ -114,8 +115,9 @@ TEST_F(NamesTest, ScriptNamesEachSampleAfterTheThreadThatRanIt) {
     EXPECT_EQ(Top(by_comm["worker-two"]), "hot_two") << "live " << live;
     EXPECT_EQ(by_comm["worker-one"].count("hot_two"), 0u) << "live " << live;
     EXPECT_EQ(by_comm["worker-two"].count("hot_one"), 0u) << "live " << live;
-    // The clock thread's samples are in the vDSO and libc.
+    // The clock thread's samples are in its PLT stub, the vDSO and libc.
     EXPECT_GT(by_comm["clock-spin"]["__vdso_clock_gettime"], 0) << "live " << live;
+    EXPECT_GT(by_comm["clock-spin"]["clock_gettime@plt"], 0) << "live " << live;
   }
   // Text form too.
   auto r = daemon_->Cli({"script", id_});
@@ -130,10 +132,8 @@ TEST_F(NamesTest, ScriptNamesEachSampleAfterTheThreadThatRanIt) {
 TEST_F(NamesTest, VdsoAndPltFramesAreSymbolized) {
   auto rows = Rows({"--sort", "symbol", "--limit", "0"});
   EXPECT_GT(rows["__vdso_clock_gettime"], 0u) << ::testing::PrintToString(rows);
-  // Whether a timer sample catches the PLT stub depends on the CPU (see
-  // fr_names.c); that its stubs get perf's names is checked against objdump
-  // in attribution_unittest (PltSymbolsTest). What must never show is the
-  // symbol below the PLT.
+  // clock-spin spins in its PLT stub for half the run (fr_names.c).
+  EXPECT_GT(rows["clock_gettime@plt"], 20u) << ::testing::PrintToString(rows);
   for (const auto& [key, n] : rows) {
     EXPECT_EQ(key.rfind("[vdso]+", 0), std::string::npos) << key << " left unnamed";
     EXPECT_NE(key, "_init") << "a PLT stub named after the symbol below it";
@@ -160,6 +160,7 @@ TEST_F(NamesTest, PprofLabelsEachSampleWithItsThreadsName) {
       env);
   ASSERT_EQ(top.exit_code, 0) << top.err;
   EXPECT_NE(top.out.find("__vdso_clock_gettime"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("clock_gettime@plt"), std::string::npos) << top.out;
 }
 
 TEST_F(NamesTest, FoldedStacksStartWithTheThreadsName) {
