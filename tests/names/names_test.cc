@@ -8,12 +8,18 @@
 // folded exports.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
+
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -178,6 +184,68 @@ TEST_F(NamesTest, FoldedStacksStartWithTheThreadsName) {
   EXPECT_TRUE(leaves["clock-spin"].count("__vdso_clock_gettime"))
       << ::testing::PrintToString(leaves);
   EXPECT_FALSE(leaves["worker-one"].count("hot_two"));
+}
+
+// Threads named before recorderd started are known from its /proc scan
+// (/proc/PID/task/TID/comm), not only from later COMM records.
+TEST(NamesBeforeTheDaemonTest, ThreadsNamedBeforeTheDaemonStartedKeepTheirNames) {
+  store::testing::TempDir dir;
+  pid_t p = Spawn({BuildPath("tests/names/fr_names"), "120"});  // ended below
+  // Wait (bounded) until the threads have named themselves.
+  auto named = [&] {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(
+             "/proc/" + std::to_string(p) + "/task", std::filesystem::directory_options::none)) {
+      std::ifstream in(e.path() / "comm");
+      std::string c;
+      std::getline(in, c);
+      names.insert(c);
+    }
+    return names.count("worker-one") && names.count("worker-two");
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!named() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(named());
+  Daemon daemon(dir.path());
+  ASSERT_TRUE(daemon.ready()) << daemon.Log();
+  int st = 0;
+  ASSERT_EQ(waitpid(p, &st, WNOHANG), 0) << "fr_names ended before recorderd was ready";
+  // Let its threads run for two CPU seconds under recorderd (bounded), then
+  // end it.
+  auto cpu_ticks = [&] {
+    std::ifstream in("/proc/" + std::to_string(p) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    std::istringstream f(text.substr(text.rfind(')') + 2));
+    std::string field;
+    uint64_t utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && f >> field; ++i) {
+      if (i == 14) utime = std::stoull(field);
+      if (i == 15) stime = std::stoull(field);
+    }
+    return utime + stime;
+  };
+  const uint64_t start = cpu_ticks(), hz = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (cpu_ticks() < start + 2 * hz && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(p, SIGTERM);
+  ASSERT_EQ(waitpid(p, &st, 0), p);
+  ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+  auto r = daemon.Cli({"dump", "--last", "5s", "--pid", std::to_string(p), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = nlohmann::json::parse(r.out)["id"];
+  auto rep = daemon.Cli({"report", id, "--sort", "comm", "--json"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  std::map<std::string, uint64_t> rows;
+  const auto report = nlohmann::json::parse(rep.out);
+  for (const auto& row : report["rows"]) rows[row["key"]] = row["self"];
+  EXPECT_GE(rows["worker-one"], 20u) << rep.out;
+  EXPECT_GE(rows["worker-two"], 20u) << rep.out;
+  // The main thread (fr_names) only sleeps and joins.
+  EXPECT_LT(rows["fr_names"], rows["worker-one"] / 10 + 1) << rep.out;
 }
 
 }  // namespace
