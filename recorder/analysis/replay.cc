@@ -60,7 +60,7 @@ class Progress {
 };
 
 struct FrameKey {
-  uint32_t cookie;  // UINT32_MAX = kernel
+  uint32_t cookie;  // UINT32_MAX = kernel, UINT32_MAX - 1 = the vDSO
   uint64_t offset;
   bool operator==(const FrameKey&) const = default;
 };
@@ -75,19 +75,23 @@ struct FrameKeyHash {
 class Resolver {
  public:
   Resolver(const attribution::CookieTable* cookies, const attribution::KernelSymbols* ksyms,
-           bool source_lines)
+           bool source_lines, const std::string& vdso)
       : symbolizer_(cookies, ksyms) {
     symbolizer_.set_want_lines(source_lines);
+    symbolizer_.set_vdso(vdso);
   }
 
   std::span<const attribution::Symbol* const> Stack(const attribution::AttributedSample& as) {
     stack_.clear();
     for (const auto& f : as.frames) {
-      if (!f.special.empty()) {  // special frames differ by name: not cached
+      // Special frames differ by name: not cached, but for the vDSO, which
+      // is symbolized from the record's image like a file.
+      const bool vdso = f.special == "[vdso]";
+      if (!f.special.empty() && !vdso) {
         for (auto& sym : symbolizer_.ResolveInline(f)) stack_.push_back(Keep(std::move(sym)));
         continue;
       }
-      FrameKey key{f.kernel ? UINT32_MAX : f.cookie, f.offset};
+      FrameKey key{f.kernel ? UINT32_MAX : vdso ? UINT32_MAX - 1 : f.cookie, f.offset};
       auto it = cache_.find(key);
       if (it == cache_.end()) {
         std::vector<const attribution::Symbol*> resolved;
@@ -130,7 +134,7 @@ bool Keep(const ReplayOptions& opts, const attribution::AttributedSample& as, ui
 // Samples as the daemon attributed them at capture time.
 Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions& opts,
                          const RecordInfo& info, const attribution::KernelSymbols& ksyms,
-                         const SampleFn& on_sample, ReplayStats* stats) {
+                         const std::string& vdso, const SampleFn& on_sample, ReplayStats* stats) {
   if (reader.FindSection("live_attribution") == nullptr) {
     return NotFound(fmt::format(
         "record {} has no live attribution (write one with `recorder dump --live-attribution`)",
@@ -142,7 +146,7 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
     return Corrupt(fmt::format("record {}: section live_attribution is not JSON", info.id));
   }
   ASSIGN_OR_RETURN(auto cookies, attribution::CookieTable::FromJson(json::Array(j, "cookies")));
-  Resolver resolver(&cookies, &ksyms, opts.source_lines);
+  Resolver resolver(&cookies, &ksyms, opts.source_lines, vdso);
   try {
     for (const auto& s : j.at("samples")) {
       attribution::AttributedSample as;
@@ -297,7 +301,8 @@ class StackCache {
     if (stack_id >= by_id_.size()) by_id_.resize(std::max<size_t>(stack_id + 1, by_id_.size() * 2));
     return Fill(&by_id_[stack_id], std::move(as), stack, no_mapping);
   }
-  // The process's mappings or name changed: its cached stacks are stale.
+  // The process's mappings changed: its cached stacks are stale. (Names are
+  // looked up per sample: a thread's is not part of its stack.)
   void Invalidate(uint32_t pid) {
     ++generations_[pid];
     memo_pid_ = UINT32_MAX;
@@ -361,7 +366,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
 
   ReplayStats stats;
   if (opts.live) {
-    RETURN_IF_ERROR(ReplayLiveSection(reader, opts, info, ksyms, on_sample, &stats));
+    RETURN_IF_ERROR(ReplayLiveSection(reader, opts, info, ksyms, dump.vdso, on_sample, &stats));
     return stats;
   }
   attribution::Attributor attributor;
@@ -371,7 +376,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     unwinder = unwind::MakeDwarfUnwinder();
     attributor.set_unwinder(unwinder.get());
   }
-  Resolver resolver(&attributor.cookies(), &ksyms, opts.source_lines);
+  Resolver resolver(&attributor.cookies(), &ksyms, opts.source_lines, dump.vdso);
   StackCache cache;
   Progress progress(opts.progress);
   // The events section is decompressed in chunks and decoded as it comes, so
@@ -438,6 +443,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         as.cpu = head.cpu;
         as.tid = head.tid;
         as.period = head.period;
+        // Threads of one process share stacks, not names.
+        as.comm = attributor.table().ThreadComm(head.pid, head.tid);
         on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies()});
         progress.Update(consumed + dec.position(), raw_total);
         continue;

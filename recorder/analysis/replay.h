@@ -50,8 +50,9 @@ struct RecordInfo {
 struct ResolvedSample {
   const attribution::AttributedSample* sample = nullptr;
   std::span<const attribution::Symbol* const> stack;
-  // Samples with the same non-zero stack_id have the same pid, comm and
-  // stack: consumers may memoize per-stack work under it. 0 = not shared.
+  // Samples with the same non-zero stack_id have the same pid and stack (not
+  // the same tid or comm: threads share code): consumers may memoize
+  // per-stack work under it. 0 = not shared.
   uint64_t stack_id = 0;
   // The files the frames' cookies name (build-ids), as known at this sample;
   // null when the caller has none. Valid only during the callback.

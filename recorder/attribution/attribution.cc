@@ -25,6 +25,8 @@
 
 #include "common/regular_file.h"
 #include "common/scoped_fd.h"
+#include "recorder/attribution/plt_symbols.h"
+#include "recorder/attribution/vdso.h"
 
 namespace flightrec::recorder::attribution {
 namespace {
@@ -35,6 +37,12 @@ bool IsSpecial(const std::string& name) {
 
 std::string Demangle(const std::string& name) {
   if (name.rfind("_Z", 0) != 0) return name;
+  // A synthesized PLT stub: demangle the function's name (perf shows
+  // "std::terminate()@plt").
+  static constexpr std::string_view kPlt = "@plt";
+  if (name.size() > kPlt.size() && name.ends_with(kPlt)) {
+    return Demangle(name.substr(0, name.size() - kPlt.size())) + std::string(kPlt);
+  }
   int status = 0;
   char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
   if (status != 0 || d == nullptr) return name;
@@ -83,6 +91,14 @@ std::string ReadBuildId(const std::string& path) {
   ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return "";
   return BuildIdOf(elf.get());
+}
+
+std::string VdsoBuildId(const std::string& image) {
+  elf_version(EV_CURRENT);
+  std::string copy = image;  // elf_memory wants a writable buffer
+  ElfPtr elf(elf_memory(copy.data(), copy.size()));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return "";
+  return HexBuildId(BuildIdOf(elf.get()));
 }
 
 nlohmann::json Cookie::ToJson() const {
@@ -209,27 +225,52 @@ void ProcessTable::Apply(const Event& e) {
       mmaps_[c->pid].clear();
       p.exited = false;
     }
+    if (c->exec) p.threads.clear();  // exec leaves one thread, the new main one
     if (c->pid == c->tid || p.comm.empty()) p.comm = c->comm;
+    if (c->pid != c->tid) {
+      Thread& t = p.threads[c->tid];
+      t.comm = c->comm;
+      t.exited = false;
+    }
     tid_to_pid_[c->tid] = c->pid;
   } else if (auto* t = std::get_if<TaskEvent>(&e)) {
     if (!t->exit) {
       tid_to_pid_[t->tid] = t->pid;
+      // A new task is named as the thread that created it was (copy_process
+      // copies comm).
       if (t->pid != t->ppid && t->pid == t->tid) {
         // fork: the child starts with a copy of the parent's address space.
-        auto parent = procs_.find(t->ppid);
+        // (A pointer, not an iterator: Get may rehash.)
+        auto pit = procs_.find(t->ppid);
+        const Process* parent = pit == procs_.end() ? nullptr : &pit->second;
+        std::string comm = ThreadComm(t->ppid, t->ptid);
         Process& child = Get(t->pid);
         child.exited = false;
-        if (parent != procs_.end()) {
-          child.maps = parent->second.maps;
-          child.comm = parent->second.comm;
-          child.exe = parent->second.exe;
+        child.threads.clear();
+        if (parent != nullptr) {
+          child.maps = parent->maps;
+          child.comm = std::move(comm);
+          child.exe = parent->exe;
           mmaps_[t->pid] = mmaps_[t->ppid];
         }
+      } else if (t->pid != t->tid && procs_.count(t->pid)) {
+        // A new thread (clone with CLONE_THREAD).
+        std::string comm = ThreadComm(t->pid, t->ptid);
+        Thread& th = Get(t->pid).threads[t->tid];
+        th.comm = std::move(comm);
+        th.exited = false;
       }
     } else if (t->pid == t->tid) {
       Process& p = Get(t->pid);
       p.exited = true;
       p.exit_time_ns = t->time_ns;
+    } else if (auto pit = procs_.find(t->pid); pit != procs_.end()) {
+      // Kept until Prune: samples of its last instants may still come.
+      auto th = pit->second.threads.find(t->tid);
+      if (th != pit->second.threads.end()) {
+        th->second.exited = true;
+        th->second.exit_time_ns = t->time_ns;
+      }
     }
   }
 }
@@ -250,14 +291,34 @@ const Mapping* ProcessTable::Lookup(uint32_t pid, uint64_t ip) const {
   return &it->second;
 }
 
+const std::string& ProcessTable::ThreadComm(uint32_t pid, uint32_t tid) const {
+  static const std::string kNone;
+  auto pit = procs_.find(pid);
+  if (pit == procs_.end()) return kNone;
+  const Process& p = pit->second;
+  if (tid != pid && !p.threads.empty()) {
+    auto t = p.threads.find(tid);
+    if (t != p.threads.end()) return t->second.comm;
+  }
+  return p.comm;
+}
+
 void ProcessTable::Prune(uint64_t cutoff_ns) {
   for (auto it = procs_.begin(); it != procs_.end();) {
     if (it->second.exited && it->second.exit_time_ns < cutoff_ns) {
       mmaps_.erase(it->first);
       it = procs_.erase(it);
-    } else {
-      ++it;
+      continue;
     }
+    auto& threads = it->second.threads;
+    for (auto t = threads.begin(); t != threads.end();) {
+      if (t->second.exited && t->second.exit_time_ns < cutoff_ns) {
+        t = threads.erase(t);
+      } else {
+        ++t;
+      }
+    }
+    ++it;
   }
 }
 
@@ -279,6 +340,15 @@ std::vector<Event> ProcessTable::StateEvents(uint32_t pid, uint64_t time_ns) con
       m.time_ns = time_ns;
       out.push_back(m);
     }
+  }
+  for (const auto& [tid, t] : it->second.threads) {
+    if (t.exited) continue;
+    CommEvent tc;
+    tc.time_ns = time_ns;
+    tc.pid = pid;
+    tc.tid = tid;
+    tc.comm = t.comm;
+    out.push_back(std::move(tc));
   }
   return out;
 }
@@ -417,6 +487,22 @@ std::vector<Event> ScanProc(uint64_t time_ns) {
     c.comm = comm;
     c.exec = true;
     out.push_back(c);
+    // Threads named apart from the process (pthread_setname_np) before the
+    // daemon started.
+    if (DIR* td = opendir(fmt::format("/proc/{}/task", pid).c_str())) {
+      while (struct dirent* te = readdir(td)) {
+        long tid = std::strtol(te->d_name, &end, 10);
+        if (end == te->d_name || *end != '\0' || tid == pid) continue;
+        std::ifstream tin(fmt::format("/proc/{}/task/{}/comm", pid, tid));
+        CommEvent tc;
+        if (!std::getline(tin, tc.comm)) continue;  // gone
+        tc.time_ns = time_ns;
+        tc.pid = static_cast<uint32_t>(pid);
+        tc.tid = static_cast<uint32_t>(tid);
+        out.push_back(std::move(tc));
+      }
+      closedir(td);
+    }
     std::ifstream maps(fmt::format("/proc/{}/maps", pid));
     std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
     for (auto& m : MapsEvents(static_cast<uint32_t>(pid), text, time_ns)) out.push_back(m);
@@ -648,7 +734,7 @@ AttributedSample Attribute(const Sample& sample, const ProcessTable& table,
   a.pid = s->pid;
   a.tid = s->tid;
   a.period = s->period;
-  if (const Process* p = table.Find(s->pid)) a.comm = p->comm;
+  a.comm = table.ThreadComm(s->pid, s->tid);
   for (uint64_t ip : s->kernel_chain) {
     Frame f;
     f.kernel = true;
@@ -701,19 +787,18 @@ struct ElfFacts {
   bool has_debug_info = false;    // a non-empty .debug_info (not NOBITS)
   bool compressed_debug = false;  // zlib/zstd-compressed DWARF (SHF_COMPRESSED, .zdebug)
   std::string debuglink;          // .gnu_debuglink file name, "" if none
+  std::vector<PltSymbol> plt;     // the file's PLT stubs (a debug file has none)
 };
 
-bool ReadElfSymbols(const std::string& path,
-                    std::vector<std::tuple<uint64_t, uint64_t, std::string>>* out,
-                    std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>* segs, ElfFacts* facts) {
-  ScopedFd fd = OpenRegularFile(path);
-  if (!fd) return false;
-  elf_version(EV_CURRENT);
-  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+using SymTuples = std::vector<std::tuple<uint64_t, uint64_t, std::string>>;
+using SegTuples = std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>;
+
+bool ReadElfSymbolsFrom(const ElfPtr& elf, SymTuples* out, SegTuples* segs, ElfFacts* facts) {
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return false;
   facts->build_id = BuildIdOf(elf.get());
   GElf_Word crc = 0;
   if (const char* link = dwelf_elf_gnu_debuglink(elf.get(), &crc)) facts->debuglink = link;
+  if (out != nullptr) facts->plt = SynthesizePltSymbols(elf.get());
   if (segs) {
     size_t n = 0;
     elf_getphdrnum(elf.get(), &n);
@@ -757,6 +842,14 @@ bool ReadElfSymbols(const std::string& path,
     }
   }
   return true;
+}
+
+bool ReadElfSymbols(const std::string& path, SymTuples* out, SegTuples* segs, ElfFacts* facts) {
+  ScopedFd fd = OpenRegularFile(path);
+  if (!fd) return false;
+  elf_version(EV_CURRENT);
+  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  return ReadElfSymbolsFrom(elf, out, segs, facts);
 }
 
 bool Exists(const std::string& path) {
@@ -1099,6 +1192,8 @@ const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string&
       }
     }
     if (!dwarf_path.empty()) fs->dwarf = DwarfFile::Open(DecompressedCopy(dwarf_path));
+    // Always from the file itself: a debug file's .plt is NOBITS.
+    for (auto& p : facts.plt) syms.emplace_back(p.addr, p.size, std::move(p.name));
   }
   for (auto& [off, vaddr, sz] : segs) fs->segs.push_back({off, vaddr, sz});
   // Names stay mangled here: a file has thousands of symbols, a replay hits a
@@ -1109,6 +1204,31 @@ const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string&
   auto& ref = *fs;
   by_file_[key] = std::move(fs);
   return ref;
+}
+
+void Symbolizer::set_vdso(const std::string& image) {
+  vdso_.reset();
+  vdso_image_ = image;
+  if (image.empty() || image.size() > kMaxVdsoBytes) return;
+  elf_version(EV_CURRENT);
+  ElfPtr elf(elf_memory(vdso_image_.data(), vdso_image_.size()));
+  SymTuples syms;
+  SegTuples segs;
+  ElfFacts facts;
+  if (!ReadElfSymbolsFrom(elf, &syms, &segs, &facts)) return;  // not ELF: left unnamed
+  auto fs = std::make_unique<FileSyms>();
+  for (auto& [off, vaddr, sz] : segs) fs->segs.push_back({off, vaddr, sz});
+  for (auto& [addr, size, name] : syms) fs->syms.push_back({addr, size, std::move(name)});
+  // Each entry point has two names (clock_gettime, a weak alias, and
+  // __vdso_clock_gettime): the lookup takes the last of equal addresses, so
+  // the __vdso_ one, which is what perf shows.
+  auto vdso_name = [](const FileSyms::Sym& x) { return x.name.rfind("__vdso_", 0) == 0; };
+  std::sort(fs->syms.begin(), fs->syms.end(), [&](const FileSyms::Sym& a, const FileSyms::Sym& b) {
+    if (a.addr != b.addr) return a.addr < b.addr;
+    if (vdso_name(a) != vdso_name(b)) return !vdso_name(a);
+    return a.name < b.name;
+  });
+  vdso_ = std::move(fs);
 }
 
 std::string Symbol::Display() const {
@@ -1166,14 +1286,20 @@ Symbol Symbolizer::ResolveIn(const Frame& f, const FileSyms** fs_out, uint64_t* 
     }
     return s;
   }
+  const FileSyms* loaded = nullptr;
   if (f.cookie == 0) {
     s.dso = f.special;
     s.status = "unmapped";
-    return s;
+    // The vDSO's offset is from its mapping's start, which is its file
+    // offset: the image is mapped whole, from offset 0.
+    if (f.special != "[vdso]" || vdso_ == nullptr) return s;
+    loaded = vdso_.get();
+  } else {
+    const Cookie* c = cookies_->Get(f.cookie);
+    s.dso = c ? c->path : "?";
+    loaded = &Load(f.cookie);
   }
-  const Cookie* c = cookies_->Get(f.cookie);
-  s.dso = c ? c->path : "?";
-  const FileSyms& fs = Load(f.cookie);
+  const FileSyms& fs = *loaded;
   s.status = fs.status;
   if (fs.status != "ok") return s;
   // File offset → link-time address through the PT_LOAD that holds it.

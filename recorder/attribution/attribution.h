@@ -66,10 +66,19 @@ struct Mapping {
   std::string name;  // for special mappings like [vdso]
 };
 
+// A thread other than the main one: its own name (pthread_setname_np,
+// PR_SET_NAME) is what its samples show, not the process's.
+struct Thread {
+  std::string comm;
+  bool exited = false;
+  uint64_t exit_time_ns = 0;
+};
+
 struct Process {
   uint32_t pid = 0;
-  std::string comm;
-  std::string exe;  // path of the first executable mapping after exec
+  std::string comm;                    // the main thread's (tid == pid) name
+  std::map<uint32_t, Thread> threads;  // by tid, the other threads
+  std::string exe;                     // path of the first executable mapping after exec
   bool exited = false;
   uint64_t exit_time_ns = 0;
   std::map<uint64_t, Mapping> maps;  // by start address
@@ -85,12 +94,17 @@ class ProcessTable {
   const CookieTable& cookies() const { return *cookies_; }
   void Apply(const Event& e);
   const Process* Find(uint32_t pid) const;
+  // The name thread tid of process pid has now (comm events are applied in
+  // time order, so a thread renamed later keeps its old name for the samples
+  // before): its own, else the process's, else "".
+  const std::string& ThreadComm(uint32_t pid, uint32_t tid) const;
   // Mapping containing ip in pid's address space, or nullptr.
   const Mapping* Lookup(uint32_t pid, uint64_t ip) const;
-  // Drops processes that exited before cutoff_ns.
+  // Drops processes (and threads) that exited before cutoff_ns.
   void Prune(uint64_t cutoff_ns);
   size_t size() const { return procs_.size(); }
-  // Re-creates the events that rebuild pid's current state (for records).
+  // Re-creates the events that rebuild pid's current state (for records):
+  // its exec, its mappings, then each live thread's name.
   std::vector<Event> StateEvents(uint32_t pid, uint64_t time_ns) const;
 
  private:
@@ -334,6 +348,9 @@ class Symbolizer {
   // functions: a file's line tables are the costliest part of its DWARF.
   void set_want_lines(bool on) { want_lines_ = on; }
   size_t files_loaded() const { return by_file_.size(); }
+  // The vDSO image (recorder/attribution/vdso.h) that names "[vdso]" frames;
+  // without one (or with one that is not ELF) they stay "[vdso]+0xoff".
+  void set_vdso(const std::string& image);
 
  private:
   const FileSyms& Load(uint32_t cookie);
@@ -348,6 +365,8 @@ class Symbolizer {
   std::unordered_map<uint32_t, const FileSyms*> files_;  // by cookie id
   // By path and build-id: what a file's symbols depend on.
   std::unordered_map<std::string, std::unique_ptr<FileSyms>> by_file_;
+  std::string vdso_image_;  // elf_memory reads it in place
+  std::unique_ptr<FileSyms> vdso_;
 };
 
 }  // namespace flightrec::recorder::attribution

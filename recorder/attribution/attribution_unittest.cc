@@ -3,8 +3,20 @@
 // Real binaries are tested in tests/attribution.
 #include "recorder/attribution/attribution.h"
 
+#include <fcntl.h>
+#include <gelf.h>
 #include <gtest/gtest.h>
+#include <libelf.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "common/scoped_fd.h"
+#include "recorder/attribution/plt_symbols.h"
+#include "recorder/attribution/vdso.h"
 
 namespace flightrec::recorder::attribution {
 namespace {
@@ -235,6 +247,87 @@ TEST(SidebandHistoryTest, TrimKeepsExitedProcessesOnlyUntilTheCutoff) {
   EXPECT_EQ(h.trimmed_early(), 6u);
 }
 
+CommEvent Rename(uint64_t t, uint32_t pid, uint32_t tid, const std::string& comm) {
+  CommEvent c = Exec(t, pid, comm);
+  c.tid = tid;
+  c.exec = false;
+  return c;
+}
+TaskEvent Clone(uint64_t t, uint32_t pid, uint32_t tid, uint32_t ppid, uint32_t ptid) {
+  TaskEvent e;
+  e.time_ns = t;
+  e.pid = pid;
+  e.tid = tid;
+  e.ppid = ppid;
+  e.ptid = ptid;
+  return e;
+}
+
+// Replays EventsFor + samples like Attribute above; returns each sample's comm.
+std::vector<std::string> Comms(const SidebandHistory& h, const std::vector<Sample>& samples,
+                               uint64_t start, uint64_t end) {
+  std::vector<uint32_t> pids;
+  for (const auto& s : samples) pids.push_back(s.pid);
+  std::vector<Event> side = h.EventsFor(pids, start, end);
+  Attributor a;
+  std::vector<std::string> out;
+  size_t next = 0;
+  for (const auto& s : samples) {
+    while (next < side.size() && EventTime(side[next]) <= s.time_ns) a.Add(side[next++]);
+    out.push_back(a.Add(s)->comm);
+  }
+  return out;
+}
+
+Sample OnThread(uint64_t t, uint32_t pid, uint32_t tid) {
+  Sample s = At(t, pid, 0x1010);
+  s.tid = tid;
+  return s;
+}
+
+TEST(SidebandHistoryTest, SamplesCarryTheirThreadsNameAtTheirTime) {
+  CookieTable cookies;
+  SidebandHistory h(&cookies);
+  h.Add(Exec(1, 7, "server"));
+  h.Add(Clone(2, 7, 8, 7, 7));  // a thread starts with its creator's name
+  h.Add(Clone(3, 7, 9, 7, 7));
+  h.Add(Rename(4, 7, 9, "worker-two"));
+  h.Add(Rename(50, 7, 8, "worker-one"));
+  h.Add(Rename(100, 7, 8, "renamed"));
+  h.Add(Clone(120, 11, 11, 7, 9));  // a fork from thread 9 is named like it
+  const std::vector<Sample> samples = {OnThread(40, 7, 8),  OnThread(45, 7, 7),
+                                       OnThread(60, 7, 8),  OnThread(70, 7, 9),
+                                       OnThread(110, 7, 8), OnThread(130, 11, 11)};
+  const std::vector<std::string> want = {"server",     "server",  "worker-one",
+                                         "worker-two", "renamed", "worker-two"};
+  EXPECT_EQ(Comms(h, samples, 30, 200), want);
+  // The names given before the window reach the record as state events.
+  h.Trim(30);
+  EXPECT_EQ(Comms(h, samples, 30, 200), want);
+  EXPECT_EQ(h.base().ThreadComm(7, 9), "worker-two");
+  EXPECT_EQ(h.base().ThreadComm(7, 12), "server");  // unknown thread: the process's
+  EXPECT_EQ(h.base().ThreadComm(99, 99), "");
+}
+
+TEST(SidebandHistoryTest, ExitedThreadsAreForgottenAfterTheCutoff) {
+  CookieTable cookies;
+  SidebandHistory h(&cookies);
+  h.Add(Exec(1, 7, "server"));
+  h.Add(Rename(2, 7, 8, "worker"));
+  TaskEvent exit = Clone(20, 7, 8, 7, 7);
+  exit.exit = true;
+  h.Add(exit);
+  h.Trim(10);
+  EXPECT_EQ(h.base().ThreadComm(7, 8), "worker");
+  h.Trim(30);
+  EXPECT_EQ(h.base().ThreadComm(7, 8), "server");
+  // An exec leaves only the main thread.
+  h.Add(Rename(40, 7, 9, "other"));
+  h.Add(Exec(50, 7, "next"));
+  h.Trim(60);
+  EXPECT_TRUE(h.base().Find(7)->threads.empty());
+}
+
 TEST(AffectedPidTest, OnlyMappingChangesInvalidate) {
   EXPECT_EQ(AffectedPid(Map(1, 9, 0, "/x")), 9u);
   EXPECT_EQ(AffectedPid(Exec(1, 9, "x")), 9u);
@@ -248,6 +341,66 @@ TEST(AffectedPidTest, OnlyMappingChangesInvalidate) {
   thread.pid = thread.ppid = 9;
   thread.tid = 10;
   EXPECT_FALSE(AffectedPid(thread).has_value());
+}
+
+// The stubs objdump labels "<name@plt>" in this very test binary are the ones
+// synthesized, at the same addresses.
+TEST(PltSymbolsTest, MatchObjdumpsLabels) {
+  std::map<uint64_t, std::string> want;
+  // (popen's child is a shell: /proc/self/exe would be objdump itself.)
+  char self[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+  const std::string cmd =
+      std::string("objdump -d --section=.plt --section=.plt.sec --section=.plt.got '") + self +
+      "' 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char line[4096];
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    unsigned long long addr = 0;
+    char name[1024];
+    if (std::sscanf(line, "%llx <%1023[^>]>:", &addr, name) == 2 &&
+        std::string(name).find("@plt") != std::string::npos &&
+        std::string(name).find('+') == std::string::npos &&
+        std::string(name).find('-') == std::string::npos) {
+      std::string n = name;
+      want[addr] = n.substr(0, n.find('@')) + "@plt";  // objdump adds @GLIBC_x versions
+    }
+  }
+  pclose(p);
+  ASSERT_GE(want.size(), 3u) << "objdump found no PLT stubs";
+  ScopedFd fd(open(self, O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
+  ASSERT_NE(elf, nullptr);
+  std::map<uint64_t, std::string> got;
+  for (auto& s : SynthesizePltSymbols(elf)) {
+    if (s.name != ".plt") got[s.addr] = s.name;
+  }
+  elf_end(elf);
+  EXPECT_EQ(got, want);
+}
+
+// The vDSO image this process maps names its entry points the way perf does.
+TEST(VdsoTest, OwnImageNamesClockGettime) {
+  auto image = ReadOwnVdso();
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  EXPECT_FALSE(VdsoBuildId(*image).empty());
+  CookieTable cookies;
+  Symbolizer sym(&cookies, nullptr);
+  sym.set_vdso(*image);
+  std::set<std::string> names;
+  for (uint64_t off = 0; off < image->size(); off += 4) {
+    names.insert(sym.Resolve(Frame{false, 0, off, "[vdso]"}).function);
+  }
+  EXPECT_TRUE(names.count("__vdso_clock_gettime")) << ::testing::PrintToString(names);
+  EXPECT_FALSE(names.count("clock_gettime")) << "the weak alias, not perf's name";
+  // Without an image, or with one that is not ELF, frames stay unnamed.
+  Symbolizer bare(&cookies, nullptr);
+  bare.set_vdso("not an ELF image");
+  Symbol s = bare.Resolve(Frame{false, 0, 0x10, "[vdso]"});
+  EXPECT_EQ(s.Display(), "[vdso]+0x10");
 }
 
 }  // namespace

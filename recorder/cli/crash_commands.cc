@@ -247,6 +247,10 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
   std::map<std::string, uint64_t> top;
   std::set<std::string> labels;
   std::vector<std::pair<uint64_t, const std::string*>> points;
+  // The thread's name at its last sample (pthread_setname_np names, not the
+  // process's).
+  std::string comm;
+  uint64_t comm_time = 0;
   ASSIGN_OR_RETURN(
       auto stats,
       analysis::Replay(
@@ -256,6 +260,10 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
                 labels.insert(rs.stack.empty() ? "[no frames]" : rs.stack[0]->Display()).first;
             ++top[*it];
             points.emplace_back(rs.sample->time_ns, &*it);
+            if (rs.sample->time_ns >= comm_time) {
+              comm_time = rs.sample->time_ns;
+              comm = rs.sample->comm;
+            }
           }));
   (void)stats;
   std::sort(points.begin(), points.end());
@@ -295,6 +303,7 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
   }
   return nlohmann::json{{"id", hid},
                         {"tid", tid},
+                        {"comm", comm},
                         {"samples", total},
                         {"top", tj},
                         {"last", lj},
@@ -385,10 +394,17 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
   }
   if (bt.contains("threads")) {
     std::printf("\nBacktrace (crashing thread first):\n");
+    // Thread names from /proc at the crash (metadata `threads`).
+    std::map<int64_t, std::string> names;
+    for (const auto& t : Array(md, "threads")) {
+      names[Get<int64_t>(t, "tid", 0)] = json::RawText(t, "comm");
+    }
     bool firstt = true;
     for (const auto& t : Array(bt, "threads")) {
-      std::printf("  thread %lld%s:\n",
-                  static_cast<long long>(Get<int64_t>(t, "tid", Get<int64_t>(t, "index", 0))),
+      const int64_t ttid = Get<int64_t>(t, "tid", Get<int64_t>(t, "index", 0));
+      auto name = names.find(ttid);
+      std::printf("  thread %lld%s%s:\n", static_cast<long long>(ttid),
+                  name == names.end() ? "" : (" " + E(name->second)).c_str(),
                   firstt ? " (crashed)" : "");
       PrintFrames(Array(t, "frames"), firstt ? 32 : 12);
       firstt = false;
@@ -400,10 +416,12 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
     // Built by CrashHistory above: its shape is ours, its strings are not.
     const auto& h = history;
     std::printf(
-        "\nHistory %s: %llu samples of thread %u in the %.2f s before the crash (spanning %.2f "
-        "s)\n",
+        "\nHistory %s: %llu samples of thread %u%s in the %.2f s before the crash (spanning "
+        "%.2f s)\n",
         E(Str(h, "id")).c_str(), static_cast<unsigned long long>(Get<uint64_t>(h, "samples", 0)),
-        Get<uint32_t>(h, "tid", 0), Get<double>(h, "window_s", 0), Get<double>(h, "span_s", 0));
+        Get<uint32_t>(h, "tid", 0),
+        Str(h, "comm").empty() ? "" : (" (" + E(Str(h, "comm")) + ")").c_str(),
+        Get<double>(h, "window_s", 0), Get<double>(h, "span_s", 0));
     const nlohmann::json& source = Field(h, "source");
     if (Str(source, "kind") == "crash_marker") {
       std::printf("  from crash marker %llu, taken in the kernel as the core dump began",

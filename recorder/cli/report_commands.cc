@@ -110,9 +110,9 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
       }
     }
   };
-  // Samples of one stack id share pid, comm and stack (not tid): they are
+  // Samples of one stack id share pid and stack (not tid or comm): they are
   // counted per id, one increment each, and spread over their rows at the end.
-  const bool by_stack = a.sort != "tid";
+  const bool by_stack = a.sort != "tid" && a.sort != "comm";
   std::vector<uint64_t> stack_count;
   std::vector<std::vector<size_t>> stack_rows;
   ASSIGN_OR_RETURN(auto stats,

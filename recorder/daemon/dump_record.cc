@@ -10,6 +10,7 @@
 
 #include "common/checked_json.h"
 #include "common/units.h"
+#include "recorder/attribution/vdso.h"
 #include "recorder/model/event_codec.h"
 #include "recorder/unwind/dwarf_unwinder.h"
 
@@ -233,6 +234,16 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   }
   const attribution::CookieTable& cookies = live.cookies();
 
+  // Samples in the vDSO are named from its image, which no file holds: the
+  // daemon's own is the one every process of this kernel maps (a 32-bit
+  // process's differs; its build-id in `config` tells them apart).
+  std::string vdso;
+  for (const Event& e : side) {
+    const auto* m = std::get_if<MmapEvent>(&e);
+    if (m == nullptr || m->filename != "[vdso]") continue;
+    if (auto image = attribution::ReadOwnVdso(); image.ok()) vdso = std::move(*image);
+    break;
+  }
   const int64_t to_wall = MonotonicToWallOffset();
   nlohmann::json loss = snap.counters;
   loss["filtered_pid"] = filtered;
@@ -251,6 +262,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                            {"freeze_copy_ns", snap.copy_ns},
                            {"history_source", snap.source},
                            {"kernel_frames", KernelFramesName(req.kernel_frames)}};
+  if (!vdso.empty()) config["vdso_build_id"] = attribution::VdsoBuildId(vdso);
 
   std::string live_text;
   if (req.live_attribution) {
@@ -268,6 +280,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   } else if (req.kernel_frames == KernelFrames::kSymbolized) {
     RETURN_IF_ERROR(rec->writer().AddSection("kernel_names", redactor.NamesJson()));
   }
+  if (!vdso.empty()) RETURN_IF_ERROR(rec->writer().AddSection("vdso", vdso));
   RETURN_IF_ERROR(rec->writer().AddSection("config", json::Dump(config)));
   RETURN_IF_ERROR(rec->writer().AddSection("loss", loss.dump()));
   uint64_t start_mono = snap.oldest_sample_ns ? snap.oldest_sample_ns : snap.window_start_ns;
@@ -325,6 +338,9 @@ StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_eve
   if (!decode_events) d.events_raw = std::move(events);
   if (reader.FindSection("kallsyms")) {
     ASSIGN_OR_RETURN(d.kallsyms, reader.ReadSection("kallsyms"));
+  }
+  if (reader.FindSection("vdso")) {
+    ASSIGN_OR_RETURN(d.vdso, reader.ReadSection("vdso", attribution::kMaxVdsoBytes));
   }
   if (reader.FindSection("kernel_names")) {
     // 2^24 names of at most 512 bytes would be 8 GiB: a real table is far

@@ -59,7 +59,8 @@ struct DumpResult {
 };
 
 // Filters the snapshot, writes sections `events`, `kallsyms` (or
-// `kernel_names`, per req.kernel_frames), `config`, `loss` and commits the
+// `kernel_names`, per req.kernel_frames), `config`, `loss`, `vdso` (when a
+// sampled process maps one) and commits the
 // record with its index metadata.
 StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snapshot snap,
                                const attribution::SidebandHistory& history,
@@ -71,6 +72,7 @@ struct LoadedDump {
   std::string events_raw;  // the encoded events, when not decoded (decode_events = false)
   std::string kallsyms;
   std::string kernel_names;  // records without kernel addresses
+  std::string vdso;          // the writer's vDSO image ("" in older records)
   nlohmann::json config;
   nlohmann::json loss;
   // The table that names the record's kernel frames, whichever form it has.
