@@ -23,18 +23,6 @@ static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u6
 	*off = valid - from;
 }
 
-/* Copy up to @len bytes of user stack at @sp; returns bytes copied (may shrink). */
-static u32 fr_copy_user_stack(void *dst, unsigned long sp, u32 len)
-{
-	while (len) {
-		if (!copy_from_user_nofault(dst, (void __user *)sp, len))
-			return len;
-		/* The stack ends below sp + len: halve (bounded, never sleeps). */
-		len = (len / 2) & ~7U;
-	}
-	return 0;
-}
-
 /*
  * The crash record: a sample of the crashing thread taken by the crash hook
  * itself, from the user registers the fault left in task_pt_regs() (what
@@ -47,15 +35,21 @@ static u32 fr_copy_user_stack(void *dst, unsigned long sp, u32 len)
  * handler alone, which may be running on this CPU right now), so its DATA
  * position is the live head at the crash, which the live ring gives to its
  * next sample.  @sn must have room for one record and one blob past its copy.
+ * User memory is read with fr_copy_user_nmi(), the sample path's helper;
+ * the frame words go to @scratch, a local: this runs on the crashing task's
+ * stack, which usercopy hardening checks by bounds alone (check_stack_object()).
  */
 static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
 {
-	struct pt_regs *uregs = task_pt_regs(current);
+	u64 scratch[2];
+	struct pt_regs *uregs;
 	struct flightrec_sample *s;
 	struct flightrec_aux *a;
+	u16 abi;
 	u32 slen;
 
-	if (!current->mm || (current->flags & PF_KTHREAD) || !user_mode(uregs))
+	uregs = fr_user_regs(task_pt_regs(current), &abi);
+	if (!uregs)
 		return;
 	s = sn->data + sn->d_off + (sn->d_end - sn->d_first);
 	a = sn->aux + sn->a_off + (sn->a_end - sn->a_first);
@@ -68,14 +62,16 @@ static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
 	s->tid = task_pid_nr(current);
 	s->mode = FLIGHTREC_MODE_USER;
 	s->flags = FLIGHTREC_SAMPLE_CRASH | FLIGHTREC_SAMPLE_HAS_AUX;
-	fr_user_frames(s, uregs);
+	s->abi = abi;
+	fr_user_frames(s, uregs, abi, scratch);
 
 	memset(a, 0, sizeof(*a));
-	slen = fr_copy_user_stack(a + 1, user_stack_pointer(uregs), round_down(fr_param.stack_bytes, 8));
+	slen = round_down(fr_copy_user_nmi(a + 1, user_stack_pointer(uregs),
+					   round_down(fr_param.stack_bytes, 8)), 8);
 	a->seq = s->seq;
 	a->len = sizeof(*a) + slen;
 	a->stack_len = slen;
-	fr_fill_regs(a, uregs);
+	fr_fill_regs(a, uregs, abi);
 	s->aux_pos = sn->a_end;
 	s->aux_len = a->len;
 	sn->d_end += FR_REC;

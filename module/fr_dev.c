@@ -46,6 +46,7 @@ static void fr_cpu_stats(int cpu, struct flightrec_cpu_stats *st)
 		st->produced = c->produced;
 		st->dropped_frozen = c->dropped_frozen;
 		st->dropped_size = c->dropped_size;
+		st->handler_ns = c->handler_ns;
 		st->data_head = div_u64(READ_ONCE(c->data.head), FR_REC);
 		st->aux_head = READ_ONCE(c->aux.head);
 		smp_rmb();	/* the counters before re-reading @seq */
@@ -258,32 +259,22 @@ static int fr_ioc_read_marker(void __user *uarg)
 /*
  * Stop writing on every CPU and wait for overflow handlers already past their
  * fr.frozen check, so that a copy-out after FREEZE sees no writer.  The
- * handler makes its @seq odd, smp_mb(), then reads fr.frozen; we set
- * fr.frozen, smp_mb(), then read each @seq (store buffering,
- * tools/memory-model/litmus-tests/SB+fencembonceonces.litmus: "Never" both
- * miss).  So a handler we see with an even @seq either has finished or will
- * see the freeze; one we see odd is waited for until its @seq moves.  The
- * handler runs in hardirq/NMI context and finishes in bounded time, so the
- * wait is a short spin.  (synchronize_rcu() would also wait for it, kernel/
- * rcu/tree.c: "hardware interrupt handlers ... and NMI handlers" are
- * read-side critical sections, but costs a grace period per FREEZE.)
+ * handler runs in hardirq or NMI context, an RCU read-side critical section
+ * (kernel/rcu/tree.c, synchronize_rcu(): "regions of code across which
+ * interrupts, preemption, or softirqs have been disabled also serve as RCU
+ * read-side critical sections.  This includes hardware interrupt handlers,
+ * softirq handlers, and NMI handlers").  So after the grace period every
+ * handler that may have missed the flag has returned, and, by the same
+ * function's memory-ordering guarantee, its ring writes are visible here;
+ * every later handler sees the flag.  The price is a grace period per FREEZE
+ * (milliseconds, paid by the reader) instead of a full barrier per sample
+ * (paid on every CPU at every sample).  synchronize_rcu_expedited() keeps
+ * it short; FREEZE is rare (one per dump).
  */
 static void fr_freeze(void)
 {
-	int cpu;
-
 	WRITE_ONCE(fr.frozen, true);
-	smp_mb();	/* pairs with smp_mb() in fr_overflow() */
-	for_each_possible_cpu(cpu) {
-		struct fr_cpu *c = fr.cpus[cpu];
-		u32 seq = READ_ONCE(c->seq);
-
-		if (seq & 1) {
-			while (READ_ONCE(c->seq) == seq)
-				cpu_relax();
-		}
-	}
-	smp_rmb();	/* handlers' ring writes before our copy-out; pairs with smp_wmb() */
+	synchronize_rcu_expedited();
 }
 
 static long fr_ioctl_locked(unsigned int cmd, unsigned long arg)

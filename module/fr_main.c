@@ -43,7 +43,7 @@ MODULE_PARM_DESC(aux_ring_kb, "AUX ring per CPU, KiB (power of two, >= 4)");
 module_param_named(sideband_kb, fr_param.sideband_kb, uint, 0444);
 MODULE_PARM_DESC(sideband_kb, "SIDEBAND ring, KiB (power of two, >= 4)");
 module_param_named(stack_bytes, fr_param.stack_bytes, uint, 0444);
-MODULE_PARM_DESC(stack_bytes, "user stack bytes copied per sample into AUX (max 65536)");
+MODULE_PARM_DESC(stack_bytes, "user stack bytes copied per sample into AUX (max 65536); 0: no AUX blob, neither registers nor stack (frame-pointer callchains only)");
 module_param_named(markers, fr_param.markers, uint, 0444);
 MODULE_PARM_DESC(markers, "crash marker slots (each preserves every CPU's rings)");
 module_param_named(autostart, fr_param.autostart, bool, 0444);
@@ -146,6 +146,8 @@ static void fr_free_cpus(void)
 			continue;
 		vfree(fr.cpus[cpu]->data.buf);
 		vfree(fr.cpus[cpu]->aux.buf);
+		if (fr.cpus[cpu]->scratch)
+			free_page((unsigned long)fr.cpus[cpu]->scratch);
 		kfree(fr.cpus[cpu]);
 	}
 	kfree(fr.cpus);
@@ -163,7 +165,13 @@ static int fr_alloc_cpus(void)
 		struct fr_cpu *c = kzalloc_node(sizeof(*c), GFP_KERNEL, node);
 
 		fr.cpus[cpu] = c;
-		if (!c || fr_ring_alloc(&c->data, fr_param.data_ring_kb, node) ||
+		if (c) {
+			/* direct map, order 0: see fr_copy_user_nmi() */
+			struct page *pg = alloc_pages_node(node, GFP_KERNEL | __GFP_ZERO, 0);
+
+			c->scratch = pg ? page_address(pg) : NULL;
+		}
+		if (!c || !c->scratch || fr_ring_alloc(&c->data, fr_param.data_ring_kb, node) ||
 		    fr_ring_alloc(&c->aux, fr_param.aux_ring_kb, node)) {
 			fr_free_cpus();
 			return -ENOMEM;

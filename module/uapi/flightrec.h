@@ -22,7 +22,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define FLIGHTREC_VERSION	1
+#define FLIGHTREC_VERSION	2
 #define FLIGHTREC_DEVICE	"/dev/flightrec"
 
 #define FLIGHTREC_MAX_KFRAMES	24
@@ -67,10 +67,21 @@ enum flightrec_mode {
  * @nr_kframes:	valid entries of @kframes (return addresses, innermost first)
  * @nr_uframes:	valid entries of @uframes (user ip, then frame-pointer chain)
  * @flags:	FLIGHTREC_SAMPLE_*
+ * @abi:	PERF_SAMPLE_REGS_ABI_* (linux/perf_event.h) of the user state in
+ *		@uframes and the AUX blob: NONE (0, no user state: kernel thread,
+ *		user worker, or an NMI in the kernel entry window), 32 (1, a
+ *		compat task: its frame-pointer chain was walked in 4-byte words)
+ *		or 64 (2)
+ * @pad:	zero
  * @reserved:	zero
  * @kframes:	kernel return addresses (mode KERNEL only)
  * @uframes:	user ip and frame-pointer return addresses of a user task
  *		(for a kernel-mode sample: its user state at kernel entry)
+ *
+ * Only the first @nr_kframes / @nr_uframes entries of @kframes / @uframes
+ * are written: the entries after them hold whatever an older record of the
+ * same CPU left in the slot (the handler does not clear 512 bytes per
+ * sample).  Readers must not look past the counts.
  */
 struct flightrec_sample {
 	__u64 time_ns;
@@ -85,7 +96,9 @@ struct flightrec_sample {
 	__u16 nr_kframes;
 	__u16 nr_uframes;
 	__u16 flags;
-	__u64 reserved;
+	__u16 abi;
+	__u16 pad;
+	__u32 reserved;
 	__u64 kframes[FLIGHTREC_MAX_KFRAMES];
 	__u64 uframes[FLIGHTREC_MAX_UFRAMES];
 };
@@ -95,7 +108,12 @@ struct flightrec_sample {
  * @seq:	DATA ring position of the sample this blob belongs to
  * @len:	total blob length including this header, multiple of 8
  * @stack_len:	bytes of user stack copied from @regs[PERF_REG_X86_SP] upward
- * @abi:	1 = x86_64 registers in perf_regs order (arch/x86/include/uapi/asm/perf_regs.h)
+ * @abi:	PERF_SAMPLE_REGS_ABI_32 (1) or _64 (2), as perf's regs_user abi
+ *		and the sample's @abi.  @regs is in x86_64 perf_regs order
+ *		(arch/x86/include/uapi/asm/perf_regs.h) either way; for ABI_32
+ *		only the low 32 bits mean anything and the stack holds 4-byte
+ *		words (an x86_64 DWARF unwinder must not walk it).
+ *		Written only when the module was loaded with stack_bytes > 0.
  * @pad:	zero
  * @regs:	user registers at the sample
  */
@@ -202,6 +220,10 @@ struct flightrec_info {
  * @aux_overwritten:	AUX bytes overwritten
  * @data_head:	DATA position (records)
  * @aux_head:	AUX position (bytes)
+ * @handler_ns:	time spent in the sample handler on this CPU, summed over
+ *		its @produced calls (ktime_get_mono_fast_ns() at entry and
+ *		exit): the module's own cost per sample is
+ *		@handler_ns / @produced
  * @reserved:	zero
  *
  * @produced == @written + @dropped_frozen + @dropped_size, always (a
@@ -221,7 +243,8 @@ struct flightrec_cpu_stats {
 	__u64 aux_overwritten;
 	__u64 data_head;
 	__u64 aux_head;
-	__u64 reserved[2];
+	__u64 handler_ns;
+	__u64 reserved;
 };
 
 /**

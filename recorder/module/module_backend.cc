@@ -1,6 +1,7 @@
 #include "recorder/module/module_backend.h"
 
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
@@ -18,8 +19,8 @@
 namespace flightrec::recorder::module {
 namespace {
 
-// Registers present in an AUX blob (abi 1): all FLIGHTREC_NR_REGS, in the
-// bit order of arch/x86/include/uapi/asm/perf_regs.h, as perf's regs_mask.
+// Registers present in an AUX blob: all FLIGHTREC_NR_REGS, in the bit order
+// of arch/x86/include/uapi/asm/perf_regs.h, as perf's regs_mask.
 constexpr uint64_t kAuxRegsMask = (1ull << FLIGHTREC_NR_REGS) - 1;
 
 std::string PathOf(const flightrec_sideband& r) {
@@ -127,7 +128,12 @@ Sample SampleFromRecord(const flightrec_sample& r, uint64_t period_ns, const fli
   // The AUX blob only with --call-graph dwarf (fp records stay small and
   // replay uses the frame-pointer chain, as with the perf backend); the copy
   // starts at the stack pointer, so the first N bytes are the innermost.
-  if (aux != nullptr && aux->abi == 1 && mode.dwarf_stack_bytes > 0) {
+  // Only an x86_64 (ABI_64) blob goes to the unwinder, which walks 8-byte
+  // words with x86_64 CFI; a compat task's (ABI_32) keeps the frame-pointer
+  // chain the module walked in 4-byte words, as perf's unwinder refuses a
+  // regs_user abi it was not built for.
+  if (aux != nullptr && aux->abi == PERF_SAMPLE_REGS_ABI_64 && r.abi == PERF_SAMPLE_REGS_ABI_64 &&
+      mode.dwarf_stack_bytes > 0) {
     stack_len = std::min<size_t>(stack_len, mode.dwarf_stack_bytes);
     s.user_stack.regs_mask = kAuxRegsMask;
     s.user_stack.regs.assign(aux->regs, aux->regs + FLIGHTREC_NR_REGS);
@@ -593,13 +599,24 @@ nlohmann::json ModuleBackend::Stats() {
     j["error"] = cpus.status().message();
     return j;
   }
-  uint64_t produced = 0, written = 0;
+  uint64_t produced = 0, written = 0, handler_ns = 0;
+  nlohmann::json per_cpu = nlohmann::json::array();
   for (const auto& c : *cpus) {
     produced += c.produced;
     written += c.written;
+    handler_ns += c.handler_ns;
+    // The module's own time in its sample handler (STATS handler_ns).
+    per_cpu.push_back({{"cpu", c.cpu},
+                       {"produced", c.produced},
+                       {"handler_ns", c.handler_ns},
+                       {"handler_ns_per_sample",
+                        c.produced ? static_cast<double>(c.handler_ns) / c.produced : 0.0}});
   }
   j["produced"] = produced;
   j["written"] = written;
+  j["handler_ns"] = handler_ns;
+  j["handler_ns_per_sample"] = produced ? static_cast<double>(handler_ns) / produced : 0.0;
+  j["per_cpu"] = std::move(per_cpu);
   j["sideband_written"] = global.sideband_written;
   j["sideband_dropped"] = global.sideband_dropped;
   j["markers_taken"] = global.markers_taken;

@@ -2,6 +2,8 @@
 // module itself is exercised in the QEMU guest, tests/vm).
 #include "recorder/module/module_backend.h"
 
+#include <linux/perf_event.h>
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -73,8 +75,9 @@ TEST(ModuleBackendTest, SamplesCarryChainsLikePerfAndTheAuxStack) {
   r.ip = 0x401000;
   r.nr_kframes = 0;
   r.nr_uframes = 1000;
+  r.abi = PERF_SAMPLE_REGS_ABI_64;
   flightrec_aux aux{};
-  aux.abi = 1;
+  aux.abi = PERF_SAMPLE_REGS_ABI_64;
   aux.regs[7] = 0x7ffc0000;  // PERF_REG_X86_SP
   uint8_t stack[16] = {1, 2, 3};
   CallGraphMode dwarf;
@@ -95,8 +98,9 @@ TEST(ModuleBackendTest, TheCallGraphModeDecidesWhatASampleKeeps) {
   r.nr_uframes = 2;
   r.uframes[0] = 0x401000;
   r.uframes[1] = 0x402000;
+  r.abi = PERF_SAMPLE_REGS_ABI_64;
   flightrec_aux aux{};
-  aux.abi = 1;
+  aux.abi = PERF_SAMPLE_REGS_ABI_64;
   uint8_t stack[64];
   for (size_t i = 0; i < sizeof(stack); ++i) stack[i] = static_cast<uint8_t>(i);
   // fp (the default): the frame-pointer chain, no registers or stack bytes.
@@ -125,6 +129,35 @@ TEST(ModuleBackendTest, TheCallGraphModeDecidesWhatASampleKeeps) {
   EXPECT_EQ(d16.ToString(), "dwarf,16");
   EXPECT_EQ(none.ToString(), "none");
   EXPECT_EQ(CallGraphMode{}.ToString(), "fp");
+}
+
+TEST(ModuleBackendTest, ACompatTasksStackIsNeverGivenToTheX8664Unwinder) {
+  // A 32-bit task: the module walked its frame-pointer chain in 4-byte
+  // words and recorded ABI_32; its registers and stack bytes must not reach
+  // the x86_64 DWARF unwinder, which would read them as 8-byte words.
+  flightrec_sample r{};
+  r.mode = FLIGHTREC_MODE_USER;
+  r.ip = 0x8049000;
+  r.nr_uframes = 3;
+  r.uframes[0] = 0x8049000;
+  r.uframes[1] = 0x8049100;
+  r.uframes[2] = 0x8049200;
+  r.abi = PERF_SAMPLE_REGS_ABI_32;
+  flightrec_aux aux{};
+  aux.abi = PERF_SAMPLE_REGS_ABI_32;
+  aux.regs[7] = 0xffffd000;
+  uint8_t stack[64] = {};
+  CallGraphMode dwarf;
+  dwarf.dwarf_stack_bytes = 64;
+  Sample s = SampleFromRecord(r, 1, &aux, stack, sizeof(stack), dwarf);
+  EXPECT_EQ(s.user_chain, (std::vector<uint64_t>{0x8049000, 0x8049100, 0x8049200}));
+  EXPECT_TRUE(s.user_stack.regs.empty());
+  EXPECT_TRUE(s.user_stack.stack.empty());
+  // The same record as ABI_64 does reach it: the test above is not vacuous.
+  r.abi = PERF_SAMPLE_REGS_ABI_64;
+  aux.abi = PERF_SAMPLE_REGS_ABI_64;
+  s = SampleFromRecord(r, 1, &aux, stack, sizeof(stack), dwarf);
+  EXPECT_EQ(s.user_stack.stack.size(), sizeof(stack));
 }
 
 TEST(ModuleBackendTest, DwarfNeedsTheModuleToCopyAtLeastTheAskedStack) {
@@ -164,10 +197,11 @@ struct Rings {
     r.mode = FLIGHTREC_MODE_USER;
     r.ip = 0x401000 + seq;
     r.flags = FLIGHTREC_SAMPLE_HAS_AUX;
+    r.abi = PERF_SAMPLE_REGS_ABI_64;
     r.aux_pos = aux_first + aux.size();
     flightrec_aux a{};
     a.seq = seq;
-    a.abi = 1;
+    a.abi = PERF_SAMPLE_REGS_ABI_64;
     a.stack_len = static_cast<uint32_t>(stack_len);
     a.len = static_cast<uint32_t>(sizeof(a) + stack_len);
     a.regs[7] = 0x7ffc0000 + seq;

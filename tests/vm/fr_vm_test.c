@@ -15,6 +15,7 @@
 #include <linux/capability.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -575,7 +576,8 @@ static int cmd_crash(void)
 	a = (struct flightrec_aux *)(aux + (crash.aux_pos - ra.first));
 	bp = a->regs[PERF_REG_X86_BP];
 	sp = a->regs[PERF_REG_X86_SP];
-	if (a->seq != crash.seq || a->len != crash.aux_len || a->abi != 1 ||
+	if (a->seq != crash.seq || a->len != crash.aux_len || a->abi != PERF_SAMPLE_REGS_ABI_64 ||
+	    crash.abi != PERF_SAMPLE_REGS_ABI_64 ||
 	    a->regs[PERF_REG_X86_IP] != crash.ip || !a->stack_len ||
 	    a->stack_len > info.stack_bytes || a->len != sizeof(*a) + a->stack_len)
 		FAIL("crash AUX seq=%llu (want %llu) len=%u (want %u) abi=%u ip=%#llx stack_len=%u",
@@ -1493,10 +1495,110 @@ static int cmd_bench(long blocks)
 	return 0;
 }
 
+/* "produced handler_ns" summed over CPUs: the module's own cost (STATS). */
+static int cmd_handler(void)
+{
+	struct flightrec_stats s;
+	struct flightrec_cpu_stats *st = get_stats(&s);
+	uint64_t produced = 0, ns = 0;
+
+	for (uint32_t c = 0; c < s.count; c++) {
+		produced += st[c].produced;
+		ns += st[c].handler_ns;
+	}
+	printf("%llu %llu\n", (unsigned long long)produced, (unsigned long long)ns);
+	return produced ? 0 : 1;
+}
+
+/* The executable PT_LOAD range of a 32-bit ELF file. */
+static void elf32_text(const char *path, uint64_t *lo, uint64_t *hi)
+{
+	Elf32_Ehdr eh;
+	Elf32_Phdr ph;
+	int f = open(path, O_RDONLY);
+
+	if (f < 0 || pread(f, &eh, sizeof(eh), 0) != sizeof(eh) || eh.e_ident[EI_CLASS] != ELFCLASS32)
+		FAIL("compat: %s is not a 32-bit ELF file", path);
+	*lo = *hi = 0;
+	for (int i = 0; i < eh.e_phnum; i++) {
+		if (pread(f, &ph, sizeof(ph), eh.e_phoff + (off_t)i * eh.e_phentsize) != sizeof(ph))
+			FAIL("compat: short program header in %s", path);
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+			*lo = ph.p_vaddr;
+			*hi = (uint64_t)ph.p_vaddr + ph.p_memsz;
+		}
+	}
+	close(f);
+	if (!*hi)
+		FAIL("compat: no executable segment in %s", path);
+}
+
+/*
+ * A compat (ia32) task: every sample of it carries PERF_SAMPLE_REGS_ABI_32
+ * (in the record and in its AUX blob), and its frame-pointer chain is walked
+ * in 4-byte words: a sample in fr32_leaf has uframes[1] and [2] inside the
+ * 32-bit program's text (returns into fr32_mid and _start).  Walked as
+ * 64-bit words, the saved ebp and return address would fuse into one bogus
+ * frame pointer and uframes[1] would be the word above them.
+ */
+static int cmd_compat(const char *path)
+{
+	uint64_t lo, hi, deadline = now_ns() + 60 * 1000000000ULL;
+	size_t n32 = 0, chained = 0, aux32 = 0;
+	pid_t p;
+
+	elf32_text(path, &lo, &hi);
+	p = fork();
+	if (p == 0) {
+		execl(path, path, (char *)NULL);
+		_exit(127);
+	}
+	/* Wait (bounded) for enough samples of it; the rings hold seconds. */
+	while (chained < 5) {
+		struct timespec poll = { 0, 100 * 1000000L };
+
+		if (now_ns() > deadline) {
+			kill(p, SIGKILL);
+			FAIL("compat: %zu chained samples of the 32-bit task in 60 s (%zu with abi 32)",
+			     chained, n32);
+		}
+		nanosleep(&poll, NULL);	/* poll interval of the bounded wait */
+		n32 = chained = aux32 = 0;
+		for (uint32_t c = 0; c < info.nr_cpus; c++) {
+			struct flightrec_sample *s;
+			size_t n = read_data(c, &s, NULL);
+
+			for (size_t i = 0; i < n; i++) {
+				if ((pid_t)s[i].pid != p)
+					continue;
+				if (s[i].abi != PERF_SAMPLE_REGS_ABI_32) {
+					kill(p, SIGKILL);
+					FAIL("compat: sample seq %llu of the 32-bit task has abi %u, mode %u",
+					     (unsigned long long)s[i].seq, s[i].abi, s[i].mode);
+				}
+				n32++;
+				if ((s[i].flags & FLIGHTREC_SAMPLE_HAS_AUX) && s[i].aux_len)
+					aux32++;
+				if (s[i].mode == FLIGHTREC_MODE_USER && s[i].nr_uframes >= 3 &&
+				    s[i].uframes[0] >= lo && s[i].uframes[0] < hi &&
+				    s[i].uframes[1] >= lo && s[i].uframes[1] < hi &&
+				    s[i].uframes[2] >= lo && s[i].uframes[2] < hi)
+					chained++;
+			}
+			free(s);
+		}
+	}
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	printf("compat: %zu samples of the 32-bit task, all abi 32, %zu with its 3-deep fp chain, %zu with AUX\n",
+	       n32, chained, aux32);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|cycles KO N|spin MS|crashonly|bench N");
+		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|compat BIN32|cycles KO N|spin MS|crashonly|bench N");
 	if (!strcmp(argv[1], "spin") && argc > 2) {
 		spin_a(strtoull(argv[2], NULL, 0));
 		return 0;
@@ -1528,5 +1630,9 @@ int main(int argc, char **argv)
 		return cmd_abi(argc > 2 ? strtol(argv[2], NULL, 0) : 100000);
 	if (!strcmp(argv[1], "hold"))
 		return cmd_hold();
+	if (!strcmp(argv[1], "handler"))
+		return cmd_handler();
+	if (!strcmp(argv[1], "compat") && argc > 2)
+		return cmd_compat(argv[2]);
 	FAIL("unknown subcommand %s", argv[1]);
 }
