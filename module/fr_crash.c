@@ -8,17 +8,15 @@
 
 #include "fr_internal.h"
 
-static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u64 *off)
+static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u64 *off, bool data)
 {
 	struct fr_cursor cur = { .dst = dst };
 	u64 from = head > rb->size ? head - rb->size : 0;
 	u64 valid;
 
 	fr_output(rb, from, head, fr_copy_kernel, &cur);
-	smp_rmb();	/* copy before re-reading reserve; pairs with the writer's smp_wmb() */
-	valid = READ_ONCE(rb->reserve);
-	valid = valid > rb->size ? valid - rb->size : 0;
-	valid = clamp(valid, from, head);
+	/* DATA: from the first whole chunk, where a record starts */
+	valid = fr_data_valid(rb, from, head, data);
 	*first = valid;
 	*off = valid - from;
 }
@@ -53,10 +51,11 @@ static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
 		return;
 	s = sn->data + sn->d_off + (sn->d_end - sn->d_first);
 	a = sn->aux + sn->a_off + (sn->a_end - sn->a_first);
-	memset(s, 0, FR_REC);
+	memset(s, 0, FR_HDR);
+	s->type = FLIGHTREC_REC_SAMPLE;
 	s->time_ns = time_ns;
 	s->ip = instruction_pointer(uregs);
-	s->seq = div_u64(sn->d_end, FR_REC);
+	s->seq = sn->d_end;
 	s->cpu = cpu;
 	s->pid = task_tgid_nr(current);
 	s->tid = task_pid_nr(current);
@@ -74,7 +73,8 @@ static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
 	fr_fill_regs(a, uregs, abi);
 	s->aux_pos = sn->a_end;
 	s->aux_len = a->len;
-	sn->d_end += FR_REC;
+	s->size = FR_HDR + 8 * s->nr_uframes;
+	sn->d_end += s->size;
 	sn->a_end += a->len;
 }
 
@@ -131,8 +131,8 @@ static int fr_coredump_pre(struct kprobe *p, struct pt_regs *regs)
 	for_each_possible_cpu(cpu) {
 		struct fr_snap *sn = &mk->snaps[cpu];
 
-		fr_snap_ring(&fr.cpus[cpu]->data, sn->data, &sn->d_first, sn->d_end, &sn->d_off);
-		fr_snap_ring(&fr.cpus[cpu]->aux, sn->aux, &sn->a_first, sn->a_end, &sn->a_off);
+		fr_snap_ring(&fr.cpus[cpu]->data, sn->data, &sn->d_first, sn->d_end, &sn->d_off, true);
+		fr_snap_ring(&fr.cpus[cpu]->aux, sn->aux, &sn->a_first, sn->a_end, &sn->a_off, false);
 	}
 	fr_crash_record(&mk->snaps[this_cpu], mk->m.time_ns, this_cpu);
 	mk->m.id = atomic64_inc_return(&fr.marker_ids);
@@ -185,7 +185,7 @@ void fr_free_markers(void)
 int fr_alloc_markers(void)
 {
 	/* Room past each copy for the crash record and its AUX blob. */
-	size_t dlen = ((size_t)fr_param.data_ring_kb << 10) + FR_REC;
+	size_t dlen = ((size_t)fr_param.data_ring_kb << 10) + FR_REC_MAX;
 	size_t alen = ((size_t)fr_param.aux_ring_kb << 10) + sizeof(struct flightrec_aux) +
 		      round_down(fr_param.stack_bytes, 8);
 	int i, cpu;

@@ -39,7 +39,9 @@
 
 #include "uapi/flightrec.h"
 
-#define FR_REC		sizeof(struct flightrec_sample)
+#define FR_HDR		sizeof(struct flightrec_sample)
+#define FR_REC_MAX	FLIGHTREC_SAMPLE_MAX_SIZE
+#define FR_CHUNK	FLIGHTREC_DATA_CHUNK
 #define FR_SB_REC	sizeof(struct flightrec_sideband)
 #define FR_MAX_STACK	65536U
 
@@ -99,7 +101,11 @@ struct fr_ring {
  * (event NULL, rings and counters kept).  @event is changed only by the
  * cpuhp callbacks; the counters only by the overflow handler on this CPU,
  * inside the @seq write section so STATS reads a consistent set; @torn by
- * readers under fr_lock.  @handler_ns: the handler's own time (sum over its
+ * readers under fr_lock.  @written, @overwritten: sample records, and
+ * @chunk_nr[]: the records in each FR_CHUNK of the DATA ring, so that when
+ * the writer starts to reuse a chunk it adds that chunk's records to
+ * @overwritten (exact however long records are); same writer and section.
+ * @handler_ns: the handler's own time (sum over its
  * calls, @produced of them), same writer and section.  @scratch: a page of
  * the direct map the handler copies user frame words into (see
  * fr_copy_user_nmi()); only this CPU's handler touches it.
@@ -113,6 +119,9 @@ struct fr_cpu {
 	u64 produced;
 	u64 dropped_frozen;
 	u64 dropped_size;
+	u64 written;
+	u64 overwritten;
+	u16 *chunk_nr;	/* [data.size / FR_CHUNK] */
 	u64 handler_ns;
 	void *scratch;
 	atomic64_t torn;
@@ -193,6 +202,7 @@ u32 fr_copy_user_nmi(void *dst, unsigned long src, u32 len);
 struct pt_regs *fr_user_regs(struct pt_regs *regs, u16 *abi);
 void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs, u16 abi);
 void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs, u16 abi, void *scratch);
+u64 fr_data_valid(struct fr_ring *rb, u64 from, u64 to, bool data);
 void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs);
 void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, struct pt_regs *regs);
 

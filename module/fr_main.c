@@ -146,6 +146,7 @@ static void fr_free_cpus(void)
 			continue;
 		vfree(fr.cpus[cpu]->data.buf);
 		vfree(fr.cpus[cpu]->aux.buf);
+		kvfree(fr.cpus[cpu]->chunk_nr);
 		if (fr.cpus[cpu]->scratch)
 			free_page((unsigned long)fr.cpus[cpu]->scratch);
 		kfree(fr.cpus[cpu]);
@@ -176,6 +177,11 @@ static int fr_alloc_cpus(void)
 			fr_free_cpus();
 			return -ENOMEM;
 		}
+		c->chunk_nr = kvcalloc(c->data.size / FR_CHUNK, sizeof(u16), GFP_KERNEL);
+		if (!c->chunk_nr) {
+			fr_free_cpus();
+			return -ENOMEM;
+		}
 	}
 	return 0;
 }
@@ -189,8 +195,13 @@ static int __init fr_init(void)
 {
 	int ret;
 
-	/* Ring sizes are powers of two: records must divide them. */
-	BUILD_BUG_ON(!is_power_of_2(FR_REC) || !is_power_of_2(FR_SB_REC));
+	/*
+	 * Ring sizes are powers of two >= 4 KiB: SIDEBAND records and DATA
+	 * chunks divide them, and a chunk holds at least one whole record (so
+	 * @chunk_nr counts fit in u16).
+	 */
+	BUILD_BUG_ON(!is_power_of_2(FR_SB_REC) || !is_power_of_2(FR_CHUNK) || FR_CHUNK > 4096);
+	BUILD_BUG_ON(FR_REC_MAX > FR_CHUNK || FR_HDR != 64 || FR_REC_MAX % 8);
 	if (!fr_valid_kb(fr_param.data_ring_kb) || !fr_valid_kb(fr_param.aux_ring_kb) ||
 	    !fr_valid_kb(fr_param.sideband_kb) || fr_param.stack_bytes > FR_MAX_STACK || fr_param.markers > 64 ||
 	    (!fr_param.freq && !fr_param.period))

@@ -146,6 +146,12 @@ void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs, u16 abi)
 #endif
 }
 
+/* The frames that follow a DATA record's header. */
+static inline u64 *fr_frames(struct flightrec_sample *s)
+{
+	return (u64 *)(s + 1);
+}
+
 static void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs)
 {
 #ifdef CONFIG_X86_64
@@ -161,7 +167,7 @@ static void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs)
 			s->flags |= FLIGHTREC_SAMPLE_KSTACK_TRUNC;
 			break;
 		}
-		s->kframes[s->nr_kframes++] = addr;
+		fr_frames(s)[s->nr_kframes++] = addr;
 	}
 #endif
 }
@@ -219,7 +225,9 @@ void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs, u16 abi, 
 	u32 wsz = abi == PERF_SAMPLE_REGS_ABI_32 ? 4 : 8;
 	unsigned long fp = frame_pointer(uregs), next, ret;
 
-	s->uframes[s->nr_uframes++] = instruction_pointer(uregs);
+	u64 *uf = fr_frames(s) + s->nr_kframes;
+
+	uf[s->nr_uframes++] = instruction_pointer(uregs);
 	while (s->nr_uframes < FLIGHTREC_MAX_UFRAMES) {
 		if (!fp || (fp & (wsz - 1)) || fr_copy_user_nmi(scratch, fp, 2 * wsz) != 2 * wsz)
 			return;
@@ -232,7 +240,7 @@ void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs, u16 abi, 
 		}
 		if (!ret)
 			return;
-		s->uframes[s->nr_uframes++] = ret;
+		uf[s->nr_uframes++] = ret;
 		if (next <= fp)
 			return;
 		fp = next;
@@ -241,15 +249,70 @@ void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs, u16 abi, 
 }
 
 /*
+ * fr_data_begin - start a DATA record at the head: publish the reserve for
+ * the largest record, pad to the next chunk if that would cross one (a
+ * record never straddles FR_CHUNK, so readers find boundaries at chunk
+ * starts), and, when the record opens a chunk the ring has been round
+ * before, count that chunk's old records as overwritten.  Returns the
+ * record and its position in *@posp.
+ */
+static struct flightrec_sample *fr_data_begin(struct fr_cpu *c, u64 *posp)
+{
+	struct fr_ring *rb = &c->data;
+	u64 pos = rb->head;
+	u32 room = FR_CHUNK - (pos & (FR_CHUNK - 1));
+	u32 k;
+
+	if (room < FR_REC_MAX) {
+		struct flightrec_sample *pad = rb->buf + (pos & (rb->size - 1));
+
+		WRITE_ONCE(rb->reserve, pos + room + FR_REC_MAX);
+		smp_wmb();	/* reserve before the bytes; pairs with the readers' smp_rmb() */
+		pad->size = room;
+		pad->type = FLIGHTREC_REC_PAD;
+		pos += room;
+	} else {
+		WRITE_ONCE(rb->reserve, pos + FR_REC_MAX);
+		smp_wmb();	/* reserve before the record bytes, as above */
+	}
+	k = (pos & (rb->size - 1)) / FR_CHUNK;
+	if (!(pos & (FR_CHUNK - 1))) {
+		if (pos >= rb->size)
+			c->overwritten += c->chunk_nr[k];
+		c->chunk_nr[k] = 0;
+	}
+	c->chunk_nr[k]++;
+	*posp = pos;
+	return rb->buf + (pos & (rb->size - 1));
+}
+
+/*
+ * fr_data_valid - the first position of [@from, @to) that a reader may keep
+ * after copying it: what lies below reserve - size may have been
+ * overwritten during the copy.  For DATA the result is rounded up to a chunk
+ * boundary, where a record starts.  Call after the copy (smp_rmb() inside).
+ */
+u64 fr_data_valid(struct fr_ring *rb, u64 from, u64 to, bool data)
+{
+	u64 valid;
+
+	smp_rmb();	/* copy before re-reading reserve; pairs with the writer's smp_wmb() */
+	valid = READ_ONCE(rb->reserve);
+	valid = valid > rb->size ? valid - rb->size : 0;
+	if (data && valid > from)
+		valid = round_up(valid, FR_CHUNK);
+	return clamp(valid, from, to);
+}
+
+/*
  * fr_record_sample - record one sample of the interrupted context @regs into
  * this CPU's rings.  Called from the overflow handler, in NMI (cycles) or
  * hrtimer IRQ (cpu-clock) context on the counter's CPU, and by the test-only
  * NMI driver.  Lock-free, never sleeps, never allocates, never waits.
  *
- * Cost: the record is written field by field with only the frames present
- * (no clearing of the 512-byte slot: entries past nr_kframes/nr_uframes are
- * whatever an older record left there, see struct flightrec_sample), the
- * AUX blob only when stack_bytes asks for user stacks, and no full barrier:
+ * Cost: a variable-length record, header plus only the frames present,
+ * written field by field (nothing is cleared), the AUX blob only when
+ * stack_bytes asks for user stacks, and no full barrier:
  * FREEZE waits for handlers in flight with synchronize_rcu() (fr_freeze()).
  */
 void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
@@ -287,14 +350,13 @@ void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
 		goto out;
 	}
 
-	pos = c->data.head;
-	WRITE_ONCE(c->data.reserve, pos + FR_REC);
-	smp_wmb();	/* reserve before the record bytes; pairs with the readers' smp_rmb() */
-	s = c->data.buf + (pos & (c->data.size - 1));
+	s = fr_data_begin(c, &pos);
+	s->type = FLIGHTREC_REC_SAMPLE;
+	s->flags = 0;
 	s->time_ns = t0;
 	s->ip = instruction_pointer(regs);
 	s->aux_pos = 0;
-	s->seq = div_u64(pos, FR_REC);
+	s->seq = pos;
 	s->aux_len = 0;
 	s->cpu = smp_processor_id();
 	s->pid = task_tgid_nr(current);
@@ -302,10 +364,7 @@ void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
 	s->mode = user_mode(regs) ? FLIGHTREC_MODE_USER : FLIGHTREC_MODE_KERNEL;
 	s->nr_kframes = 0;
 	s->nr_uframes = 0;
-	s->flags = 0;
 	s->abi = abi;
-	s->pad = 0;
-	s->reserved = 0;
 	if (!user_mode(regs))
 		fr_kernel_frames(s, regs);
 
@@ -330,8 +389,11 @@ void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
 		WRITE_ONCE(c->aux.head, apos + a.len);
 		WRITE_ONCE(c->aux.reserve, apos + a.len);
 	}
+	s->size = FR_HDR + 8 * (s->nr_kframes + s->nr_uframes);
+	c->written++;
 	smp_wmb();	/* record bytes before the DATA head; pairs with smp_load_acquire(head) */
-	WRITE_ONCE(c->data.head, pos + FR_REC);
+	WRITE_ONCE(c->data.head, pos + s->size);
+	WRITE_ONCE(c->data.reserve, pos + s->size);
 out:
 	c->handler_ns += ktime_get_mono_fast_ns() - t0;
 	smp_wmb();	/* counters and heads before the even @seq (STATS) */

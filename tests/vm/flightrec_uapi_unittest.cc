@@ -6,15 +6,17 @@
 
 #define CHECK_OFF(type, field, off) static_assert(offsetof(type, field) == (off), #type "." #field)
 
-static_assert(sizeof(flightrec_sample) == 512);
-CHECK_OFF(flightrec_sample, time_ns, 0);
-CHECK_OFF(flightrec_sample, aux_len, 32);
-CHECK_OFF(flightrec_sample, mode, 48);
-CHECK_OFF(flightrec_sample, flags, 54);
-CHECK_OFF(flightrec_sample, abi, 56);
-CHECK_OFF(flightrec_sample, reserved, 60);
-CHECK_OFF(flightrec_sample, kframes, 64);
-CHECK_OFF(flightrec_sample, uframes, 256);
+static_assert(sizeof(flightrec_sample) == 64);  // DATA record header; frames follow
+CHECK_OFF(flightrec_sample, size, 0);
+CHECK_OFF(flightrec_sample, type, 4);
+CHECK_OFF(flightrec_sample, flags, 6);
+CHECK_OFF(flightrec_sample, time_ns, 8);
+CHECK_OFF(flightrec_sample, seq, 32);
+CHECK_OFF(flightrec_sample, aux_len, 40);
+CHECK_OFF(flightrec_sample, mode, 56);
+CHECK_OFF(flightrec_sample, abi, 62);
+static_assert(FLIGHTREC_SAMPLE_MAX_SIZE == 512);
+static_assert(FLIGHTREC_DATA_CHUNK == 4096);
 static_assert(sizeof(flightrec_aux) == 216);
 CHECK_OFF(flightrec_aux, regs, 24);
 static_assert(sizeof(flightrec_sideband) == 512);
