@@ -447,13 +447,16 @@ scen_hcost() {
       $TR/trace | sort -n | awk -v r="$r" '{d[NR]=$1} END {if (NR) printf "%d %.3f %d\n", r, d[int((NR+1)/2)], NR}' >> "$W/$f"
   }
   perfrec() { perf record -q -a -g -T --sample-cpu -P -e cpu-clock -c 100000 -o $W/perf.data -- "$@"; }
+  step() { echo "FLIGHTREC-VM-INFO hcost round $r: $*"; }  # where a stuck run stopped
   for r in $(seq "$rounds"); do
-    loops >> $W/base
+    step base; loops >> $W/base
+    step module
     insmod "$KO" period=100000 stack_bytes=0 || { result hcost FAIL "insmod failed"; return; }
     traced module loops
     "$T" handler >> $W/mstat
     loops >> $W/mloop
     rmmod flightrec
+    step perf
     traced perf perfrec bash -c "$(declare -f loops); T=$T n=$n W=$W loops"
     perfrec bash -c "$(declare -f loops); T=$T n=$n W=$W loops" >> $W/ploop 2>/dev/null
   done
