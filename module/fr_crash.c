@@ -8,31 +8,17 @@
 
 #include "fr_internal.h"
 
-static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u64 *off)
+static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u64 *off, bool data)
 {
 	struct fr_cursor cur = { .dst = dst };
 	u64 from = head > rb->size ? head - rb->size : 0;
 	u64 valid;
 
 	fr_output(rb, from, head, fr_copy_kernel, &cur);
-	smp_rmb();	/* copy before re-reading reserve; pairs with the writer's smp_wmb() */
-	valid = READ_ONCE(rb->reserve);
-	valid = valid > rb->size ? valid - rb->size : 0;
-	valid = clamp(valid, from, head);
+	/* DATA: from the first whole chunk, where a record starts */
+	valid = fr_data_valid(rb, from, head, data);
 	*first = valid;
 	*off = valid - from;
-}
-
-/* Copy up to @len bytes of user stack at @sp; returns bytes copied (may shrink). */
-static u32 fr_copy_user_stack(void *dst, unsigned long sp, u32 len)
-{
-	while (len) {
-		if (!copy_from_user_nofault(dst, (void __user *)sp, len))
-			return len;
-		/* The stack ends below sp + len: halve (bounded, never sleeps). */
-		len = (len / 2) & ~7U;
-	}
-	return 0;
 }
 
 /*
@@ -47,38 +33,48 @@ static u32 fr_copy_user_stack(void *dst, unsigned long sp, u32 len)
  * handler alone, which may be running on this CPU right now), so its DATA
  * position is the live head at the crash, which the live ring gives to its
  * next sample.  @sn must have room for one record and one blob past its copy.
+ * User memory is read with fr_copy_user_nmi(), the sample path's helper;
+ * the frame words go to @scratch, a local: this runs on the crashing task's
+ * stack, which usercopy hardening checks by bounds alone (check_stack_object()).
  */
 static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
 {
-	struct pt_regs *uregs = task_pt_regs(current);
+	u64 scratch[2];
+	struct pt_regs *uregs;
 	struct flightrec_sample *s;
 	struct flightrec_aux *a;
+	u16 abi;
 	u32 slen;
 
-	if (!current->mm || (current->flags & PF_KTHREAD) || !user_mode(uregs))
+	uregs = fr_user_regs(task_pt_regs(current), &abi);
+	if (!uregs)
 		return;
 	s = sn->data + sn->d_off + (sn->d_end - sn->d_first);
 	a = sn->aux + sn->a_off + (sn->a_end - sn->a_first);
-	memset(s, 0, FR_REC);
+	memset(s, 0, FR_HDR);
+	s->type = FLIGHTREC_REC_SAMPLE;
 	s->time_ns = time_ns;
 	s->ip = instruction_pointer(uregs);
-	s->seq = div_u64(sn->d_end, FR_REC);
+	s->seq = sn->d_end;
 	s->cpu = cpu;
 	s->pid = task_tgid_nr(current);
 	s->tid = task_pid_nr(current);
 	s->mode = FLIGHTREC_MODE_USER;
 	s->flags = FLIGHTREC_SAMPLE_CRASH | FLIGHTREC_SAMPLE_HAS_AUX;
-	fr_user_frames(s, uregs);
+	s->abi = abi;
+	fr_user_frames(s, uregs, abi, scratch);
 
 	memset(a, 0, sizeof(*a));
-	slen = fr_copy_user_stack(a + 1, user_stack_pointer(uregs), round_down(fr_param.stack_bytes, 8));
+	slen = round_down(fr_copy_user_nmi(a + 1, user_stack_pointer(uregs),
+					   round_down(fr_param.stack_bytes, 8)), 8);
 	a->seq = s->seq;
 	a->len = sizeof(*a) + slen;
 	a->stack_len = slen;
-	fr_fill_regs(a, uregs);
+	fr_fill_regs(a, uregs, abi);
 	s->aux_pos = sn->a_end;
 	s->aux_len = a->len;
-	sn->d_end += FR_REC;
+	s->size = FR_HDR + 8 * s->nr_uframes;
+	sn->d_end += s->size;
 	sn->a_end += a->len;
 }
 
@@ -135,8 +131,8 @@ static int fr_coredump_pre(struct kprobe *p, struct pt_regs *regs)
 	for_each_possible_cpu(cpu) {
 		struct fr_snap *sn = &mk->snaps[cpu];
 
-		fr_snap_ring(&fr.cpus[cpu]->data, sn->data, &sn->d_first, sn->d_end, &sn->d_off);
-		fr_snap_ring(&fr.cpus[cpu]->aux, sn->aux, &sn->a_first, sn->a_end, &sn->a_off);
+		fr_snap_ring(&fr.cpus[cpu]->data, sn->data, &sn->d_first, sn->d_end, &sn->d_off, true);
+		fr_snap_ring(&fr.cpus[cpu]->aux, sn->aux, &sn->a_first, sn->a_end, &sn->a_off, false);
 	}
 	fr_crash_record(&mk->snaps[this_cpu], mk->m.time_ns, this_cpu);
 	mk->m.id = atomic64_inc_return(&fr.marker_ids);
@@ -189,7 +185,7 @@ void fr_free_markers(void)
 int fr_alloc_markers(void)
 {
 	/* Room past each copy for the crash record and its AUX blob. */
-	size_t dlen = ((size_t)fr_param.data_ring_kb << 10) + FR_REC;
+	size_t dlen = ((size_t)fr_param.data_ring_kb << 10) + FR_REC_MAX;
 	size_t alen = ((size_t)fr_param.aux_ring_kb << 10) + sizeof(struct flightrec_aux) +
 		      round_down(fr_param.stack_bytes, 8);
 	int i, cpu;

@@ -23,7 +23,7 @@ static int fr_ioc_info(void __user *uarg)
 		.period = fr_param.freq ? 0 : fr_param.period,
 		.freq = fr_param.freq,
 		.event = fr.event_type,
-		.sample_size = FR_REC,
+		.sample_size = FR_HDR,
 		.sideband_size = FR_SB_REC,
 		.stack_bytes = round_down(fr_param.stack_bytes, 8),
 		.max_markers = fr_param.markers,
@@ -46,14 +46,14 @@ static void fr_cpu_stats(int cpu, struct flightrec_cpu_stats *st)
 		st->produced = c->produced;
 		st->dropped_frozen = c->dropped_frozen;
 		st->dropped_size = c->dropped_size;
-		st->data_head = div_u64(READ_ONCE(c->data.head), FR_REC);
+		st->handler_ns = c->handler_ns;
+		st->written = c->written;
+		st->overwritten = c->overwritten;
+		st->data_head = READ_ONCE(c->data.head);
 		st->aux_head = READ_ONCE(c->aux.head);
 		smp_rmb();	/* the counters before re-reading @seq */
 	} while ((seq & 1) || READ_ONCE(c->seq) != seq);
 	st->online = READ_ONCE(c->online);
-	st->written = st->data_head;
-	st->overwritten = st->written > div_u64(c->data.size, FR_REC) ?
-			  st->written - div_u64(c->data.size, FR_REC) : 0;
 	st->aux_written = st->aux_head;
 	st->aux_overwritten = st->aux_head > c->aux.size ? st->aux_head - c->aux.size : 0;
 	st->torn_on_read = atomic64_read(&c->torn);
@@ -124,6 +124,7 @@ static int fr_ioc_read(void __user *uarg)
 	struct flightrec_read r;
 	struct fr_ring *rb;
 	u64 unit, head, from, to, oldest, len, valid;
+	bool data;
 	struct fr_cpu *c;
 	long ret;
 
@@ -133,11 +134,8 @@ static int fr_ioc_read(void __user *uarg)
 		return -EINVAL;
 	if (r.ring > FLIGHTREC_RING_SIDEBAND || (r.to && r.from > r.to))
 		return -EINVAL;
-	if (r.ring == FLIGHTREC_RING_AUX)
-		unit = 1;
-	else
-		unit = r.ring == FLIGHTREC_RING_DATA ? FR_REC : FR_SB_REC;
-	if (r.buf_len < unit)
+	unit = r.ring == FLIGHTREC_RING_SIDEBAND ? FR_SB_REC : 1;
+	if (r.buf_len < (r.ring == FLIGHTREC_RING_DATA ? FR_CHUNK : unit))
 		return -EINVAL;
 	/* Outputs are written whatever the caller left in them. */
 	r.first = 0;
@@ -154,36 +152,34 @@ static int fr_ioc_read(void __user *uarg)
 		return -EINVAL;
 	if (!cpu_possible(r.cpu))
 		return -ENODEV;
-	/* Positions past 2^64 bytes cannot occur; reject what would overflow. */
-	if (r.from > U64_MAX / unit || r.to > U64_MAX / unit)
-		return -EINVAL;
 	c = fr.cpus[r.cpu];
 	rb = r.ring == FLIGHTREC_RING_DATA ? &c->data : &c->aux;
 	head = smp_load_acquire(&rb->head);	/* pairs with the writer's smp_wmb() */
-	from = r.from * unit;
-	to = r.to ? min(r.to * unit, head) : head;
+	data = r.ring == FLIGHTREC_RING_DATA;
+	from = r.from;
+	to = r.to ? min(r.to, head) : head;
 	oldest = head > rb->size ? head - rb->size : 0;
-	from = max(from, oldest);
+	/* DATA: records start at chunk boundaries, so begin at the first whole one */
+	if (from < oldest)
+		from = data ? round_up(oldest, FR_CHUNK) : oldest;
 	if (from > to)
 		from = to;
-	len = min(to - from, round_down(r.buf_len, unit));
+	len = min(to - from, r.buf_len);
+	/* a DATA copy cut short ends at a chunk boundary, a record boundary */
+	if (data && from + len < to)
+		len = round_down(from + len, FR_CHUNK) - from;
 	cur.dst = u64_to_user_ptr(r.buf);
 	ret = fr_output(rb, from, from + len, fr_copy_user, &cur);
 	if (ret < 0)
 		return ret;
-	smp_rmb();	/* copy before re-reading reserve; pairs with the writer's smp_wmb() */
-	valid = READ_ONCE(rb->reserve);
-	valid = valid > rb->size ? valid - rb->size : 0;
-	valid = clamp(valid, from, from + len);
-	if (r.ring == FLIGHTREC_RING_DATA)
-		valid = roundup(valid, FR_REC);
-	if (valid > from && r.ring == FLIGHTREC_RING_DATA)
-		atomic64_add(div_u64(valid - from, unit), &c->torn);
+	valid = fr_data_valid(rb, from, from + len, data);
+	if (valid > from && data)
+		atomic64_add(valid - from, &c->torn);
 	r.data_offset = valid - from;
 	r.bytes = from + len - valid;
-	r.first = div_u64(valid, unit);
-	r.next = div_u64(from + len, unit);
-	r.head = div_u64(READ_ONCE(rb->head), unit);
+	r.first = valid;
+	r.next = from + len;
+	r.head = READ_ONCE(rb->head);
 	r.lost = r.first > r.from ? r.first - r.from : 0;
 	ret = 0;
 out:
@@ -236,8 +232,8 @@ static int fr_ioc_read_marker(void __user *uarg)
 	sn = &fr.markers[r.slot].snaps[r.cpu];
 	if (r.ring == FLIGHTREC_RING_DATA) {
 		base = sn->data + sn->d_off;
-		r.first = div_u64(sn->d_first, FR_REC);
-		r.end = div_u64(sn->d_end, FR_REC);
+		r.first = sn->d_first;
+		r.end = sn->d_end;
 		total = sn->d_end - sn->d_first;
 	} else {
 		base = sn->aux + sn->a_off;
@@ -258,32 +254,22 @@ static int fr_ioc_read_marker(void __user *uarg)
 /*
  * Stop writing on every CPU and wait for overflow handlers already past their
  * fr.frozen check, so that a copy-out after FREEZE sees no writer.  The
- * handler makes its @seq odd, smp_mb(), then reads fr.frozen; we set
- * fr.frozen, smp_mb(), then read each @seq (store buffering,
- * tools/memory-model/litmus-tests/SB+fencembonceonces.litmus: "Never" both
- * miss).  So a handler we see with an even @seq either has finished or will
- * see the freeze; one we see odd is waited for until its @seq moves.  The
- * handler runs in hardirq/NMI context and finishes in bounded time, so the
- * wait is a short spin.  (synchronize_rcu() would also wait for it, kernel/
- * rcu/tree.c: "hardware interrupt handlers ... and NMI handlers" are
- * read-side critical sections, but costs a grace period per FREEZE.)
+ * handler runs in hardirq or NMI context, an RCU read-side critical section
+ * (kernel/rcu/tree.c, synchronize_rcu(): "regions of code across which
+ * interrupts, preemption, or softirqs have been disabled also serve as RCU
+ * read-side critical sections.  This includes hardware interrupt handlers,
+ * softirq handlers, and NMI handlers").  So after the grace period every
+ * handler that may have missed the flag has returned, and, by the same
+ * function's memory-ordering guarantee, its ring writes are visible here;
+ * every later handler sees the flag.  The price is a grace period per FREEZE
+ * (milliseconds, paid by the reader) instead of a full barrier per sample
+ * (paid on every CPU at every sample).  synchronize_rcu_expedited() keeps
+ * it short; FREEZE is rare (one per dump).
  */
 static void fr_freeze(void)
 {
-	int cpu;
-
 	WRITE_ONCE(fr.frozen, true);
-	smp_mb();	/* pairs with smp_mb() in fr_overflow() */
-	for_each_possible_cpu(cpu) {
-		struct fr_cpu *c = fr.cpus[cpu];
-		u32 seq = READ_ONCE(c->seq);
-
-		if (seq & 1) {
-			while (READ_ONCE(c->seq) == seq)
-				cpu_relax();
-		}
-	}
-	smp_rmb();	/* handlers' ring writes before our copy-out; pairs with smp_wmb() */
+	synchronize_rcu_expedited();
 }
 
 static long fr_ioctl_locked(unsigned int cmd, unsigned long arg)

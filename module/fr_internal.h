@@ -39,9 +39,25 @@
 
 #include "uapi/flightrec.h"
 
-#define FR_REC		sizeof(struct flightrec_sample)
+#define FR_HDR		sizeof(struct flightrec_sample)
+#define FR_REC_MAX	FLIGHTREC_SAMPLE_MAX_SIZE
+#define FR_CHUNK	FLIGHTREC_DATA_CHUNK
 #define FR_SB_REC	sizeof(struct flightrec_sideband)
 #define FR_MAX_STACK	65536U
+
+/*
+ * Tasks that share a user mm but have no user state of their own: perf skips
+ * their user registers (kernel/events/core.c, perf_sample_regs_user()).
+ * PF_USER_WORKER (6.4+) covers io_uring and vhost workers; before it,
+ * PF_IO_WORKER marked the io_uring ones.
+ */
+#if defined(PF_USER_WORKER)
+#define FR_PF_USER_WORKER	PF_USER_WORKER
+#elif defined(PF_IO_WORKER)
+#define FR_PF_USER_WORKER	PF_IO_WORKER
+#else
+#define FR_PF_USER_WORKER	0
+#endif
 
 /*
  * struct fr_params - the load parameters (fr_main.c), set by the module loader
@@ -85,7 +101,14 @@ struct fr_ring {
  * (event NULL, rings and counters kept).  @event is changed only by the
  * cpuhp callbacks; the counters only by the overflow handler on this CPU,
  * inside the @seq write section so STATS reads a consistent set; @torn by
- * readers under fr_lock.
+ * readers under fr_lock.  @written, @overwritten: sample records, and
+ * @chunk_nr[]: the records in each FR_CHUNK of the DATA ring, so that when
+ * the writer starts to reuse a chunk it adds that chunk's records to
+ * @overwritten (exact however long records are); same writer and section.
+ * @handler_ns: the handler's own time (sum over its
+ * calls, @produced of them), same writer and section.  @scratch: a page of
+ * the direct map the handler copies user frame words into (see
+ * fr_copy_user_nmi()); only this CPU's handler touches it.
  */
 struct fr_cpu {
 	struct fr_ring data;
@@ -96,6 +119,11 @@ struct fr_cpu {
 	u64 produced;
 	u64 dropped_frozen;
 	u64 dropped_size;
+	u64 written;
+	u64 overwritten;
+	u16 *chunk_nr;	/* [data.size / FR_CHUNK] */
+	u64 handler_ns;
+	void *scratch;
 	atomic64_t torn;
 };
 
@@ -135,7 +163,8 @@ struct fr_marker {
  * @marker_ids:      marker ids, atomic (crash hooks on several CPUs).
  * @markers_dropped: crashes that found no free slot, atomic.
  * @frozen:          written by FREEZE/THAW under @lock, read locklessly by the
- *                   overflow handler (see fr_freeze() for the ordering).
+ *                   overflow handler; FREEZE then waits a grace period (see
+ *                   fr_freeze() for the ordering).
  * @event_type:      FLIGHTREC_EVENT_*, set once in fr_init().
  * @hp_state:        the cpuhp state, set once in fr_init().
  * @lock:            serialises the ioctls (the readers), so two readers never
@@ -169,8 +198,11 @@ long fr_output(struct fr_ring *rb, u64 from, u64 to, fr_copyfn copyfn, void *dat
 unsigned long fr_copy_user(void *data, const void *src, unsigned long len);
 unsigned long fr_copy_kernel(void *data, const void *src, unsigned long len);
 void fr_ring_put(struct fr_ring *rb, u64 pos, const void *src, u64 len);
-void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs);
-void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs);
+u32 fr_copy_user_nmi(void *dst, unsigned long src, u32 len);
+struct pt_regs *fr_user_regs(struct pt_regs *regs, u16 *abi);
+void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs, u16 abi);
+void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs, u16 abi, void *scratch);
+u64 fr_data_valid(struct fr_ring *rb, u64 from, u64 to, bool data);
 void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs);
 void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, struct pt_regs *regs);
 

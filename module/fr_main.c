@@ -43,7 +43,7 @@ MODULE_PARM_DESC(aux_ring_kb, "AUX ring per CPU, KiB (power of two, >= 4)");
 module_param_named(sideband_kb, fr_param.sideband_kb, uint, 0444);
 MODULE_PARM_DESC(sideband_kb, "SIDEBAND ring, KiB (power of two, >= 4)");
 module_param_named(stack_bytes, fr_param.stack_bytes, uint, 0444);
-MODULE_PARM_DESC(stack_bytes, "user stack bytes copied per sample into AUX (max 65536)");
+MODULE_PARM_DESC(stack_bytes, "user stack bytes copied per sample into AUX (max 65536); 0: no AUX blob, neither registers nor stack (frame-pointer callchains only)");
 module_param_named(markers, fr_param.markers, uint, 0444);
 MODULE_PARM_DESC(markers, "crash marker slots (each preserves every CPU's rings)");
 module_param_named(autostart, fr_param.autostart, bool, 0444);
@@ -146,6 +146,9 @@ static void fr_free_cpus(void)
 			continue;
 		vfree(fr.cpus[cpu]->data.buf);
 		vfree(fr.cpus[cpu]->aux.buf);
+		kvfree(fr.cpus[cpu]->chunk_nr);
+		if (fr.cpus[cpu]->scratch)
+			free_page((unsigned long)fr.cpus[cpu]->scratch);
 		kfree(fr.cpus[cpu]);
 	}
 	kfree(fr.cpus);
@@ -163,8 +166,19 @@ static int fr_alloc_cpus(void)
 		struct fr_cpu *c = kzalloc_node(sizeof(*c), GFP_KERNEL, node);
 
 		fr.cpus[cpu] = c;
-		if (!c || fr_ring_alloc(&c->data, fr_param.data_ring_kb, node) ||
+		if (c) {
+			/* direct map, order 0: see fr_copy_user_nmi() */
+			struct page *pg = alloc_pages_node(node, GFP_KERNEL | __GFP_ZERO, 0);
+
+			c->scratch = pg ? page_address(pg) : NULL;
+		}
+		if (!c || !c->scratch || fr_ring_alloc(&c->data, fr_param.data_ring_kb, node) ||
 		    fr_ring_alloc(&c->aux, fr_param.aux_ring_kb, node)) {
+			fr_free_cpus();
+			return -ENOMEM;
+		}
+		c->chunk_nr = kvcalloc(c->data.size / FR_CHUNK, sizeof(u16), GFP_KERNEL);
+		if (!c->chunk_nr) {
 			fr_free_cpus();
 			return -ENOMEM;
 		}
@@ -181,8 +195,13 @@ static int __init fr_init(void)
 {
 	int ret;
 
-	/* Ring sizes are powers of two: records must divide them. */
-	BUILD_BUG_ON(!is_power_of_2(FR_REC) || !is_power_of_2(FR_SB_REC));
+	/*
+	 * Ring sizes are powers of two >= 4 KiB: SIDEBAND records and DATA
+	 * chunks divide them, and a chunk holds at least one whole record (so
+	 * @chunk_nr counts fit in u16).
+	 */
+	BUILD_BUG_ON(!is_power_of_2(FR_SB_REC) || !is_power_of_2(FR_CHUNK) || FR_CHUNK > 4096);
+	BUILD_BUG_ON(FR_REC_MAX > FR_CHUNK || FR_HDR != 64 || FR_REC_MAX % 8);
 	if (!fr_valid_kb(fr_param.data_ring_kb) || !fr_valid_kb(fr_param.aux_ring_kb) ||
 	    !fr_valid_kb(fr_param.sideband_kb) || fr_param.stack_bytes > FR_MAX_STACK || fr_param.markers > 64 ||
 	    (!fr_param.freq && !fr_param.period))

@@ -60,27 +60,69 @@ void fr_ring_put(struct fr_ring *rb, u64 pos, const void *src, u64 len)
 		memcpy(rb->buf, src + first, len - first);
 }
 
-/* Copy user stack bytes into the ring; returns bytes stored (may shrink). */
-static u32 fr_ring_put_user(struct fr_ring *rb, u64 pos, unsigned long sp, u32 len)
+/*
+ * fr_copy_user_nmi - copy @len bytes of user memory at @src to @dst, a
+ * vmalloc address (a ring or a marker snapshot), from any context including
+ * NMI.  Returns the bytes copied: a prefix, shorter if the user range faults
+ * or user access is not possible right now.
+ *
+ * The one user-memory copy of the module (the sample path and the crash
+ * record use it), built from what perf's own NMI path uses:
+ * copy_from_user_nmi() (arch/x86/lib/usercopy.c, EXPORT_SYMBOL_GPL since
+ * 2013, in Debian 6.1's Module.symvers), which is arch_perf_out_copy_user
+ * for perf_output_sample_ustack() (kernel/events/core.c): __access_ok(),
+ * nmi_uaccess_okay() (no user access while CR3 is being switched), then
+ * __copy_from_user_inatomic() under pagefault_disable().  A fault ends the
+ * copy, it never sleeps.  Not copy_from_user_nofault(): on kernels carrying
+ * "mm/usercopy: Detect vmalloc overruns" (0aef499f3172) without d319f344561d
+ * its check_object_size() -> check_heap_object() calls find_vmap_area() for
+ * a vmalloc destination, which takes vmap_area_lock: a deadlock if the NMI
+ * (or the hrtimer interrupt) came in while this CPU held it in vmalloc/vfree.
+ *
+ * __copy_from_user_inatomic() runs that same check_object_size() on @dst,
+ * so @dst is never the vmalloc address itself: each page is written through
+ * its direct-map address (vmalloc_to_page(), mm/vmalloc.c: a lockless walk
+ * of the kernel page tables of an area we own, which stays mapped until
+ * fr_exit()).  For a direct-map, order-0, non-slab page check_heap_object()
+ * (mm/usercopy.c) only does arithmetic: no lock, like perf's own ring pages
+ * (rb_alloc() -> alloc_pages_node(), kernel/events/ring_buffer.c).  x86 and
+ * arm64 caches are physically tagged, so the bytes written through the
+ * direct map are the bytes readers see through the vmalloc address.
+ */
+u32 fr_copy_user_nmi(void *dst, unsigned long src, u32 len)
 {
-	while (len) {
-		u64 off = pos & (rb->size - 1);
-		u64 first = min_t(u64, len, rb->size - off);
+	u32 done = 0;
 
-		if (!copy_from_user_nofault(rb->buf + off, (void __user *)sp, first) &&
-		    (len == first ||
-		     !copy_from_user_nofault(rb->buf, (void __user *)(sp + first), len - first)))
-			return len;
-		/* The stack ends below sp + len: halve (bounded, never sleeps). */
-		len = (len / 2) & ~7U;
+	while (done < len) {
+		u32 off = offset_in_page(dst + done);
+		u32 chunk = min_t(u32, len - done, PAGE_SIZE - off);
+		void *to = page_address(vmalloc_to_page(dst + done)) + off;
+		unsigned long left = copy_from_user_nmi(to, (const void __user *)(src + done), chunk);
+
+		done += chunk - left;
+		if (left)
+			break;
 	}
-	return 0;
+	return done;
 }
 
-void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs)
+/* Copy user stack bytes into the ring, wrapping; returns bytes stored (multiple of 8). */
+static u32 fr_ring_put_user(struct fr_ring *rb, u64 pos, unsigned long sp, u32 len)
 {
+	u64 off = pos & (rb->size - 1);
+	u32 first = min_t(u64, len, rb->size - off);
+	u32 got = fr_copy_user_nmi(rb->buf + off, sp, first);
+
+	if (got == first && len > first)
+		got += fr_copy_user_nmi(rb->buf, sp + first, len - first);
+	return round_down(got, 8);
+}
+
+/* @abi: PERF_SAMPLE_REGS_ABI_32 or _64, from fr_user_regs(). */
+void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs, u16 abi)
+{
+	a->abi = abi;
 #ifdef CONFIG_X86_64
-	a->abi = 1;
 	a->regs[PERF_REG_X86_AX] = regs->ax;
 	a->regs[PERF_REG_X86_BX] = regs->bx;
 	a->regs[PERF_REG_X86_CX] = regs->cx;
@@ -104,6 +146,12 @@ void fr_fill_regs(struct flightrec_aux *a, struct pt_regs *regs)
 #endif
 }
 
+/* The frames that follow a DATA record's header. */
+static inline u64 *fr_frames(struct flightrec_sample *s)
+{
+	return (u64 *)(s + 1);
+}
+
 static void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs)
 {
 #ifdef CONFIG_X86_64
@@ -119,30 +167,141 @@ static void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs)
 			s->flags |= FLIGHTREC_SAMPLE_KSTACK_TRUNC;
 			break;
 		}
-		s->kframes[s->nr_kframes++] = addr;
+		fr_frames(s)[s->nr_kframes++] = addr;
 	}
 #endif
 }
 
-/* Walk the user frame-pointer chain (rbp -> {saved rbp, return address}). */
-void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs)
+/*
+ * fr_user_regs - the user registers of the interrupted task, the way
+ * perf_sample_regs_user() and perf_get_regs_user() (kernel/events/core.c,
+ * arch/x86/kernel/perf_regs.c) take them: @regs itself for a user-mode
+ * sample; task_pt_regs() for a kernel-mode sample of a user task; none for
+ * kernel threads and for user workers (PF_USER_WORKER, 6.4+: io_uring and
+ * vhost workers share a user mm but have no user state of their own), and
+ * none for an NMI that hit the entry code while it was still saving
+ * task_pt_regs() (the interrupted sp lies inside that frame; perf's test,
+ * with its caveat: an NMI in an exception taken in that window escapes it).
+ * *@abi gets PERF_SAMPLE_REGS_ABI_32 for a compat (ia32) user context,
+ * decided like perf_reg_abi() from the saved code segment.
+ */
+struct pt_regs *fr_user_regs(struct pt_regs *regs, u16 *abi)
 {
-	unsigned long fp = frame_pointer(uregs);
-	unsigned long frame[2];
+	struct pt_regs *uregs = regs;
 
-	s->uframes[s->nr_uframes++] = instruction_pointer(uregs);
+	*abi = PERF_SAMPLE_REGS_ABI_NONE;
+	if (!user_mode(regs)) {
+		if (!current->mm || (current->flags & (PF_KTHREAD | FR_PF_USER_WORKER)))
+			return NULL;
+		uregs = task_pt_regs(current);
+#ifdef CONFIG_X86_64
+		if (in_nmi() && regs->sp > (unsigned long)&uregs->r11 &&
+		    regs->sp <= (unsigned long)(uregs + 1))
+			return NULL;
+#endif
+		if (!user_mode(uregs))
+			return NULL;
+	}
+#ifdef CONFIG_X86_64
+	*abi = user_64bit_mode(uregs) ? PERF_SAMPLE_REGS_ABI_64 : PERF_SAMPLE_REGS_ABI_32;
+#else
+	*abi = PERF_SAMPLE_REGS_ABI_64;
+#endif
+	return uregs;
+}
+
+/*
+ * fr_user_frames - walk the user frame-pointer chain (fp -> {saved fp, return
+ * address}) in the words of @abi: 4-byte words for a compat task, as
+ * perf_callchain_user32() does (arch/x86/events/core.c), 8 otherwise.
+ * @scratch: 16 bytes the frames are copied into.  It must be memory
+ * fr_copy_user_nmi() may write: a vmalloc or direct-map address (the CPU's
+ * scratch page) -- never a local on the IRQ stack, which is vmap'd with
+ * CONFIG_VMAP_STACK and would take the check_heap_object() path described
+ * at fr_copy_user_nmi().
+ */
+void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs, u16 abi, void *scratch)
+{
+	u32 wsz = abi == PERF_SAMPLE_REGS_ABI_32 ? 4 : 8;
+	unsigned long fp = frame_pointer(uregs), next, ret;
+
+	u64 *uf = fr_frames(s) + s->nr_kframes;
+
+	uf[s->nr_uframes++] = instruction_pointer(uregs);
 	while (s->nr_uframes < FLIGHTREC_MAX_UFRAMES) {
-		if (!fp || (fp & (sizeof(long) - 1)) ||
-		    copy_from_user_nofault(frame, (void __user *)fp, sizeof(frame)))
+		if (!fp || (fp & (wsz - 1)) || fr_copy_user_nmi(scratch, fp, 2 * wsz) != 2 * wsz)
 			return;
-		if (!frame[1])
+		if (wsz == 4) {
+			next = ((u32 *)scratch)[0];
+			ret = ((u32 *)scratch)[1];
+		} else {
+			next = ((u64 *)scratch)[0];
+			ret = ((u64 *)scratch)[1];
+		}
+		if (!ret)
 			return;
-		s->uframes[s->nr_uframes++] = frame[1];
-		if (frame[0] <= fp)
+		uf[s->nr_uframes++] = ret;
+		if (next <= fp)
 			return;
-		fp = frame[0];
+		fp = next;
 	}
 	s->flags |= FLIGHTREC_SAMPLE_USTACK_TRUNC;
+}
+
+/*
+ * fr_data_begin - start a DATA record at the head: publish the reserve for
+ * the largest record, pad to the next chunk if that would cross one (a
+ * record never straddles FR_CHUNK, so readers find boundaries at chunk
+ * starts), and, when the record opens a chunk the ring has been round
+ * before, count that chunk's old records as overwritten.  Returns the
+ * record and its position in *@posp.
+ */
+static struct flightrec_sample *fr_data_begin(struct fr_cpu *c, u64 *posp)
+{
+	struct fr_ring *rb = &c->data;
+	u64 pos = rb->head;
+	u32 room = FR_CHUNK - (pos & (FR_CHUNK - 1));
+	u32 k;
+
+	if (room < FR_REC_MAX) {
+		struct flightrec_sample *pad = rb->buf + (pos & (rb->size - 1));
+
+		WRITE_ONCE(rb->reserve, pos + room + FR_REC_MAX);
+		smp_wmb();	/* reserve before the bytes; pairs with the readers' smp_rmb() */
+		pad->size = room;
+		pad->type = FLIGHTREC_REC_PAD;
+		pos += room;
+	} else {
+		WRITE_ONCE(rb->reserve, pos + FR_REC_MAX);
+		smp_wmb();	/* reserve before the record bytes, as above */
+	}
+	k = (pos & (rb->size - 1)) / FR_CHUNK;
+	if (!(pos & (FR_CHUNK - 1))) {
+		if (pos >= rb->size)
+			c->overwritten += c->chunk_nr[k];
+		c->chunk_nr[k] = 0;
+	}
+	c->chunk_nr[k]++;
+	*posp = pos;
+	return rb->buf + (pos & (rb->size - 1));
+}
+
+/*
+ * fr_data_valid - the first position of [@from, @to) that a reader may keep
+ * after copying it: what lies below reserve - size may have been
+ * overwritten during the copy.  For DATA the result is rounded up to a chunk
+ * boundary, where a record starts.  Call after the copy (smp_rmb() inside).
+ */
+u64 fr_data_valid(struct fr_ring *rb, u64 from, u64 to, bool data)
+{
+	u64 valid;
+
+	smp_rmb();	/* copy before re-reading reserve; pairs with the writer's smp_wmb() */
+	valid = READ_ONCE(rb->reserve);
+	valid = valid > rb->size ? valid - rb->size : 0;
+	if (data && valid > from)
+		valid = round_up(valid, FR_CHUNK);
+	return clamp(valid, from, to);
 }
 
 /*
@@ -150,30 +309,37 @@ void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs)
  * this CPU's rings.  Called from the overflow handler, in NMI (cycles) or
  * hrtimer IRQ (cpu-clock) context on the counter's CPU, and by the test-only
  * NMI driver.  Lock-free, never sleeps, never allocates, never waits.
+ *
+ * Cost: a variable-length record, header plus only the frames present,
+ * written field by field (nothing is cleared), the AUX blob only when
+ * stack_bytes asks for user stacks, and no full barrier:
+ * FREEZE waits for handlers in flight with synchronize_rcu() (fr_freeze()).
  */
 void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
 {
-	struct pt_regs *uregs = NULL;
+	u64 t0 = ktime_get_mono_fast_ns();
+	struct pt_regs *uregs;
 	struct flightrec_sample *s;
 	struct flightrec_aux a;
 	u32 aux_len = 0, slen = 0;
 	u64 pos, apos = 0;
+	u16 abi;
 
-	if (user_mode(regs))
-		uregs = regs;
-	else if (current->mm && !(current->flags & PF_KTHREAD))
-		uregs = task_pt_regs(current);
-	if (uregs)
+	uregs = fr_user_regs(regs, &abi);
+	if (uregs && fr_param.stack_bytes)
 		aux_len = sizeof(a) + round_down(fr_param.stack_bytes, 8);
 
 	WRITE_ONCE(c->seq, c->seq + 1);
 	/*
-	 * Full barrier: the odd @seq store must be visible before fr.frozen is
-	 * read.  Pairs with smp_mb() in fr_freeze(), the store-buffering pattern
-	 * of tools/memory-model/litmus-tests/SB+fencembonceonces.litmus: either
-	 * this handler sees the freeze or fr_freeze() sees it in flight and waits.
+	 * No smp_mb() here: fr_freeze() sets fr.frozen and then waits a grace
+	 * period, and this handler (hardirq or NMI) is an RCU read-side
+	 * critical section (kernel/rcu/tree.c, synchronize_rcu(): "This
+	 * includes hardware interrupt handlers, softirq handlers, and NMI
+	 * handlers").  So a handler that misses the flag has finished before
+	 * FREEZE returns, and one that starts later sees it.  smp_wmb() orders
+	 * the odd @seq before the counters for STATS' seqcount only.
 	 */
-	smp_mb();
+	smp_wmb();
 	c->produced++;
 	if (READ_ONCE(fr.frozen)) {
 		c->dropped_frozen++;
@@ -184,23 +350,27 @@ void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
 		goto out;
 	}
 
-	pos = c->data.head;
-	WRITE_ONCE(c->data.reserve, pos + FR_REC);
-	smp_wmb();	/* reserve before the record bytes; pairs with the readers' smp_rmb() */
-	s = c->data.buf + (pos & (c->data.size - 1));
-	memset(s, 0, FR_REC);
-	s->time_ns = ktime_get_mono_fast_ns();
+	s = fr_data_begin(c, &pos);
+	s->type = FLIGHTREC_REC_SAMPLE;
+	s->flags = 0;
+	s->time_ns = t0;
 	s->ip = instruction_pointer(regs);
-	s->seq = div_u64(pos, FR_REC);
+	s->aux_pos = 0;
+	s->seq = pos;
+	s->aux_len = 0;
 	s->cpu = smp_processor_id();
 	s->pid = task_tgid_nr(current);
 	s->tid = task_pid_nr(current);
 	s->mode = user_mode(regs) ? FLIGHTREC_MODE_USER : FLIGHTREC_MODE_KERNEL;
+	s->nr_kframes = 0;
+	s->nr_uframes = 0;
+	s->abi = abi;
 	if (!user_mode(regs))
 		fr_kernel_frames(s, regs);
 
-	if (uregs) {
-		fr_user_frames(s, uregs);
+	if (uregs)
+		fr_user_frames(s, uregs, abi, c->scratch);
+	if (aux_len) {
 		apos = c->aux.head;
 		WRITE_ONCE(c->aux.reserve, apos + aux_len);
 		smp_wmb();	/* reserve before the blob bytes, as for DATA */
@@ -210,7 +380,7 @@ void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
 		a.seq = s->seq;
 		a.len = sizeof(a) + slen;
 		a.stack_len = slen;
-		fr_fill_regs(&a, uregs);
+		fr_fill_regs(&a, uregs, abi);
 		fr_ring_put(&c->aux, apos, &a, sizeof(a));
 		s->aux_pos = apos;
 		s->aux_len = a.len;
@@ -219,10 +389,14 @@ void fr_record_sample(struct fr_cpu *c, struct pt_regs *regs)
 		WRITE_ONCE(c->aux.head, apos + a.len);
 		WRITE_ONCE(c->aux.reserve, apos + a.len);
 	}
+	s->size = FR_HDR + 8 * (s->nr_kframes + s->nr_uframes);
+	c->written++;
 	smp_wmb();	/* record bytes before the DATA head; pairs with smp_load_acquire(head) */
-	WRITE_ONCE(c->data.head, pos + FR_REC);
+	WRITE_ONCE(c->data.head, pos + s->size);
+	WRITE_ONCE(c->data.reserve, pos + s->size);
 out:
-	smp_wmb();	/* counters and heads before the even @seq (STATS, fr_freeze()) */
+	c->handler_ns += ktime_get_mono_fast_ns() - t0;
+	smp_wmb();	/* counters and heads before the even @seq (STATS) */
 	WRITE_ONCE(c->seq, c->seq + 1);
 }
 

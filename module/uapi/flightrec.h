@@ -7,9 +7,15 @@
  * flags/reserved field must be zero (-EINVAL otherwise) so it can be given a
  * meaning later.  A changed struct gets a new command, never a new version.
  *
- * Positions are 64-bit and monotonic.  DATA ring positions count records
- * (struct flightrec_sample); AUX ring positions count bytes; SIDEBAND ring
- * positions count records (struct flightrec_sideband).
+ * Positions are 64-bit and monotonic.  DATA and AUX ring positions count
+ * bytes; SIDEBAND ring positions count records (struct flightrec_sideband).
+ *
+ * DATA records have variable length: a struct flightrec_sample header, then
+ * its frames.  Every record starts with __u32 size and __u16 type
+ * (FLIGHTREC_REC_*), is 8-byte aligned, and never straddles a
+ * FLIGHTREC_DATA_CHUNK boundary (a FLIGHTREC_REC_PAD record fills the tail
+ * of a chunk), so every chunk boundary is a record boundary: a reader that
+ * starts at one, or at a position the module returned, can walk the records.
  *
  * open(FLIGHTREC_DEVICE): -EPERM without CAP_SYS_ADMIN or CAP_PERFMON (the
  * device node is also mode 0600, so DAC refuses other users first with
@@ -22,13 +28,21 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define FLIGHTREC_VERSION	1
+#define FLIGHTREC_VERSION	2
 #define FLIGHTREC_DEVICE	"/dev/flightrec"
 
 #define FLIGHTREC_MAX_KFRAMES	24
 #define FLIGHTREC_MAX_UFRAMES	32
 #define FLIGHTREC_NR_REGS	24	/* perf_regs.h PERF_REG_X86_64_MAX order */
 #define FLIGHTREC_PATH_MAX	424
+#define FLIGHTREC_DATA_CHUNK	4096	/* no DATA record crosses a multiple of this */
+/* The largest DATA record: header plus every frame. */
+#define FLIGHTREC_SAMPLE_MAX_SIZE \
+	(sizeof(struct flightrec_sample) + 8 * (FLIGHTREC_MAX_KFRAMES + FLIGHTREC_MAX_UFRAMES))
+
+/* struct flightrec_sample::type */
+#define FLIGHTREC_REC_SAMPLE	1
+#define FLIGHTREC_REC_PAD	2	/* only @size and @type are valid: skip @size bytes */
 
 enum flightrec_event {
 	FLIGHTREC_EVENT_CPU_CLOCK = 0,
@@ -54,25 +68,38 @@ enum flightrec_mode {
 #define FLIGHTREC_SAMPLE_CRASH		(1U << 3)
 
 /**
- * struct flightrec_sample - one fixed-size record of the DATA ring (512 bytes)
+ * struct flightrec_sample - header of one DATA ring record (64 bytes)
+ * @size:	bytes of the record: this header plus 8 * (@nr_kframes +
+ *		@nr_uframes), a multiple of 8; for a PAD record, the bytes to skip
+ * @type:	FLIGHTREC_REC_SAMPLE or FLIGHTREC_REC_PAD
+ * @flags:	FLIGHTREC_SAMPLE_*
  * @time_ns:	CLOCK_MONOTONIC nanoseconds (ktime_get_mono_fast_ns())
  * @ip:		interrupted instruction pointer
  * @aux_pos:	AUX ring byte position of this sample's struct flightrec_aux
- * @seq:	this record's DATA ring position
+ * @seq:	this record's DATA ring position (bytes)
  * @aux_len:	bytes at @aux_pos (0: no AUX blob)
  * @cpu:	CPU that took the sample
  * @pid:	thread group id (0 for kernel threads/idle)
  * @tid:	thread id
  * @mode:	enum flightrec_mode of @ip
- * @nr_kframes:	valid entries of @kframes (return addresses, innermost first)
- * @nr_uframes:	valid entries of @uframes (user ip, then frame-pointer chain)
- * @flags:	FLIGHTREC_SAMPLE_*
- * @reserved:	zero
- * @kframes:	kernel return addresses (mode KERNEL only)
- * @uframes:	user ip and frame-pointer return addresses of a user task
- *		(for a kernel-mode sample: its user state at kernel entry)
+ * @nr_kframes:	kernel return addresses that follow the header (innermost
+ *		first; mode KERNEL only), at most FLIGHTREC_MAX_KFRAMES
+ * @nr_uframes:	user frames that follow them: the user ip, then the
+ *		frame-pointer chain's return addresses (for a kernel-mode sample:
+ *		the task's user state at kernel entry), at most
+ *		FLIGHTREC_MAX_UFRAMES
+ * @abi:	PERF_SAMPLE_REGS_ABI_* (linux/perf_event.h) of the user state in
+ *		the user frames and the AUX blob: NONE (0, no user state: kernel
+ *		thread, user worker, or an NMI in the kernel entry window), 32 (1,
+ *		a compat task: its frame-pointer chain was walked in 4-byte words)
+ *		or 64 (2)
+ *
+ * The record is followed by @nr_kframes + @nr_uframes __u64 frames.
  */
 struct flightrec_sample {
+	__u32 size;
+	__u16 type;
+	__u16 flags;
 	__u64 time_ns;
 	__u64 ip;
 	__u64 aux_pos;
@@ -84,10 +111,7 @@ struct flightrec_sample {
 	__u16 mode;
 	__u16 nr_kframes;
 	__u16 nr_uframes;
-	__u16 flags;
-	__u64 reserved;
-	__u64 kframes[FLIGHTREC_MAX_KFRAMES];
-	__u64 uframes[FLIGHTREC_MAX_UFRAMES];
+	__u16 abi;
 };
 
 /**
@@ -95,7 +119,12 @@ struct flightrec_sample {
  * @seq:	DATA ring position of the sample this blob belongs to
  * @len:	total blob length including this header, multiple of 8
  * @stack_len:	bytes of user stack copied from @regs[PERF_REG_X86_SP] upward
- * @abi:	1 = x86_64 registers in perf_regs order (arch/x86/include/uapi/asm/perf_regs.h)
+ * @abi:	PERF_SAMPLE_REGS_ABI_32 (1) or _64 (2), as perf's regs_user abi
+ *		and the sample's @abi.  @regs is in x86_64 perf_regs order
+ *		(arch/x86/include/uapi/asm/perf_regs.h) either way; for ABI_32
+ *		only the low 32 bits mean anything and the stack holds 4-byte
+ *		words (an x86_64 DWARF unwinder must not walk it).
+ *		Written only when the module was loaded with stack_bytes > 0.
  * @pad:	zero
  * @regs:	user registers at the sample
  */
@@ -162,7 +191,7 @@ struct flightrec_sideband {
  * @period:	ns (cpu-clock) or events (cycles); 0 if @freq is used
  * @freq:	samples per second, 0 if @period is used
  * @event:	enum flightrec_event
- * @sample_size:	sizeof(struct flightrec_sample)
+ * @sample_size:	sizeof(struct flightrec_sample) (the DATA record header)
  * @sideband_size:	sizeof(struct flightrec_sideband)
  * @stack_bytes:	user stack bytes copied per sample
  * @max_markers:	crash marker slots
@@ -191,17 +220,23 @@ struct flightrec_info {
  * @cpu:	CPU number
  * @online:	1 if a counter is installed on the CPU
  * @produced:	counter overflows the sample handler ran for
- * @written:	records written to the DATA ring (== @data_head)
- * @overwritten:	records overwritten: @written minus the DATA ring
- *		capacity in records, if positive
+ * @written:	sample records written to the DATA ring
+ * @overwritten:	sample records no longer readable: those of every
+ *		FLIGHTREC_DATA_CHUNK the writer has started to reuse, so
+ *		@written == @overwritten + the records a frozen ring holds
  * @dropped_frozen:	samples not written because the rings were frozen
  * @dropped_size:	samples not written because their AUX blob
  *		(registers + stack_bytes) is larger than the AUX ring
- * @torn_on_read:	records discarded by READ_RING: overwritten while copied
+ * @torn_on_read:	DATA bytes discarded by READ_RING: overwritten while copied
+ *		(their records are in @overwritten)
  * @aux_written:	bytes written to the AUX ring (== @aux_head)
  * @aux_overwritten:	AUX bytes overwritten
- * @data_head:	DATA position (records)
+ * @data_head:	DATA position (bytes)
  * @aux_head:	AUX position (bytes)
+ * @handler_ns:	time spent in the sample handler on this CPU, summed over
+ *		its @produced calls (ktime_get_mono_fast_ns() at entry and
+ *		exit): the module's own cost per sample is
+ *		@handler_ns / @produced
  * @reserved:	zero
  *
  * @produced == @written + @dropped_frozen + @dropped_size, always (a
@@ -221,7 +256,8 @@ struct flightrec_cpu_stats {
 	__u64 aux_overwritten;
 	__u64 data_head;
 	__u64 aux_head;
-	__u64 reserved[2];
+	__u64 handler_ns;
+	__u64 reserved;
 };
 
 /**
@@ -251,11 +287,16 @@ struct flightrec_stats {
  * @cpu:	in: CPU (ignored, must be 0, for SIDEBAND)
  * @ring:	in: enum flightrec_ring
  * @from:	in: first position wanted (DATA/AUX); must be 0 for SIDEBAND,
- *		which always reads from its consumer tail and consumes
+ *		which always reads from its consumer tail and consumes.  DATA:
+ *		a record boundary (0, a chunk boundary, or a @first/@next or
+ *		head the module returned); older than the ring holds, it starts
+ *		at the first whole chunk
  * @to:		in: end position wanted (exclusive); clamped to the head.
  *		Must be 0 for SIDEBAND.
  * @buf:	in: user buffer
- * @buf_len:	in: its size; DATA/SIDEBAND copy whole records only
+ * @buf_len:	in: its size; DATA/SIDEBAND copy whole records only (DATA:
+ *		at least FLIGHTREC_DATA_CHUNK; a copy cut short by @buf_len
+ *		ends at a chunk boundary)
  * @first:	out: position of the first valid byte/record returned
  * @next:	out: position after the last returned (pass as next @from)
  * @head:	out: ring head when the copy finished

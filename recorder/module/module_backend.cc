@@ -1,6 +1,7 @@
 #include "recorder/module/module_backend.h"
 
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
@@ -18,8 +19,8 @@
 namespace flightrec::recorder::module {
 namespace {
 
-// Registers present in an AUX blob (abi 1): all FLIGHTREC_NR_REGS, in the
-// bit order of arch/x86/include/uapi/asm/perf_regs.h, as perf's regs_mask.
+// Registers present in an AUX blob: all FLIGHTREC_NR_REGS, in the bit order
+// of arch/x86/include/uapi/asm/perf_regs.h, as perf's regs_mask.
 constexpr uint64_t kAuxRegsMask = (1ull << FLIGHTREC_NR_REGS) - 1;
 
 std::string PathOf(const flightrec_sideband& r) {
@@ -103,8 +104,45 @@ StatusOr<CallGraphMode> ResolveCallGraph(const ModuleConfig& config, uint32_t mo
   return m;
 }
 
-Sample SampleFromRecord(const flightrec_sample& r, uint64_t period_ns, const flightrec_aux* aux,
+std::vector<SampleRecord> ParseDataRecords(const uint8_t* p, size_t len, uint64_t first,
+                                           uint64_t* malformed) {
+  std::vector<SampleRecord> out;
+  size_t off = 0;
+  *malformed = 0;
+  while (off < len) {
+    flightrec_sample h{};
+    const uint64_t pos = first + off;
+    const size_t left = len - off;
+    if (left < 8) break;
+    std::memcpy(&h, p + off, std::min(left, sizeof(h)));
+    // A record is a multiple of 8, inside the copy and inside its chunk.
+    if (h.size < 8 || h.size % 8 != 0 || h.size > left ||
+        pos / FLIGHTREC_DATA_CHUNK != (pos + h.size - 1) / FLIGHTREC_DATA_CHUNK) {
+      break;
+    }
+    if (h.type == FLIGHTREC_REC_PAD) {
+      off += h.size;
+      continue;
+    }
+    if (h.type != FLIGHTREC_REC_SAMPLE || h.seq != pos || h.nr_kframes > FLIGHTREC_MAX_KFRAMES ||
+        h.nr_uframes > FLIGHTREC_MAX_UFRAMES ||
+        h.size != sizeof(h) + 8 * (size_t{h.nr_kframes} + h.nr_uframes)) {
+      break;
+    }
+    SampleRecord& r = out.emplace_back();
+    r.h = h;
+    std::memcpy(r.kframes, p + off + sizeof(h), 8 * size_t{h.nr_kframes});
+    std::memcpy(r.uframes, p + off + sizeof(h) + 8 * size_t{h.nr_kframes},
+                8 * size_t{h.nr_uframes});
+    off += h.size;
+  }
+  *malformed = len - off;
+  return out;
+}
+
+Sample SampleFromRecord(const SampleRecord& rec, uint64_t period_ns, const flightrec_aux* aux,
                         const uint8_t* stack, size_t stack_len, const CallGraphMode& mode) {
+  const flightrec_sample& r = rec.h;
   Sample s;
   s.time_ns = r.time_ns;
   s.cpu = r.cpu;
@@ -121,13 +159,18 @@ Sample SampleFromRecord(const flightrec_sample& r, uint64_t period_ns, const fli
   // kframes are return addresses only; uframes start with the user ip.
   if (s.mode == CpuMode::kKernel && mode.callchain) {
     s.kernel_chain.push_back(r.ip);
-    s.kernel_chain.insert(s.kernel_chain.end(), r.kframes, r.kframes + nk);
+    s.kernel_chain.insert(s.kernel_chain.end(), rec.kframes, rec.kframes + nk);
   }
-  s.user_chain.assign(r.uframes, r.uframes + nu);
+  s.user_chain.assign(rec.uframes, rec.uframes + nu);
   // The AUX blob only with --call-graph dwarf (fp records stay small and
   // replay uses the frame-pointer chain, as with the perf backend); the copy
   // starts at the stack pointer, so the first N bytes are the innermost.
-  if (aux != nullptr && aux->abi == 1 && mode.dwarf_stack_bytes > 0) {
+  // Only an x86_64 (ABI_64) blob goes to the unwinder, which walks 8-byte
+  // words with x86_64 CFI; a compat task's (ABI_32) keeps the frame-pointer
+  // chain the module walked in 4-byte words, as perf's unwinder refuses a
+  // regs_user abi it was not built for.
+  if (aux != nullptr && aux->abi == PERF_SAMPLE_REGS_ABI_64 && r.abi == PERF_SAMPLE_REGS_ABI_64 &&
+      mode.dwarf_stack_bytes > 0) {
     stack_len = std::min<size_t>(stack_len, mode.dwarf_stack_bytes);
     s.user_stack.regs_mask = kAuxRegsMask;
     s.user_stack.regs.assign(aux->regs, aux->regs + FLIGHTREC_NR_REGS);
@@ -141,7 +184,7 @@ uint64_t AppendSamples(const CpuCopy& cpu, uint64_t window_start_ns, uint64_t pe
                        const CallGraphMode& mode, std::vector<Sample>* out) {
   uint64_t outside = 0;
   for (size_t i = 0; i < cpu.count; ++i) {
-    const flightrec_sample& r = cpu.records[i];
+    const flightrec_sample& r = cpu.records[i].h;
     if (r.time_ns < window_start_ns) {
       ++outside;
       continue;
@@ -162,7 +205,7 @@ uint64_t AppendSamples(const CpuCopy& cpu, uint64_t window_start_ns, uint64_t pe
         ah = nullptr;  // overwritten since: no stack for this one
       }
     }
-    out->push_back(SampleFromRecord(r, period_ns, ah, stack, stack_len, mode));
+    out->push_back(SampleFromRecord(cpu.records[i], period_ns, ah, stack, stack_len, mode));
   }
   return outside;
 }
@@ -321,27 +364,32 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
   flightrec_stats global{};
   ASSIGN_OR_RETURN(auto cpus, ReadStats(&global));
   const uint64_t period = SamplePeriodNs();
-  const uint64_t capacity = info_.data_ring_bytes / sizeof(flightrec_sample);
   uint64_t produced = 0, overwritten = 0, frozen = 0, size = 0, torn = 0, outside = 0, kept = 0;
-  std::vector<flightrec_sample> data(std::max<uint64_t>(capacity, 1) + 1);
+  uint64_t malformed_bytes = 0;
+  std::vector<uint8_t> data(info_.data_ring_bytes);
   std::vector<uint8_t> aux(info_.aux_ring_bytes + 4096);
   for (const auto& c : cpus) {
     if (!c.online && c.data_head == 0) continue;
-    // DATA: everything still in the ring, up to the head the counters were
-    // read at (a sample that was being written when FREEZE came is not in
-    // them, and not copied).
+    // DATA: everything still in the ring (from its first whole chunk; the
+    // module starts there when `from` is older), up to the head the
+    // counters were read at (a sample that was being written when FREEZE
+    // came is not in them, and not copied).
     flightrec_read rd{};
     rd.cpu = c.cpu;
     rd.ring = FLIGHTREC_RING_DATA;
-    rd.from = c.data_head > capacity ? c.data_head - capacity : 0;
+    rd.from = 0;
     rd.to = c.data_head;
     rd.buf = reinterpret_cast<uint64_t>(data.data());
-    rd.buf_len = data.size() * sizeof(flightrec_sample);
+    rd.buf_len = data.size();
     if (ioctl(fd_.get(), FLIGHTREC_IOC_READ_RING, &rd) != 0) {
       if (errno == ENODEV) continue;  // possible, never online
       return ErrnoStatus(fmt::format("/dev/flightrec: READ_RING data cpu {}", c.cpu));
     }
-    size_t n = rd.bytes / sizeof(flightrec_sample);
+    uint64_t bad = 0;
+    std::vector<SampleRecord> recs =
+        ParseDataRecords(data.data() + rd.data_offset, rd.bytes, rd.first, &bad);
+    malformed_bytes += bad;
+    size_t n = recs.size();
     // AUX: the whole ring once, sliced per sample.
     flightrec_read ra{};
     ra.cpu = c.cpu;
@@ -354,8 +402,7 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
     bool have_aux = mode_.dwarf_stack_bytes > 0 && info_.aux_ring_bytes > 0 && c.aux_head > 0 &&
                     ioctl(fd_.get(), FLIGHTREC_IOC_READ_RING, &ra) == 0;
     CpuCopy copy;
-    copy.records = reinterpret_cast<const flightrec_sample*>(
-        reinterpret_cast<const char*>(data.data()) + rd.data_offset);
+    copy.records = recs.data();
     copy.count = n;
     if (have_aux) {
       copy.aux = aux.data() + ra.data_offset;
@@ -369,9 +416,11 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
     overwritten += c.overwritten;
     frozen += c.dropped_frozen;
     size += c.dropped_size;
-    // Only this read's: torn_on_read is the module's lifetime count, over
-    // every reader's copies, most of them not this dump's.
-    torn += rd.lost;
+    // Bytes this read lost to the writer (torn_on_read is the module's
+    // lifetime count over every reader's copies). Their records are already
+    // in `overwritten`: the writer counts a chunk's records when it starts
+    // to reuse it.
+    torn += rd.data_offset;
     outside += cpu_outside;
     kept += cpu_kept;
     snap.per_cpu.push_back({{"cpu", c.cpu},
@@ -384,7 +433,7 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
                             {"overwritten", c.overwritten},
                             {"paused", c.dropped_frozen},
                             {"size", c.dropped_size},
-                            {"torn", rd.lost},
+                            {"torn_bytes", rd.data_offset},
                             {"torn_on_read_lifetime", c.torn_on_read},
                             {"aux_written", c.aux_written},
                             {"aux_overwritten", c.aux_overwritten}});
@@ -392,18 +441,15 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
   std::sort(snap.samples.begin(), snap.samples.end(),
             [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
   if (!snap.samples.empty()) snap.oldest_sample_ns = snap.samples.front().time_ns;
-  snap.counters = {{"produced", produced},
-                   {"in_window", kept},
-                   {"outside_window", outside},
-                   {"overwritten", overwritten},
-                   {"paused", frozen},
-                   {"size", size},
-                   {"torn", torn},
+  snap.counters = {{"produced", produced},      {"in_window", kept},
+                   {"outside_window", outside}, {"overwritten", overwritten},
+                   {"paused", frozen},          {"size", size},
+                   {"torn_bytes", torn},        {"malformed_bytes", malformed_bytes},
                    {"in_ring", kept + outside}};
   // The module's counters are exact: produced == written + frozen + size,
-  // and written == in ring + overwritten + torn by this read.
+  // and written == in ring + overwritten (frozen, read whole).
   snap.unaccounted = static_cast<int64_t>(produced) -
-                     static_cast<int64_t>(kept + outside + overwritten + frozen + size + torn);
+                     static_cast<int64_t>(kept + outside + overwritten + frozen + size);
   snap.copy_ns = MonotonicNs() - t0;
   return snap;
 }
@@ -485,7 +531,7 @@ StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, 
                              ? m.time_ns - static_cast<uint64_t>(last_ns)
                              : 0;
   const uint64_t period = SamplePeriodNs();
-  uint64_t written = 0, in_marker = 0, overwritten = 0, outside = 0, kept = 0;
+  uint64_t in_marker = 0, overwritten_bytes = 0, malformed_bytes = 0, outside = 0, kept = 0;
   uint64_t crasher_last = 0;
   uint32_t crasher_cpu = 0;
   bool crasher_last_on_cpu = false;
@@ -514,9 +560,12 @@ StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, 
     flightrec_marker_read rd, ra;
     ASSIGN_OR_RETURN(bool possible, read(FLIGHTREC_RING_DATA, &data, &rd));
     if (!possible) continue;
+    uint64_t bad = 0;
+    std::vector<SampleRecord> recs = ParseDataRecords(data.data(), data.size(), rd.first, &bad);
+    malformed_bytes += bad;
     CpuCopy copy;
-    copy.records = reinterpret_cast<const flightrec_sample*>(data.data());
-    copy.count = data.size() / sizeof(flightrec_sample);
+    copy.records = recs.data();
+    copy.count = recs.size();
     if (mode_.dwarf_stack_bytes > 0) {
       ASSIGN_OR_RETURN(bool aux_ok, read(FLIGHTREC_RING_AUX, &aux, &ra));
       if (aux_ok) {
@@ -526,7 +575,7 @@ StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, 
       }
     }
     for (size_t i = 0; i < copy.count; ++i) {
-      const auto& r = copy.records[i];
+      const auto& r = copy.records[i].h;
       if (r.tid == m.tid && r.time_ns >= crasher_last) {
         crasher_last = r.time_ns;
         crasher_cpu = cpu;
@@ -536,20 +585,19 @@ StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, 
     size_t before = snap.samples.size();
     uint64_t cpu_outside = AppendSamples(copy, snap.window_start_ns, period, mode_, &snap.samples);
     uint64_t cpu_kept = snap.samples.size() - before;
-    // DATA positions count records: everything below `first` was written
-    // before the crash and overwritten (before it, or while the kernel
-    // copied the other CPUs' rings).
-    written += rd.end;
+    // The marker keeps DATA positions (bytes), not record counts: what lies
+    // below `first` was overwritten before the crash or while the kernel
+    // copied the other CPUs' rings, a number of records it does not keep.
     in_marker += copy.count;
-    overwritten += rd.first;
+    overwritten_bytes += rd.first;
     outside += cpu_outside;
     kept += cpu_kept;
     snap.per_cpu.push_back({{"cpu", cpu},
-                            {"written_at_crash", rd.end},
+                            {"position_at_crash", rd.end},
                             {"in_marker", copy.count},
                             {"in_window", cpu_kept},
                             {"outside_window", cpu_outside},
-                            {"overwritten", rd.first}});
+                            {"overwritten_bytes", rd.first}});
   }
   std::sort(snap.samples.begin(), snap.samples.end(),
             [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
@@ -557,12 +605,12 @@ StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, 
   // At the crash instant the module keeps ring positions, not its drop
   // counters: samples dropped while frozen or for size before the crash are
   // not known here (they are in the module's live counters).
-  snap.counters = {{"written", written},
-                   {"in_ring", in_marker},
+  snap.counters = {{"in_ring", in_marker},
                    {"in_window", kept},
                    {"outside_window", outside},
-                   {"overwritten", overwritten}};
-  snap.unaccounted = static_cast<int64_t>(written) - static_cast<int64_t>(in_marker + overwritten);
+                   {"overwritten_bytes", overwritten_bytes},
+                   {"malformed_bytes", malformed_bytes}};
+  snap.unaccounted = 0;  // positions only: nothing to check the records against
   snap.copy_ns = MonotonicNs() - t0;
   snap.source = {{"kind", "crash_marker"},
                  {"marker_id", m.id},
@@ -593,13 +641,24 @@ nlohmann::json ModuleBackend::Stats() {
     j["error"] = cpus.status().message();
     return j;
   }
-  uint64_t produced = 0, written = 0;
+  uint64_t produced = 0, written = 0, handler_ns = 0;
+  nlohmann::json per_cpu = nlohmann::json::array();
   for (const auto& c : *cpus) {
     produced += c.produced;
     written += c.written;
+    handler_ns += c.handler_ns;
+    // The module's own time in its sample handler (STATS handler_ns).
+    per_cpu.push_back({{"cpu", c.cpu},
+                       {"produced", c.produced},
+                       {"handler_ns", c.handler_ns},
+                       {"handler_ns_per_sample",
+                        c.produced ? static_cast<double>(c.handler_ns) / c.produced : 0.0}});
   }
   j["produced"] = produced;
   j["written"] = written;
+  j["handler_ns"] = handler_ns;
+  j["handler_ns_per_sample"] = produced ? static_cast<double>(handler_ns) / produced : 0.0;
+  j["per_cpu"] = std::move(per_cpu);
   j["sideband_written"] = global.sideband_written;
   j["sideband_dropped"] = global.sideband_dropped;
   j["markers_taken"] = global.markers_taken;
@@ -609,9 +668,14 @@ nlohmann::json ModuleBackend::Stats() {
   j["markers_claimed"] = markers_claimed_;
   j["markers_released_unclaimed"] = markers_released_unclaimed_;
   if (!marker_error_.empty()) j["marker_error"] = marker_error_;
+  // Ring history at the observed mean record size (records are variable).
   uint64_t period = SamplePeriodNs();
-  uint64_t capacity = info_.data_ring_bytes / sizeof(flightrec_sample);
-  if (period) j["history_s"] = static_cast<double>(capacity) * period / 1e9;
+  uint64_t heads = 0;
+  for (const auto& c : *cpus) heads += c.data_head;
+  if (period && written && heads) {
+    double capacity = static_cast<double>(info_.data_ring_bytes) * written / heads;
+    j["history_s"] = capacity * period / 1e9;
+  }
   return j;
 }
 

@@ -1,7 +1,7 @@
 // ModuleBackend: the capture backend over flightrec.ko (/dev/flightrec).
 //
 // The module samples every CPU from boot into its own overwrite rings (DATA:
-// fixed 512-byte sample records; AUX: registers + user stack bytes; SIDEBAND:
+// variable-length sample records; AUX: registers + user stack bytes; SIDEBAND:
 // mmap/exec/fork/exit in a ring that does not overwrite). This backend drains
 // SIDEBAND into the daemon's process table like the perf backend's sideband,
 // and a dump freezes the module (FREEZE), copies each CPU's DATA and AUX
@@ -60,14 +60,26 @@ std::optional<Event> SidebandEvent(const flightrec_sideband& r);
 // A drained batch of sideband records as events, execs moved before the
 // mappings of the image they loaded (see the .cc).
 std::vector<Event> OrderSideband(std::vector<flightrec_sideband> batch);
+// One DATA record decoded: its header and its frames, split.
+struct SampleRecord {
+  flightrec_sample h{};
+  uint64_t kframes[FLIGHTREC_MAX_KFRAMES]{};
+  uint64_t uframes[FLIGHTREC_MAX_UFRAMES]{};
+};
+// Walks the variable-length DATA records in [p, p + len), the first at ring
+// position `first` (a record boundary), skipping PAD records. A record whose
+// size, type, position or frame counts do not add up ends the walk: it and
+// what follows are counted in *malformed (bytes), never read.
+std::vector<SampleRecord> ParseDataRecords(const uint8_t* p, size_t len, uint64_t first,
+                                           uint64_t* malformed);
 // aux: the AUX blob of this sample (header + stack), or nullptr.
-Sample SampleFromRecord(const flightrec_sample& r, uint64_t period_ns, const flightrec_aux* aux,
+Sample SampleFromRecord(const SampleRecord& r, uint64_t period_ns, const flightrec_aux* aux,
                         const uint8_t* stack, size_t stack_len, const CallGraphMode& mode = {});
 
 // One CPU's copy of its DATA records and AUX bytes [aux_first, aux_end) (from
 // the live rings or a crash marker).
 struct CpuCopy {
-  const flightrec_sample* records = nullptr;
+  const SampleRecord* records = nullptr;
   size_t count = 0;
   const uint8_t* aux = nullptr;
   uint64_t aux_first = 0;

@@ -2,6 +2,8 @@
 // module itself is exercised in the QEMU guest, tests/vm).
 #include "recorder/module/module_backend.h"
 
+#include <linux/perf_event.h>
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -49,32 +51,34 @@ TEST(ModuleBackendTest, SidebandRecordsBecomeMmapExecAndTaskEvents) {
 }
 
 TEST(ModuleBackendTest, SamplesCarryChainsLikePerfAndTheAuxStack) {
-  flightrec_sample r{};
-  r.time_ns = 100;
-  r.cpu = 1;
-  r.pid = 10;
-  r.tid = 11;
-  r.ip = 0xffffffff81000010;
-  r.mode = FLIGHTREC_MODE_KERNEL;
-  r.nr_kframes = 2;
+  SampleRecord r{};
+  r.h.time_ns = 100;
+  r.h.cpu = 1;
+  r.h.pid = 10;
+  r.h.tid = 11;
+  r.h.ip = 0xffffffff81000010;
+  r.h.mode = FLIGHTREC_MODE_KERNEL;
+  r.h.nr_kframes = 2;
   r.kframes[0] = 0xffffffff81000100;
   r.kframes[1] = 0xffffffff81000200;
-  r.nr_uframes = 2;
+  r.h.nr_uframes = 2;
   r.uframes[0] = 0x401000;
   r.uframes[1] = 0x402000;
   Sample s = SampleFromRecord(r, 1'000'000, nullptr, nullptr, 0);
   EXPECT_EQ(s.mode, CpuMode::kKernel);
-  EXPECT_EQ(s.kernel_chain, (std::vector<uint64_t>{r.ip, 0xffffffff81000100, 0xffffffff81000200}));
+  EXPECT_EQ(s.kernel_chain,
+            (std::vector<uint64_t>{r.h.ip, 0xffffffff81000100, 0xffffffff81000200}));
   EXPECT_EQ(s.user_chain, (std::vector<uint64_t>{0x401000, 0x402000}));
   EXPECT_EQ(s.period, 1'000'000u);
   EXPECT_TRUE(s.user_stack.regs.empty());
   // A user sample with its AUX blob; counts past the arrays are clamped.
-  r.mode = FLIGHTREC_MODE_USER;
-  r.ip = 0x401000;
-  r.nr_kframes = 0;
-  r.nr_uframes = 1000;
+  r.h.mode = FLIGHTREC_MODE_USER;
+  r.h.ip = 0x401000;
+  r.h.nr_kframes = 0;
+  r.h.nr_uframes = 1000;
+  r.h.abi = PERF_SAMPLE_REGS_ABI_64;
   flightrec_aux aux{};
-  aux.abi = 1;
+  aux.abi = PERF_SAMPLE_REGS_ABI_64;
   aux.regs[7] = 0x7ffc0000;  // PERF_REG_X86_SP
   uint8_t stack[16] = {1, 2, 3};
   CallGraphMode dwarf;
@@ -89,14 +93,15 @@ TEST(ModuleBackendTest, SamplesCarryChainsLikePerfAndTheAuxStack) {
 }
 
 TEST(ModuleBackendTest, TheCallGraphModeDecidesWhatASampleKeeps) {
-  flightrec_sample r{};
-  r.mode = FLIGHTREC_MODE_USER;
-  r.ip = 0x401000;
-  r.nr_uframes = 2;
+  SampleRecord r{};
+  r.h.mode = FLIGHTREC_MODE_USER;
+  r.h.ip = 0x401000;
+  r.h.nr_uframes = 2;
   r.uframes[0] = 0x401000;
   r.uframes[1] = 0x402000;
+  r.h.abi = PERF_SAMPLE_REGS_ABI_64;
   flightrec_aux aux{};
-  aux.abi = 1;
+  aux.abi = PERF_SAMPLE_REGS_ABI_64;
   uint8_t stack[64];
   for (size_t i = 0; i < sizeof(stack); ++i) stack[i] = static_cast<uint8_t>(i);
   // fp (the default): the frame-pointer chain, no registers or stack bytes.
@@ -115,8 +120,8 @@ TEST(ModuleBackendTest, TheCallGraphModeDecidesWhatASampleKeeps) {
   // none: only the ip.
   CallGraphMode none;
   none.callchain = false;
-  r.mode = FLIGHTREC_MODE_KERNEL;
-  r.nr_kframes = 1;
+  r.h.mode = FLIGHTREC_MODE_KERNEL;
+  r.h.nr_kframes = 1;
   r.kframes[0] = 0xffffffff81000100;
   s = SampleFromRecord(r, 1, &aux, stack, sizeof(stack), none);
   EXPECT_TRUE(s.kernel_chain.empty());
@@ -125,6 +130,35 @@ TEST(ModuleBackendTest, TheCallGraphModeDecidesWhatASampleKeeps) {
   EXPECT_EQ(d16.ToString(), "dwarf,16");
   EXPECT_EQ(none.ToString(), "none");
   EXPECT_EQ(CallGraphMode{}.ToString(), "fp");
+}
+
+TEST(ModuleBackendTest, ACompatTasksStackIsNeverGivenToTheX8664Unwinder) {
+  // A 32-bit task: the module walked its frame-pointer chain in 4-byte
+  // words and recorded ABI_32; its registers and stack bytes must not reach
+  // the x86_64 DWARF unwinder, which would read them as 8-byte words.
+  SampleRecord r{};
+  r.h.mode = FLIGHTREC_MODE_USER;
+  r.h.ip = 0x8049000;
+  r.h.nr_uframes = 3;
+  r.uframes[0] = 0x8049000;
+  r.uframes[1] = 0x8049100;
+  r.uframes[2] = 0x8049200;
+  r.h.abi = PERF_SAMPLE_REGS_ABI_32;
+  flightrec_aux aux{};
+  aux.abi = PERF_SAMPLE_REGS_ABI_32;
+  aux.regs[7] = 0xffffd000;
+  uint8_t stack[64] = {};
+  CallGraphMode dwarf;
+  dwarf.dwarf_stack_bytes = 64;
+  Sample s = SampleFromRecord(r, 1, &aux, stack, sizeof(stack), dwarf);
+  EXPECT_EQ(s.user_chain, (std::vector<uint64_t>{0x8049000, 0x8049100, 0x8049200}));
+  EXPECT_TRUE(s.user_stack.regs.empty());
+  EXPECT_TRUE(s.user_stack.stack.empty());
+  // The same record as ABI_64 does reach it: the test above is not vacuous.
+  r.h.abi = PERF_SAMPLE_REGS_ABI_64;
+  aux.abi = PERF_SAMPLE_REGS_ABI_64;
+  s = SampleFromRecord(r, 1, &aux, stack, sizeof(stack), dwarf);
+  EXPECT_EQ(s.user_stack.stack.size(), sizeof(stack));
 }
 
 TEST(ModuleBackendTest, DwarfNeedsTheModuleToCopyAtLeastTheAskedStack) {
@@ -151,27 +185,121 @@ TEST(ModuleBackendTest, DwarfNeedsTheModuleToCopyAtLeastTheAskedStack) {
   EXPECT_NE(zero.status().message().find("stack_bytes parameter is 0"), std::string::npos);
 }
 
+// DATA bytes as the module lays them out: variable-length records, a PAD
+// record filling a chunk's tail, positions in bytes.
+struct DataBytes {
+  std::vector<uint8_t> bytes;
+  uint64_t first = 3 * FLIGHTREC_DATA_CHUNK + 4096 - 512;  // 512 bytes before a chunk ends
+
+  uint64_t Pos() const { return first + bytes.size(); }
+  void Sample(uint16_t nk, uint16_t nu, uint64_t ip) {
+    flightrec_sample h{};
+    h.type = FLIGHTREC_REC_SAMPLE;
+    h.size = static_cast<uint32_t>(sizeof(h) + 8 * (nk + nu));
+    h.seq = Pos();
+    h.ip = ip;
+    h.nr_kframes = nk;
+    h.nr_uframes = nu;
+    Put(&h, sizeof(h));
+    for (uint64_t i = 0; i < nk + nu; ++i) {
+      uint64_t f = ip + 1 + i;
+      Put(&f, 8);
+    }
+  }
+  void Pad(uint32_t size) {
+    flightrec_sample h{};
+    h.type = FLIGHTREC_REC_PAD;
+    h.size = size;
+    Put(&h, 8);
+    bytes.resize(bytes.size() + size - 8, 0xee);  // stale bytes a reader must skip
+  }
+  void Put(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  }
+};
+
+TEST(ModuleBackendTest, DataRecordsAreWalkedBySizeAcrossPads) {
+  DataBytes d;
+  d.Sample(2, 3, 0x1000);                              // 104 bytes
+  d.Sample(0, 1, 0x2000);                              // 72 bytes
+  d.Pad(static_cast<uint32_t>(512 - d.bytes.size()));  // to the chunk end
+  d.Sample(24, 32, 0x3000);                            // the largest record
+  uint64_t bad = 1;
+  auto recs = ParseDataRecords(d.bytes.data(), d.bytes.size(), d.first, &bad);
+  EXPECT_EQ(bad, 0u);
+  ASSERT_EQ(recs.size(), 3u);
+  EXPECT_EQ(recs[0].h.nr_kframes, 2u);
+  EXPECT_EQ(recs[0].kframes[1], 0x1002u);
+  EXPECT_EQ(recs[0].uframes[0], 0x1003u);
+  EXPECT_EQ(recs[0].uframes[2], 0x1005u);
+  EXPECT_EQ(recs[1].uframes[0], 0x2001u);
+  EXPECT_EQ(recs[2].h.seq % FLIGHTREC_DATA_CHUNK, 0u);
+  EXPECT_EQ(recs[2].uframes[31], 0x3000u + 1 + 24 + 31);
+  Sample s = SampleFromRecord(recs[0], 1, nullptr, nullptr, 0);
+  EXPECT_EQ(s.user_chain, (std::vector<uint64_t>{0x1003, 0x1004, 0x1005}));
+}
+
+TEST(ModuleBackendTest, AMalformedDataRecordEndsTheWalk) {
+  for (int damage = 0; damage < 5; ++damage) {
+    DataBytes d;
+    d.Sample(1, 1, 0x1000);
+    const size_t second = d.bytes.size();
+    d.Sample(1, 1, 0x2000);
+    auto* h = reinterpret_cast<flightrec_sample*>(d.bytes.data() + second);
+    switch (damage) {
+      case 0:
+        h->size = 12;
+        break;  // not a multiple of 8
+      case 1:
+        h->size = 1 << 20;
+        break;  // past the copy
+      case 2:
+        h->seq += 8;
+        break;  // not where it lies
+      case 3:
+        h->nr_uframes = 40;
+        break;  // more than the module writes
+      case 4:
+        h->type = 7;
+        break;  // unknown type
+    }
+    uint64_t bad = 0;
+    auto recs = ParseDataRecords(d.bytes.data(), d.bytes.size(), d.first, &bad);
+    EXPECT_EQ(recs.size(), 1u) << damage;
+    EXPECT_EQ(bad, d.bytes.size() - second) << damage;
+  }
+  // A record may not cross a chunk boundary either.
+  DataBytes d;
+  d.first = FLIGHTREC_DATA_CHUNK - 64;
+  d.Sample(1, 1, 0x1000);  // 80 bytes from 64 before the boundary
+  uint64_t bad = 0;
+  EXPECT_TRUE(ParseDataRecords(d.bytes.data(), d.bytes.size(), d.first, &bad).empty());
+  EXPECT_EQ(bad, 80u);
+}
+
 // Two records with AUX blobs laid out as the module writes them.
 struct Rings {
-  std::vector<flightrec_sample> recs;
+  std::vector<SampleRecord> recs;
   std::vector<uint8_t> aux;
   uint64_t aux_first = 4096;  // ring position of aux[0]
 
   void Add(uint64_t seq, uint64_t time, size_t stack_len) {
-    flightrec_sample r{};
-    r.seq = seq;
-    r.time_ns = time;
-    r.mode = FLIGHTREC_MODE_USER;
-    r.ip = 0x401000 + seq;
-    r.flags = FLIGHTREC_SAMPLE_HAS_AUX;
-    r.aux_pos = aux_first + aux.size();
+    SampleRecord r{};
+    r.h.seq = seq;
+    r.h.time_ns = time;
+    r.h.mode = FLIGHTREC_MODE_USER;
+    r.h.ip = 0x401000 + seq;
+    r.h.flags = FLIGHTREC_SAMPLE_HAS_AUX;
+    r.h.abi = PERF_SAMPLE_REGS_ABI_64;
+    r.h.aux_pos = aux_first + aux.size();
     flightrec_aux a{};
     a.seq = seq;
-    a.abi = 1;
+    a.abi = PERF_SAMPLE_REGS_ABI_64;
     a.stack_len = static_cast<uint32_t>(stack_len);
     a.len = static_cast<uint32_t>(sizeof(a) + stack_len);
     a.regs[7] = 0x7ffc0000 + seq;
-    r.aux_len = a.len;
+    r.h.aux_len = a.len;
     const auto* p = reinterpret_cast<const uint8_t*>(&a);
     aux.insert(aux.end(), p, p + sizeof(a));
     aux.insert(aux.end(), stack_len, static_cast<uint8_t>(seq));
@@ -200,7 +328,7 @@ TEST(ModuleBackendTest, SamplesGetTheirOwnAuxBlobOnlyWhileItIsWhole) {
   // A blob overwritten by a later sample (its seq no longer matches) and one
   // cut by the copy's end are dropped; the samples stay.
   auto* second = reinterpret_cast<flightrec_aux*>(rings.aux.data() +
-                                                  (rings.recs[1].aux_pos - rings.aux_first));
+                                                  (rings.recs[1].h.aux_pos - rings.aux_first));
   second->seq = 99;
   CpuCopy c = rings.Copy();
   c.aux_end -= 1;  // the third blob is not whole

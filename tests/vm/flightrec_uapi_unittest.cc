@@ -6,12 +6,17 @@
 
 #define CHECK_OFF(type, field, off) static_assert(offsetof(type, field) == (off), #type "." #field)
 
-static_assert(sizeof(flightrec_sample) == 512);
-CHECK_OFF(flightrec_sample, time_ns, 0);
-CHECK_OFF(flightrec_sample, aux_len, 32);
-CHECK_OFF(flightrec_sample, mode, 48);
-CHECK_OFF(flightrec_sample, kframes, 64);
-CHECK_OFF(flightrec_sample, uframes, 256);
+static_assert(sizeof(flightrec_sample) == 64);  // DATA record header; frames follow
+CHECK_OFF(flightrec_sample, size, 0);
+CHECK_OFF(flightrec_sample, type, 4);
+CHECK_OFF(flightrec_sample, flags, 6);
+CHECK_OFF(flightrec_sample, time_ns, 8);
+CHECK_OFF(flightrec_sample, seq, 32);
+CHECK_OFF(flightrec_sample, aux_len, 40);
+CHECK_OFF(flightrec_sample, mode, 56);
+CHECK_OFF(flightrec_sample, abi, 62);
+static_assert(FLIGHTREC_SAMPLE_MAX_SIZE == 512);
+static_assert(FLIGHTREC_DATA_CHUNK == 4096);
 static_assert(sizeof(flightrec_aux) == 216);
 CHECK_OFF(flightrec_aux, regs, 24);
 static_assert(sizeof(flightrec_sideband) == 512);
@@ -23,6 +28,8 @@ CHECK_OFF(flightrec_info, reserved, 68);
 static_assert(sizeof(flightrec_cpu_stats) == 104);
 CHECK_OFF(flightrec_cpu_stats, produced, 8);
 CHECK_OFF(flightrec_cpu_stats, data_head, 72);
+CHECK_OFF(flightrec_cpu_stats, handler_ns, 88);
+CHECK_OFF(flightrec_cpu_stats, reserved, 96);
 static_assert(sizeof(flightrec_stats) == 64);
 CHECK_OFF(flightrec_stats, sideband_written, 16);
 static_assert(sizeof(flightrec_read) == 112);
@@ -36,6 +43,7 @@ CHECK_OFF(flightrec_marker, nr_cpus, 32);
 CHECK_OFF(flightrec_marker, cpu, 36);
 CHECK_OFF(flightrec_marker, reserved, 40);
 static_assert(FLIGHTREC_SAMPLE_CRASH == 8);
+static_assert(FLIGHTREC_VERSION == 2);
 static_assert(sizeof(flightrec_markers) == 32);
 static_assert(sizeof(flightrec_marker_read) == 88);
 CHECK_OFF(flightrec_marker_read, offset, 16);

@@ -8,7 +8,8 @@
 # guest hung (qemu killed after $FR_VM_TIMEOUT s).
 #
 # usage: run_vm_tests.sh --build-dir DIR [--guest-script PATH] [scenario...]
-#   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind (default: all)
+#   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat
+#   (default: all of these), and the benchmarks hcost bench (bench/vm/run_vm_bench.sh)
 set -euo pipefail
 
 # The newest Debian kernel the setup installed (linux-image-amd64 +
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
-[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind)
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat)
 
 # The work dir lives in the build tree: the guest sees the host root
 # read-only over 9p, and /tmp is replaced by a guest tmpfs.
