@@ -38,6 +38,7 @@
 #endif
 
 #include "uapi/flightrec.h"
+#include "fr_compat.h"
 
 #define FR_REC		sizeof(struct flightrec_sample)
 #define FR_SB_REC	sizeof(struct flightrec_sideband)
@@ -57,6 +58,7 @@ struct fr_params {
 	uint stack_bytes;
 	uint markers;
 	bool autostart;
+	bool test_nmi;
 };
 
 extern struct fr_params fr_param;
@@ -187,5 +189,8 @@ void fr_unregister_coredump_kp(void);
 /* fr_dev.c: /dev/flightrec */
 int fr_dev_register(void);
 void fr_dev_unregister(void);
+
+/* fr_test.c: the test-only NMI entry point (test_nmi=1) */
+int flightrec_test_sample(struct pt_regs *regs);
 
 #endif /* FR_INTERNAL_H */
