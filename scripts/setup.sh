@@ -26,9 +26,12 @@ PKGS=(
   linux-perf gdb golang-go util-linux bsdutils procps psmisc time python3 binutils
   clang libclang-rt-14-dev
 )
-# The VM harness (tests/vm) boots Debian's kernel under QEMU and builds the
-# module against its headers.
-VM_PKGS=(qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio)
+# The VM harness (tests/vm) boots Debian's kernels under QEMU (generic and
+# PREEMPT_RT, one boot each) and builds the module against their headers, and
+# against the cloud flavour's too (module_build_flavours); dkms builds it the
+# way a package install would (scenario dkms).
+VM_PKGS=(qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio
+  linux-image-rt-amd64 linux-headers-rt-amd64 linux-headers-cloud-amd64 dkms)
 [ "$want_vm" = 1 ] && PKGS+=("${VM_PKGS[@]}")
 
 missing=()
