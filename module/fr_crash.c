@@ -80,7 +80,7 @@ static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
 
 /*
  * The crash hook is a kprobe on the entry of the core dump routine
- * (do_coredump(), renamed vfs_coredump() in 6.13; both are tried).  It runs in
+ * (do_coredump(), renamed vfs_coredump() in 6.17; both are tried).  It runs in
  * the crashing thread, once per dump, before the other threads are zapped and
  * before anything is written, and whether or not RLIMIT_CORE lets a file be
  * written.  The signal_generate tracepoint fires for every signal, handled

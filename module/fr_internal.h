@@ -38,6 +38,7 @@
 #endif
 
 #include "uapi/flightrec.h"
+#include "fr_compat.h"
 
 #define FR_HDR		sizeof(struct flightrec_sample)
 #define FR_REC_MAX	FLIGHTREC_SAMPLE_MAX_SIZE
@@ -73,6 +74,7 @@ struct fr_params {
 	uint stack_bytes;
 	uint markers;
 	bool autostart;
+	bool test_nmi;
 };
 
 extern struct fr_params fr_param;
@@ -219,5 +221,8 @@ void fr_unregister_coredump_kp(void);
 /* fr_dev.c: /dev/flightrec */
 int fr_dev_register(void);
 void fr_dev_unregister(void);
+
+/* fr_test.c: the test-only NMI entry point (test_nmi=1) */
+int flightrec_test_sample(struct pt_regs *regs);
 
 #endif /* FR_INTERNAL_H */

@@ -48,6 +48,8 @@ module_param_named(markers, fr_param.markers, uint, 0444);
 MODULE_PARM_DESC(markers, "crash marker slots (each preserves every CPU's rings)");
 module_param_named(autostart, fr_param.autostart, bool, 0444);
 MODULE_PARM_DESC(autostart, "record from load; if 0 start frozen until FLIGHTREC_IOC_THAW");
+module_param_named(test_nmi, fr_param.test_nmi, bool, 0444);
+MODULE_PARM_DESC(test_nmi, "TESTS ONLY: no counters; samples come from flightrec_test_sample() in NMI");
 
 struct fr_state fr = {
 	.sb_lock = __RAW_SPIN_LOCK_UNLOCKED(fr.sb_lock),
@@ -81,6 +83,11 @@ static int fr_cpu_online(unsigned int cpu)
 	struct fr_cpu *c = fr.cpus[cpu];
 	struct perf_event *ev;
 
+	/* test_nmi: the NMI torture driver is the rings' one writer (fr_test.c). */
+	if (fr_param.test_nmi) {
+		WRITE_ONCE(c->online, true);
+		return 0;
+	}
 	ev = perf_event_create_kernel_counter(&attr, cpu, NULL, fr_overflow, c);
 	if (IS_ERR(ev)) {
 		pr_warn("cpu %u: counter: %ld\n", cpu, PTR_ERR(ev));
@@ -243,6 +250,8 @@ static int __init fr_init(void)
 		fr.event_type == FLIGHTREC_EVENT_CYCLES ? "cycles" : "cpu-clock",
 		fr_param.freq ? "freq" : "period", fr_param.freq ? (unsigned long)fr_param.freq : fr_param.period,
 		fr_param.data_ring_kb, fr_param.aux_ring_kb, fr_param.autostart ? "" : " (frozen)");
+	if (fr_param.test_nmi)
+		pr_warn("test_nmi=1: no counters, samples only from flightrec_test_sample()\n");
 	return 0;
 
 out_remove_hp:
@@ -278,3 +287,4 @@ module_init(fr_init);
 module_exit(fr_exit);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("flightrec: always-on per-CPU sample rings with crash markers");
+MODULE_VERSION(FR_VERSION);

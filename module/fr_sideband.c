@@ -97,7 +97,7 @@ static void fr_tp_fork(void *data, struct task_struct *parent, struct task_struc
 	fr_sb_emit(r);
 }
 
-static void fr_tp_exit(void *data, struct task_struct *p)
+static void fr_tp_exit(FR_TP_EXIT_ARGS(p))
 {
 	struct flightrec_sideband *r = fr_sb_begin(FLIGHTREC_SB_EXIT, p);
 

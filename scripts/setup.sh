@@ -32,9 +32,12 @@ PKGS=(
 # and npm unless a node with npm is already there (Debian's npm package
 # conflicts with other builds of node that bundle their own npm).
 command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
-# The VM harness (tests/vm) boots Debian's kernel under QEMU and builds the
-# module against its headers.
-VM_PKGS=(qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio)
+# The VM harness (tests/vm) boots Debian's kernels under QEMU (generic and
+# PREEMPT_RT, one boot each) and builds the module against their headers, and
+# against the cloud flavour's too (module_build_flavours); dkms builds it the
+# way a package install would (scenario dkms).
+VM_PKGS=(qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio
+  linux-image-rt-amd64 linux-headers-rt-amd64 linux-headers-cloud-amd64 dkms)
 [ "$want_vm" = 1 ] && PKGS+=("${VM_PKGS[@]}")
 
 missing=()

@@ -32,20 +32,12 @@
 #include <unistd.h>
 
 #include "module/uapi/flightrec.h"
+#include "tests/vm/fr_vm_test.h"
 
-#define FAIL(...) do { printf(__VA_ARGS__); printf("\n"); exit(1); } while (0)
+int fd = -1;
+struct flightrec_info info;
 
-/* Functions whose address ranges samples are checked against: no inlining, no clones. */
-#ifdef __clang__
-#define SAMPLED __attribute__((noinline))
-#else
-#define SAMPLED __attribute__((noinline, noclone))
-#endif
-
-static int fd = -1;
-static struct flightrec_info info;
-
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
 	struct timespec ts;
 
@@ -62,7 +54,7 @@ static void dev_open(void)
 		FAIL("INFO: %s", strerror(errno));
 }
 
-static struct flightrec_cpu_stats *get_stats(struct flightrec_stats *s)
+struct flightrec_cpu_stats *get_stats(struct flightrec_stats *s)
 {
 	static struct flightrec_cpu_stats st[256];
 
@@ -89,7 +81,7 @@ SAMPLED void spin_a(uint64_t ms)
 }
 
 /* Workload children die with the test: a FAIL exit must not leave them holding its stdout. */
-static void die_with_parent(void)
+void die_with_parent(void)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
@@ -143,7 +135,7 @@ SAMPLED pid_t spawn_crash(uint64_t ms, int gate_r, int gate_w)
 	return p;
 }
 
-static void wait_segv(pid_t p, const char *what)
+void wait_segv(pid_t p, const char *what)
 {
 	int status;
 
@@ -202,15 +194,6 @@ static int elf_sym(const char *path, const char *name, uint64_t *vaddr, uint64_t
 	return found;
 }
 
-/* One DATA record decoded: the header's fields and its frames split. */
-struct xsample {
-	uint64_t time_ns, ip, aux_pos, seq;
-	uint32_t size, aux_len, cpu, pid, tid;
-	uint16_t type, flags, mode, nr_kframes, nr_uframes, abi;
-	uint64_t kframes[FLIGHTREC_MAX_KFRAMES];
-	uint64_t uframes[FLIGHTREC_MAX_UFRAMES];
-};
-
 /*
  * Walk the variable-length DATA records in @bytes at @buf, the first at ring
  * position @first: every record's size is a sane multiple of 8 inside the
@@ -260,7 +243,7 @@ static size_t decode_records(const char *buf, uint64_t bytes, uint64_t first,
 }
 
 /* Read a CPU's whole DATA ring. Returns number of samples in *out (malloc'd). */
-static size_t read_data(uint32_t cpu, struct xsample **out, struct flightrec_read *rr)
+size_t read_data(uint32_t cpu, struct xsample **out, struct flightrec_read *rr)
 {
 	size_t cap = info.data_ring_bytes, n;
 	char *buf = malloc(cap);
@@ -298,7 +281,7 @@ static int cmd_record(void)
 	return mine > 0 ? 0 : 1;
 }
 
-static int check_invariants(const char *what)
+int check_invariants(const char *what)
 {
 	struct flightrec_stats s;
 	struct flightrec_cpu_stats *st = get_stats(&s);
@@ -439,7 +422,7 @@ static char *snapshot(uint32_t slot, size_t *len)
 }
 
 /* Runtime address range [*lo, *hi) of function @name at @fn (size from the ELF symbol). */
-static void func_range(const char *name, void *fn, uint64_t *lo, uint64_t *hi)
+void func_range(const char *name, void *fn, uint64_t *lo, uint64_t *hi)
 {
 	uint64_t va, sz = 0, off;
 
@@ -450,7 +433,7 @@ static void func_range(const char *name, void *fn, uint64_t *lo, uint64_t *hi)
 }
 
 /* LIST_MARKERS into @m (64 entries); returns the number stored. */
-static uint32_t list_markers(struct flightrec_marker *m)
+uint32_t list_markers(struct flightrec_marker *m)
 {
 	struct flightrec_markers l = { .buf = (uintptr_t)m, .count = 64 };
 
@@ -1664,7 +1647,7 @@ static int cmd_compat(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|compat BIN32|cycles KO N|spin MS|crashonly|bench N");
+		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR");
 	if (!strcmp(argv[1], "spin") && argc > 2) {
 		spin_a(strtoull(argv[2], NULL, 0));
 		return 0;
@@ -1700,5 +1683,7 @@ int main(int argc, char **argv)
 		return cmd_handler();
 	if (!strcmp(argv[1], "compat") && argc > 2)
 		return cmd_compat(argv[2]);
+	if (!strcmp(argv[1], "nmi") && argc > 3)
+		return cmd_nmi(atoi(argv[2]), argv[3]);
 	FAIL("unknown subcommand %s", argv[1]);
 }

@@ -9,7 +9,11 @@ KO=$1 BUILD=$2; shift 2
 T="$BUILD/tests/vm/fr_vm_test"
 LIB="$BUILD/tests/vm/libfr_vm_burn.so"
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-SPLAT='BUG|Oops|WARNING|KASAN|lockdep|possible circular locking|general protection|RCU stall|soft lockup|Call Trace'
+SPLAT='BUG|Oops|WARNING|KASAN|lockdep|possible circular locking|general protection|RCU stall|soft lockup|hard LOCKUP|Call Trace|NMI received for unknown reason|Dazed and confused'
+# Built by run_vm_tests.sh next to the module's build dir: the NMI torture
+# driver and the module as DKMS built it.
+NT="$(dirname "$KO")/../nmi/fr_nmi_torture.ko"
+KO_DKMS="$(dirname "$KO")/../dkms/flightrec.ko"
 
 result() { # name status detail
   local splat st=$2 detail=$3
@@ -557,6 +561,48 @@ scen_bench() {
   done
   echo "FLIGHTREC-VM-BENCH$out"
   result bench PASS "see FLIGHTREC-VM-BENCH"
+}
+
+# flightrec's sample function from NMI context (issue 12 item 2): flightrec.ko
+# with test_nmi=1 (no counters; fr_test.c) and fr_nmi_torture.ko sending NMI
+# IPIs at 4 kHz from each CPU to the other, for 60 s, under
+# fork/exec/exit, mmap/munmap, vmalloc/vfree, FREEZE/READ/THAW and crash
+# storms (fr_vm_nmi.c).  Then the other half: without test_nmi the entry point
+# refuses every NMI's sample.
+scen_nmi() {
+  local out rc i refused=""
+  insmod "$KO" test_nmi=1 || { result nmi FAIL "insmod test_nmi=1 failed"; return; }
+  insmod "$NT" rate_hz=4000 || { result nmi FAIL "insmod fr_nmi_torture failed"; return; }
+  out=$("$T" nmi 60 /sys/module/fr_nmi_torture/parameters 2>&1); rc=$?
+  rmmod fr_nmi_torture || { rc=1; out="$out; rmmod fr_nmi_torture failed"; }
+  if [ $rc -ne 0 ]; then result nmi FAIL "$(echo "$out" | tail -3 | tr '\n' ' ')"; return; fi
+  rmmod flightrec
+  insmod "$KO" && insmod "$NT" vmalloc_storm=0 || { result nmi FAIL "refusal: insmod failed"; return; }
+  for i in $(seq 100); do
+    refused=$(awk '$1 == "cpu" && $10 > 0 { n++ } END { print n + 0 }' \
+      /sys/module/fr_nmi_torture/parameters/stats)
+    [ "$refused" -ge 1 ] && grep -q "last_err -1$" /sys/module/fr_nmi_torture/parameters/stats && break
+    sleep 0.1
+  done
+  local st; st=$(cat /sys/module/fr_nmi_torture/parameters/stats | tr '\n' ' ')
+  rmmod fr_nmi_torture
+  case "$st" in
+    *"last_err -1 "*) result nmi PASS "$(echo "$out" | tail -1); without test_nmi every sample refused (-EPERM)" ;;
+    *) result nmi FAIL "without test_nmi the torture driver was not refused: $st" ;;
+  esac
+}
+
+# The module DKMS built on the host for this kernel (run_vm_tests.sh: dkms
+# build with module/dkms.conf), loaded and recording.
+scen_dkms() {
+  local want out
+  want=$(modinfo -F version "$KO")
+  insmod "$KO_DKMS" || { result dkms FAIL "insmod $KO_DKMS failed"; return; }
+  [ "$(cat /sys/module/flightrec/version)" = "$want" ] ||
+    { result dkms FAIL "loaded version $(cat /sys/module/flightrec/version), want $want"; return; }
+  out=$("$T" record 2>&1) || { result dkms FAIL "record: $out"; return; }
+  run dkms "$T" check
+  [ -n "$out" ] && echo "FLIGHTREC-VM-INFO dkms: version $want, $out"
 }
 
 # After the last unload: fork/exec/mmap/exit, a core dump and timer ticks on

@@ -7,26 +7,40 @@
 # parses them and fails if any scenario or final failed, is missing, or the
 # guest hung (qemu killed after $FR_VM_TIMEOUT s).
 #
-# usage: run_vm_tests.sh --build-dir DIR [--guest-script PATH] [scenario...]
-#   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat
+# usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--guest-script PATH] [scenario...]
+#   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
 #   (default: all of these), and the benchmarks hcost bench (bench/vm/run_vm_bench.sh)
 set -euo pipefail
 
-# The newest Debian kernel the setup installed (linux-image-amd64 +
-# linux-headers-amd64 follow Debian's current ABI, e.g. 6.1.0-56-amd64): the
-# one with both an image in /boot and a build tree. FR_KVER overrides.
-if [ -z "${FR_KVER:-}" ]; then
+# Which Debian kernel to boot: the newest of the flavour (generic:
+# linux-image-amd64, e.g. 6.1.0-56-amd64; rt: linux-image-rt-amd64, e.g.
+# 6.1.0-56-rt-amd64) with both an image in /boot and a build tree.  A missing
+# flavour fails the run, loudly: CI must run both.  FR_KVER overrides.
+FLAVOUR=generic
+for ((i = 1; i <= $#; i++)); do
+  [ "${!i}" = --flavour ] && { j=$((i + 1)); FLAVOUR=${!j}; }
+done
+pick_kernel() { # flavour -> version, or nothing
+  local img v
   for img in $(ls /boot/vmlinuz-*-amd64 2>/dev/null | sort -V -r); do
     v=${img#/boot/vmlinuz-}
-    if [ -d "/lib/modules/$v/build" ]; then FR_KVER=$v; break; fi
+    case "$1:$v" in
+      generic:*-rt-amd64 | generic:*-cloud-amd64) continue ;;
+      generic:*) ;;
+      rt:*-rt-amd64) ;;
+      *) continue ;;
+    esac
+    [ -d "/lib/modules/$v/build" ] && { echo "$v"; return; }
   done
-fi
-KVER=${FR_KVER:-}
+}
+case "$FLAVOUR" in generic | rt) ;; *) echo "run_vm_tests: unknown flavour '$FLAVOUR'" >&2; exit 2 ;; esac
+KVER=${FR_KVER:-$(pick_kernel "$FLAVOUR")}
 [ -n "$KVER" ] || {
-  echo "run_vm_tests: no Debian kernel with headers (/boot/vmlinuz-*-amd64 and /lib/modules/*/build);" \
+  echo "run_vm_tests: no $FLAVOUR Debian kernel with headers (/boot/vmlinuz-* and /lib/modules/*/build);" \
        "run scripts/setup.sh --vm" >&2
   exit 1
 }
+echo "run_vm_tests: $FLAVOUR kernel $KVER"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=""
 GUEST_SCRIPT="$SRC/tests/vm/guest_run.sh"
@@ -36,11 +50,12 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --guest-script) GUEST_SCRIPT=$2; shift 2 ;;
+    --flavour) shift 2 ;;
     *) SCEN+=("$1"); shift ;;
   esac
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
-[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat)
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms)
 
 # The work dir lives in the build tree: the guest sees the host root
 # read-only over 9p, and /tmp is replaced by a guest tmpfs.
@@ -51,17 +66,43 @@ t0=$(date +%s.%N)
 # Out-of-tree module build from a copy: the source tree stays clean.  W=1:
 # the kernel's extra warnings; any warning fails the run.
 mkdir -p "$WORK/mod"
-cp "$SRC"/module/Kbuild "$SRC"/module/*.c "$SRC"/module/*.h "$WORK/mod/"
+cp "$SRC"/module/Kbuild "$SRC"/module/VERSION "$SRC"/module/*.c "$SRC"/module/*.h "$WORK/mod/"
 cp -r "$SRC"/module/uapi "$WORK/mod/"
 make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" W=1 modules > "$WORK/build.log" 2>&1 || {
   cat "$WORK/build.log"; echo "module build failed"; exit 1; }
 if grep -i "warning" "$WORK/build.log" | grep -v "Skipping BTF"; then
   echo "module build has warnings"; exit 1
 fi
+# The NMI torture driver (test only, scenario nmi) against that build's symbols.
+mkdir -p "$WORK/nmi"
+cp "$SRC/tests/vm/fr_nmi_torture.c" "$WORK/nmi/"
+echo 'obj-m += fr_nmi_torture.o' > "$WORK/nmi/Kbuild"
+make -s -C "/lib/modules/$KVER/build" M="$WORK/nmi" KBUILD_EXTRA_SYMBOLS="$WORK/mod/Module.symvers" \
+  W=1 modules > "$WORK/nmi/build.log" 2>&1 || { cat "$WORK/nmi/build.log"; echo "torture build failed"; exit 1; }
+if grep -i "warning" "$WORK/nmi/build.log" | grep -v "Skipping BTF"; then
+  echo "torture module build has warnings"; exit 1
+fi
+# Scenario dkms: the module as DKMS builds it for this kernel (dkms.conf, the
+# version from module/VERSION), in trees of its own under $WORK; the guest
+# loads that very .ko.
+tdk0=$(date +%s.%N)
+if printf '%s\n' "${SCEN[@]}" | grep -qx dkms; then
+  VER=$(cat "$SRC/module/VERSION")
+  mkdir -p "$WORK/dkms-src" "$WORK/dkms-tree" "$WORK/dkms"
+  cp -r "$SRC/module" "$WORK/dkms-src/flightrec-$VER"
+  dkms --dkmstree "$WORK/dkms-tree" --sourcetree "$WORK/dkms-src" build -m flightrec -v "$VER" \
+    -k "$KVER" > "$WORK/dkms/build.log" 2>&1 || { cat "$WORK/dkms/build.log"; echo "dkms build failed"; exit 1; }
+  cp "$WORK/dkms-tree/flightrec/$VER/$KVER/x86_64/module/flightrec.ko" "$WORK/dkms/flightrec.ko" ||
+    { cat "$WORK/dkms/build.log"; echo "dkms built no flightrec.ko"; exit 1; }
+  [ "$(modinfo -F version "$WORK/dkms/flightrec.ko")" = "$VER" ] ||
+    { echo "dkms module version $(modinfo -F version "$WORK/dkms/flightrec.ko") != $VER"; exit 1; }
+fi
+tdk1=$(date +%s.%N)
 # The uapi header's and the module's kernel-doc comments (the script ships
 # with the headers, in linux-kbuild).
 perl "/lib/modules/$KVER/build/scripts/kernel-doc" -none -Werror \
-  "$SRC/module/uapi/flightrec.h" "$SRC"/module/*.c "$SRC/module/fr_internal.h" || { echo "kernel-doc warnings"; exit 1; }
+  "$SRC/module/uapi/flightrec.h" "$SRC"/module/*.c "$SRC"/module/*.h "$SRC/tests/vm/fr_nmi_torture.c" ||
+  { echo "kernel-doc warnings"; exit 1; }
 t1=$(date +%s.%N)
 
 # initramfs: busybox + the 9p/virtio modules + /init.
@@ -121,11 +162,16 @@ KEEP=$(for p in "$SRC" "$BUILD" "$GUEST_SCRIPT"; do
   case "$p" in /tmp/*) p=${p#/tmp/}; echo "${p%%/*}" ;; esac
 done | sort -u | paste -sd, -)
 LOG="$WORK/console.log"
+# A hang or a warning ends the guest at once (panic=-1 reboots, -no-reboot
+# exits qemu) instead of at the timeout: soft lockups and RCU stalls panic,
+# and so does any WARN.  (The hard-lockup detector needs a PMU the TCG guest
+# lacks; a CPU stuck with interrupts off still stalls RCU on the others.)
+WATCHDOG="softlockup_panic=1 panic_on_warn=1 sysctl.kernel.panic_on_rcu_stall=1"
 t2=$(date +%s.%N)
 set +e
 timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp 2 -m 1024 -nographic -no-reboot \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 fr.script=$GUEST_SCRIPT fr.args=$ARGS fr.keep=$KEEP" \
+  -append "console=ttyS0 panic=-1 $WATCHDOG quiet loglevel=4 fr.script=$GUEST_SCRIPT fr.args=$ARGS fr.keep=$KEEP" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -nic none > "$LOG" 2>&1 < /dev/null
 rc=$?
@@ -152,6 +198,6 @@ grep -E "^(FLIGHTREC-VM-(BOOTED|BENCH|INFO)|SPLAT)" "$LOG.txt" || true
 if [ $fail -ne 0 ]; then
   echo "=== console log tail:"; tail -80 "$LOG.txt"
 fi
-printf 'timing: module build %.1fs, initramfs %.1fs, qemu %.1fs\n' \
-  "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$(echo "$t3 - $t2" | bc)"
+printf 'timing (%s): module builds %.1fs (dkms %.1fs), initramfs %.1fs, qemu %.1fs\n' "$KVER" \
+  "$(echo "$t1 - $t0" | bc)" "$(echo "$tdk1 - $tdk0" | bc)" "$(echo "$t2 - $t1" | bc)" "$(echo "$t3 - $t2" | bc)"
 exit $fail
