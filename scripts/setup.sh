@@ -25,6 +25,7 @@ PKGS=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   linux-perf gdb golang-go util-linux bsdutils procps psmisc time python3 binutils
   clang libclang-rt-14-dev
+  nodejs
 )
 # The VM harness (tests/vm) boots Debian's kernel under QEMU and builds the
 # module against its headers.
