@@ -434,6 +434,13 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
               : overwritten;
       over_window = std::min(over_window, overwritten);
     }
+    // An explicit pause still in progress (PauseOutput) has dropped samples
+    // up to now that no ended pause accounts for: inside the window.
+    if (paused_) {
+      const auto& log = cpus_[i].pauses;
+      const uint64_t ended = log.empty() ? 0 : log.back().second;
+      if (p.counts.lost > ended) paused_in_window[i] += p.counts.lost - ended;
+    }
     const uint64_t lost_window = over_window + paused_in_window[i] + ring_lost_window;
     snap.per_cpu.push_back({{"cpu", p.cpu},
                             {"count", p.counts.value},
