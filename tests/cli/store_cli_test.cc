@@ -160,6 +160,41 @@ TEST_F(StoreCliTest, IdsMatchByAnyUniquePartAndAmbiguityListsCandidates) {
   EXPECT_EQ(nlohmann::json::parse(r.out).size(), 14u);
 }
 
+// Issue 13 item 6: the README says every command has --json; so does each
+// command's --help.
+TEST(CliHelpTest, EveryCommandHasJson) {
+  const std::vector<std::vector<std::string>> commands = {{"list"},
+                                                          {"info"},
+                                                          {"verify"},
+                                                          {"vacuum"},
+                                                          {"sql"},
+                                                          {"dump"},
+                                                          {"status"},
+                                                          {"trigger", "add"},
+                                                          {"trigger", "list"},
+                                                          {"trigger", "remove"},
+                                                          {"record"},
+                                                          {"script"},
+                                                          {"report"},
+                                                          {"timeline"},
+                                                          {"export"},
+                                                          {"flamegraph"},
+                                                          {"crash", "list"},
+                                                          {"crash", "info"},
+                                                          {"crash", "core"},
+                                                          {"crash", "debug"},
+                                                          {"coredump", "install"},
+                                                          {"coredump", "uninstall"}};
+  for (auto args : commands) {
+    std::string name = args.size() == 2 ? args[0] + " " + args[1] : args[0];
+    args.insert(args.begin(), BuildPath("recorder/cli/recorder"));
+    args.push_back("--help");
+    auto r = RunCommand(args);
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << name << ":\n" << r.out;
+  }
+}
+
 TEST_F(StoreCliTest, VacuumDryRunThenForReal) {
   auto r = Cli({"vacuum", "--max-count", "1", "--dry-run", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
