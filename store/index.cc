@@ -432,22 +432,41 @@ StatusOr<RecordRow> Index::Resolve(const std::string& ref) {
     }
     return rows[static_cast<size_t>(n - 1)];
   }
-  Stmt s(db_,
-         fmt::format("SELECT {} FROM records r WHERE r.id >= ?1 AND r.id < ?1 || char(1114111) "
-                     "ORDER BY r.id LIMIT 2",
-                     RowColumns(has_owner_)));
+  // Any part of an id names it, as the user sees it in `recorder list`: the
+  // timestamp, or the random suffix alone (`report 67f484`). An exact id
+  // wins; then a unique substring; then, for ids typed before substrings
+  // were accepted, a unique prefix among several substring matches.
+  constexpr int kShown = 8;  // candidates named in an ambiguity error
+  Stmt s(db_, fmt::format("SELECT {} FROM records r WHERE instr(r.id, ?1) > 0 "
+                          "ORDER BY r.id LIMIT {}",
+                          RowColumns(has_owner_), kShown + 1));
   if (!s.ok()) return SqlError(db_, "looking up " + ref);
   s.Bind(1, ref);
   std::vector<RecordRow> rows;
   while (sqlite3_step(s.get()) == SQLITE_ROW) rows.push_back(ReadRow(s));
   if (rows.empty())
     return NotFound(fmt::format("no record matches '{}' (see `recorder list`)", ref));
-  if (rows.size() > 1 && rows[0].id != ref) {
-    return InvalidArgument(
-        fmt::format("'{}' is ambiguous: {} and {} both match; give more of the id", ref, rows[0].id,
-                    rows[1].id));
+  if (rows.size() == 1) return rows[0];
+  Stmt exact(db_, fmt::format("SELECT {} FROM records r WHERE r.id = ?1 OR "
+                              "(r.id >= ?1 AND r.id < ?1 || char(1114111)) ORDER BY r.id LIMIT 2",
+                              RowColumns(has_owner_)));
+  if (!exact.ok()) return SqlError(db_, "looking up " + ref);
+  exact.Bind(1, ref);
+  std::vector<RecordRow> prefixed;
+  while (sqlite3_step(exact.get()) == SQLITE_ROW) prefixed.push_back(ReadRow(exact));
+  if (!prefixed.empty() && (prefixed.size() == 1 || prefixed[0].id == ref)) return prefixed[0];
+  Stmt count(db_, "SELECT count(*) FROM records WHERE instr(id, ?1) > 0");
+  if (!count.ok()) return SqlError(db_, "counting matches of " + ref);
+  count.Bind(1, ref);
+  int64_t total = sqlite3_step(count.get()) == SQLITE_ROW ? sqlite3_column_int64(count.get(), 0)
+                                                          : static_cast<int64_t>(rows.size());
+  std::string names;
+  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(kShown); ++i) {
+    names += (names.empty() ? "" : ", ") + rows[i].id;
   }
-  return rows[0];
+  if (total > kShown) names += fmt::format(" and {} more", total - kShown);
+  return InvalidArgument(fmt::format(
+      "'{}' is ambiguous: {} records match ({}); give more of the id", ref, total, names));
 }
 
 namespace {

@@ -67,7 +67,9 @@ class Index {
   Status SetState(const std::string& id, const std::string& state);
   Status Delete(const std::string& id);
   StatusOr<std::vector<RecordRow>> List(const ListQuery& q);
-  // Exact id, unique prefix, or -N (N-th newest, -1 = newest).
+  // Exact id, any unique substring of one (the random suffix alone will
+  // do), or -N (N-th newest, -1 = newest). Ambiguous: InvalidArgument naming
+  // the candidates (at most 8); no match: NotFound.
   StatusOr<RecordRow> Resolve(const std::string& id_or_prefix);
   // Read-only query: rows as JSON objects. Statements that write are refused,
   // and so are ATTACH/DETACH and PRAGMAs other than a few that only read (an

@@ -505,13 +505,16 @@ StatusOr<std::string> RecordReader::ReadSection(const std::string& name, uint64_
 }
 
 Status RecordReader::Verify() const {
-  for (const auto& s : sections_) {
-    ASSIGN_OR_RETURN(auto sec, OpenSection(s.name));
-    std::vector<char> buf(1 << 20);
-    for (;;) {
-      ASSIGN_OR_RETURN(size_t n, sec->Read(buf.data(), buf.size()));
-      if (n == 0) break;
-    }
+  for (const auto& s : sections_) RETURN_IF_ERROR(VerifySection(s.name));
+  return OkStatus();
+}
+
+Status RecordReader::VerifySection(const std::string& name) const {
+  ASSIGN_OR_RETURN(auto sec, OpenSection(name));
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ASSIGN_OR_RETURN(size_t n, sec->Read(buf.data(), buf.size()));
+    if (n == 0) break;
   }
   return OkStatus();
 }

@@ -172,6 +172,8 @@ class RecordReader {
   StatusOr<std::string> ReadSection(const std::string& name, uint64_t max_bytes = 1ull << 30) const;
   // Decompresses every section and checks every checksum.
   Status Verify() const;
+  // The same for one section (one of sections()).
+  Status VerifySection(const std::string& name) const;
   const std::string& display_name() const { return display_; }
 
  private:

@@ -394,6 +394,15 @@ StatusOr<std::unique_ptr<RecordReader>> Store::OpenRecord(const std::string& ref
 }
 
 StatusOr<std::vector<std::string>> Store::Verify(const std::optional<std::string>& id) {
+  ASSIGN_OR_RETURN(auto checks, Check(id));
+  std::vector<std::string> problems;
+  for (const auto& c : checks) {
+    if (!c.error.empty()) problems.push_back(fmt::format("{}: {}", c.row.id, c.error));
+  }
+  return problems;
+}
+
+StatusOr<std::vector<Store::RecordCheck>> Store::Check(const std::optional<std::string>& id) {
   std::vector<RecordRow> rows;
   if (id) {
     ASSIGN_OR_RETURN(RecordRow r, index_->Resolve(*id));
@@ -401,16 +410,27 @@ StatusOr<std::vector<std::string>> Store::Verify(const std::optional<std::string
   } else {
     ASSIGN_OR_RETURN(rows, index_->List({}));
   }
-  std::vector<std::string> problems;
+  std::vector<RecordCheck> out;
   for (const auto& row : rows) {
+    RecordCheck c{row, "", {}};
     ScopedFd fd(openat(dirfd_.get(), row.file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) {
-      problems.push_back(fmt::format("{}: file {} is missing", row.id, row.file));
+      c.error = fmt::format("file {} is missing", row.file);
       if (!options_.read_only) (void)index_->SetState(row.id, "missing");
+      out.push_back(std::move(c));
       continue;
     }
     auto reader = RecordReader::OpenFd(std::move(fd), dir_ + "/" + row.file);
-    Status st = reader.ok() ? (*reader)->Verify() : reader.status();
+    Status st = reader.status();
+    if (reader.ok()) {
+      // Every section, not only up to the first bad one: the report says
+      // which parts of a damaged record are still good.
+      for (const auto& sec : (*reader)->sections()) {
+        Status ss = (*reader)->VerifySection(sec.name);
+        c.sections.push_back({sec.name, sec.raw_size, sec.stored_size, ss.message()});
+        if (st.ok() && !ss.ok()) st = ss;
+      }
+    }
     if (st.ok()) {
       RecordRow from_file = RowFromReader(**reader, row.file);
       if (from_file.id != row.id) {
@@ -420,13 +440,14 @@ StatusOr<std::vector<std::string>> Store::Verify(const std::optional<std::string
       }
     }
     if (!st.ok()) {
-      problems.push_back(fmt::format("{}: {}", row.id, st.message()));
+      c.error = st.message();
       if (!options_.read_only) (void)index_->SetState(row.id, "corrupt");
     } else if (row.state != "ok" && !options_.read_only) {
       (void)index_->SetState(row.id, "ok");
     }
+    out.push_back(std::move(c));
   }
-  return problems;
+  return out;
 }
 
 StatusOr<RetentionLimits> Store::EffectiveLimits(const RetentionLimits& in) const {

@@ -128,6 +128,19 @@ class Store {
   // index row, every section's checksum. Returns one problem string per bad
   // record (empty = all good).
   StatusOr<std::vector<std::string>> Verify(const std::optional<std::string>& id);
+  // The same checks, with each record's result and each section's (for
+  // `recorder verify --json`). Marks rows corrupt/missing/ok like Verify.
+  struct SectionCheck {
+    std::string name;
+    uint64_t raw_size = 0, stored_size = 0;
+    std::string error;  // empty: checksum and size good
+  };
+  struct RecordCheck {
+    RecordRow row;
+    std::string error;  // empty: the record is good
+    std::vector<SectionCheck> sections;
+  };
+  StatusOr<std::vector<RecordCheck>> Check(const std::optional<std::string>& id);
   StatusOr<VacuumReport> Vacuum(const RetentionLimits& limits, bool dry_run = false,
                                 const std::string& keep_id = "");
   // Never removes an id in `protect`. Space (count, max_use, keep_free) is

@@ -89,7 +89,7 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
   return out;
 }
 
-// The crash for an id, unique prefix or -1, with its reader.
+// The crash for an id, any unique part of one, or -1, with its reader.
 StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
     const CliContext& ctx, const std::string& id) {
   if (!VisibleUid()) {
@@ -112,9 +112,23 @@ StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
   }
   store::ListQuery q;
   ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
+  // The same rule as the store's index: exact id, else a unique substring.
   const CrashRow* found = nullptr;
+  std::vector<const CrashRow*> matches;
   for (const auto& r : rows) {
-    if (id == "-1" || r.id.rfind(id, 0) == 0) found = &r;
+    if (id == "-1" || r.id == id) found = &r;
+    if (r.id.find(id) != std::string::npos) matches.push_back(&r);
+  }
+  if (found == nullptr && matches.size() == 1) found = matches[0];
+  if (found == nullptr && matches.size() > 1) {
+    std::string names;
+    for (size_t i = 0; i < matches.size() && i < 8; ++i)
+      names += (names.empty() ? "" : ", ") + matches[i]->id;
+    if (matches.size() > 8) names += fmt::format(" and {} more", matches.size() - 8);
+    return InvalidArgument(
+        fmt::format("'{}' is ambiguous: {} crashes match ({}); give more of "
+                    "the id",
+                    id, matches.size(), names));
   }
   if (found == nullptr) {
     return Status(StatusCode::kNotFound,
@@ -540,9 +554,19 @@ Status ExtractCore(const CliContext& ctx, const std::string& id_arg, const std::
   return st;
 }
 
-Status RunCrashCore(const CliContext& ctx, const std::string& id, const std::string& out) {
+Status RunCrashCore(const CliContext& ctx, const std::string& id, const std::string& out,
+                    bool as_json) {
   RETURN_IF_ERROR(ExtractCore(ctx, id, out));
-  std::fprintf(stderr, "wrote the core of %s to %s\n", id.c_str(), out.c_str());
+  if (as_json) {
+    struct stat st {};
+    uint64_t bytes = stat(out.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    std::printf(
+        "%s\n",
+        json::Dump(nlohmann::json{{"crash", id}, {"output", out}, {"bytes", bytes}}, 2).c_str());
+    return OkStatus();
+  }
+  std::fprintf(stderr, "wrote the core of %s to %s\n", EscapeForTerminal(id).c_str(),
+               EscapeForTerminal(out).c_str());
   return OkStatus();
 }
 
@@ -586,7 +610,8 @@ StatusOr<std::vector<std::string>> SplitArgs(const std::string& s) {
 // Runs gdb on the executable and the core, decompressed into a private
 // directory (mkdtemp, 0700; the file created O_EXCL|O_NOFOLLOW) that is
 // removed when gdb exits.
-Status RunCrashDebug(const CliContext& ctx, const std::string& id, const std::string& gdb_args) {
+Status RunCrashDebug(const CliContext& ctx, const std::string& id, const std::string& gdb_args,
+                     bool as_json) {
   ASSIGN_OR_RETURN(auto extra, SplitArgs(gdb_args));
   const char* tmpdir = getenv("TMPDIR");
   // Cores are large: /var/tmp rather than a RAM-backed /tmp, as coredumpctl.
@@ -638,6 +663,14 @@ Status RunCrashDebug(const CliContext& ctx, const std::string& id, const std::st
   unlink(core.c_str());
   rmdir(dir.c_str());
   RETURN_IF_ERROR(st);
+  if (as_json) {
+    // After gdb's own output: how the session ended, for scripts that run
+    // gdb in batch mode (-A "-batch -ex bt").
+    nlohmann::json out = {{"crash", id}, {"exe", exe}};
+    if (WIFEXITED(gdb_status)) out["gdb_exit_status"] = WEXITSTATUS(gdb_status);
+    if (WIFSIGNALED(gdb_status)) out["gdb_signal"] = WTERMSIG(gdb_status);
+    std::printf("%s\n", json::Dump(out, 2).c_str());
+  }
   if (!WIFEXITED(gdb_status) || WEXITSTATUS(gdb_status) != 0) {
     return Internal(WIFEXITED(gdb_status)
                         ? fmt::format("gdb exited with status {}", WEXITSTATUS(gdb_status))
@@ -674,7 +707,7 @@ std::string DefaultHookPath() {
   return "/usr/local/bin/recorder-coredump";
 }
 
-Status RunInstall(const CliContext& ctx, std::string hook, bool persist) {
+Status RunInstall(const CliContext& ctx, std::string hook, bool persist, bool as_json) {
   if (geteuid() != 0) return Status(StatusCode::kPermissionDenied, "coredump install needs root");
   if (hook.empty()) hook = DefaultHookPath();
   if (access(hook.c_str(), X_OK) != 0) return ErrnoStatus("hook " + hook + " is not executable");
@@ -712,12 +745,22 @@ Status RunInstall(const CliContext& ctx, std::string hook, bool persist) {
       << "\nkernel.core_pipe_limit=64\n";
     if (!d.flush()) return ErrnoStatus(std::string("writing ") + kSysctlDropIn);
   }
+  if (as_json) {
+    std::printf("%s\n", json::Dump(nlohmann::json{{"core_pattern", pattern},
+                                                  {"previous", old_pattern},
+                                                  {"saved", saved},
+                                                  {"store", ctx.store_dir},
+                                                  {"persist", persist}},
+                                   2)
+                            .c_str());
+    return OkStatus();
+  }
   std::printf("core_pattern: %s\n(previous: %s, saved in %s)\n", pattern.c_str(),
-              old_pattern.c_str(), saved.c_str());
+              EscapeForTerminal(old_pattern).c_str(), saved.c_str());
   return OkStatus();
 }
 
-Status RunUninstall(const CliContext& ctx) {
+Status RunUninstall(const CliContext& ctx, bool as_json) {
   if (geteuid() != 0) return Status(StatusCode::kPermissionDenied, "coredump uninstall needs root");
   std::string saved = ctx.store_dir + "/core_pattern.saved";
   std::ifstream s(saved);
@@ -732,6 +775,15 @@ Status RunUninstall(const CliContext& ctx) {
   std::filesystem::remove(kSysctlDropIn, ec);
   std::filesystem::remove(saved, ec);
   std::filesystem::remove(coredump::kHookConfig, ec);
+  if (as_json) {
+    std::printf(
+        "%s\n",
+        json::Dump(nlohmann::json{{"core_pattern", json::Str(j, "core_pattern", "core")},
+                                  {"core_pipe_limit", json::Str(j, "core_pipe_limit", "0")}},
+                   2)
+            .c_str());
+    return OkStatus();
+  }
   std::printf("core_pattern restored: %s\n",
               EscapeForTerminal(json::Str(j, "core_pattern", "core")).c_str());
   return OkStatus();
@@ -774,7 +826,8 @@ void AddCrashCommands(CLI::App& app, CliContext& ctx) {
       "info",
       "Metadata, backtrace of each thread, and the crashing thread's last seconds (top "
       "functions, timeline)");
-  info->add_option("ID", ia->id, "Crash id, unique prefix, or -1 for the newest")->required();
+  info->add_option("ID", ia->id, "Crash id, any unique part of it, or -1 for the newest")
+      ->required();
   info->add_flag("--json", ia->json, "Machine-readable output (includes the mappings)");
   info->add_flag("--maps", ia->maps, "Also print /proc/PID/maps as it was at the crash");
   info->add_option("--bins", ia->bins, "Time bins of the history timeline")->capture_default_str();
@@ -782,11 +835,13 @@ void AddCrashCommands(CLI::App& app, CliContext& ctx) {
 
   auto cid = std::make_shared<std::string>();
   auto cout = std::make_shared<std::string>();
+  auto cjson = std::make_shared<bool>(false);
   auto* core = crash->add_subcommand("core", "Write a crash's core file, decompressed");
-  core->add_option("ID", *cid, "Crash id, unique prefix, or -1")->required();
+  core->add_option("ID", *cid, "Crash id, any unique part of it, or -1")->required();
   core->add_option("-o,--output", *cout, "Output file")->required();
-  core->callback([&ctx, cid, cout] {
-    ctx.action = [&ctx, cid, cout] { return RunCrashCore(ctx, *cid, *cout); };
+  core->add_flag("--json", *cjson, "Machine-readable output (the file written and its size)");
+  core->callback([&ctx, cid, cout, cjson] {
+    ctx.action = [&ctx, cid, cout, cjson] { return RunCrashCore(ctx, *cid, *cout, *cjson); };
   });
 
   auto did = std::make_shared<std::string>();
@@ -795,12 +850,14 @@ void AddCrashCommands(CLI::App& app, CliContext& ctx) {
       "debug",
       "Start gdb on the executable and the core (decompressed to a private directory "
       "under $TMPDIR or /var/tmp, removed when gdb exits)");
-  debug->add_option("ID", *did, "Crash id, unique prefix, or -1")->required();
+  debug->add_option("ID", *did, "Crash id, any unique part of it, or -1")->required();
   debug->add_option("-A,--debugger-arguments", *dargs,
                     "Extra gdb arguments, split like a shell would, e.g. "
                     "\"-batch -ex 'thread apply all bt'\"");
-  debug->callback([&ctx, did, dargs] {
-    ctx.action = [&ctx, did, dargs] { return RunCrashDebug(ctx, *did, *dargs); };
+  auto djson = std::make_shared<bool>(false);
+  debug->add_flag("--json", *djson, "After gdb exits, print how it ended as JSON");
+  debug->callback([&ctx, did, dargs, djson] {
+    ctx.action = [&ctx, did, dargs, djson] { return RunCrashDebug(ctx, *did, *dargs, *djson); };
   });
 
   auto* cd = app.add_subcommand("coredump", "Install or remove the core_pattern handler");
@@ -811,11 +868,15 @@ void AddCrashCommands(CLI::App& app, CliContext& ctx) {
       "install", "Make recorder-coredump the kernel's core handler (saves the previous pattern)");
   inst->add_option("--hook", *hook, "Path of recorder-coredump (default: next to recorder)");
   inst->add_flag("--persist", *persist, "Also write " + std::string(kSysctlDropIn));
-  inst->callback([&ctx, hook, persist] {
-    ctx.action = [&ctx, hook, persist] { return RunInstall(ctx, *hook, *persist); };
+  auto ijson = std::make_shared<bool>(false);
+  inst->add_flag("--json", *ijson, "Machine-readable output");
+  inst->callback([&ctx, hook, persist, ijson] {
+    ctx.action = [&ctx, hook, persist, ijson] { return RunInstall(ctx, *hook, *persist, *ijson); };
   });
+  auto ujson = std::make_shared<bool>(false);
   auto* un = cd->add_subcommand("uninstall", "Restore the core_pattern saved by install");
-  un->callback([&ctx] { ctx.action = [&ctx] { return RunUninstall(ctx); }; });
+  un->add_flag("--json", *ujson, "Machine-readable output");
+  un->callback([&ctx, ujson] { ctx.action = [&ctx, ujson] { return RunUninstall(ctx, *ujson); }; });
 }
 
 }  // namespace flightrec::recorder::cli

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/cli/cli.h"
@@ -145,20 +146,39 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx) {
   add->add_option("--max-per-hour", ta->max_per_hour, "Rate limit")->capture_default_str();
   add->add_flag("--json", ta->json, "Machine-readable output");
   add->callback([&ctx, ta] { ctx.action = [&ctx, ta] { return RunTriggerAdd(ctx, *ta); }; });
+  auto tlj = std::make_shared<bool>(false);
   auto* tl = trigger->add_subcommand("list", "List triggers");
-  tl->callback([&ctx] {
-    ctx.action = [&ctx]() -> Status {
+  tl->add_flag("--json", *tlj, "Machine-readable output");
+  tl->callback([&ctx, tlj] {
+    ctx.action = [&ctx, tlj]() -> Status {
       ASSIGN_OR_RETURN(auto r, Call(ctx, "trigger_list", nlohmann::json::object()));
-      std::printf("%s\n", r.dump(2).c_str());
+      if (*tlj || !r.is_array()) {
+        std::printf("%s\n", r.dump(2).c_str());
+        return OkStatus();
+      }
+      if (r.empty()) std::printf("no triggers\n");
+      for (const auto& t : r) {
+        std::printf("trigger %llu: uprobe %s, fired %llu, dumps %llu, suppressed %llu\n",
+                    static_cast<unsigned long long>(t.value("id", uint64_t{0})),
+                    EscapeForTerminal(t.value("uprobe", "")).c_str(),
+                    static_cast<unsigned long long>(t.value("fired", uint64_t{0})),
+                    static_cast<unsigned long long>(t.value("dumps", uint64_t{0})),
+                    static_cast<unsigned long long>(t.value("suppressed", uint64_t{0})));
+      }
       return OkStatus();
     };
   });
+  auto trj = std::make_shared<bool>(false);
   auto* tr = trigger->add_subcommand("remove", "Remove a trigger");
   tr->add_option("ID", ta->id, "Trigger id")->required();
-  tr->callback([&ctx, ta] {
-    ctx.action = [&ctx, ta]() -> Status {
+  tr->add_flag("--json", *trj, "Machine-readable output");
+  tr->callback([&ctx, ta, trj] {
+    ctx.action = [&ctx, ta, trj]() -> Status {
       ASSIGN_OR_RETURN(auto r, Call(ctx, "trigger_remove", {{"id", ta->id}}));
-      std::printf("removed trigger %llu\n", static_cast<unsigned long long>(ta->id));
+      if (*trj)
+        std::printf("%s\n", nlohmann::json{{"removed", ta->id}, {"reply", r}}.dump(2).c_str());
+      else
+        std::printf("removed trigger %llu\n", static_cast<unsigned long long>(ta->id));
       return OkStatus();
     };
   });

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/query_args.h"
@@ -51,6 +52,9 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   ASSIGN_OR_RETURN(auto opts, a.Options());
   if (a.output.empty()) return InvalidArgument("give an output file with -o (or -o - for stdout)");
   const bool to_stdout = a.output == "-";
+  if (to_stdout && a.json) {
+    return InvalidArgument("--json prints a summary on stdout: give the output a file with -o");
+  }
   if (to_stdout && isatty(STDOUT_FILENO) &&
       (a.format == "pprof" || a.format == "perfetto" || a.format == "perf")) {
     return InvalidArgument(fmt::format("{} output is binary: give a file with -o", a.format));
@@ -97,14 +101,27 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
     cleanup();
     return st;
   }
-  if (!to_stdout) {
-    std::fprintf(stderr, "wrote %s: %s of %llu samples\n", a.output.c_str(), a.format.c_str(),
-                 static_cast<unsigned long long>(stats->samples));
+  if (a.json) {
+    struct stat st_out {};
+    uint64_t bytes =
+        stat(a.output.c_str(), &st_out) == 0 ? static_cast<uint64_t>(st_out.st_size) : 0;
+    nlohmann::json out = {{"record", reader->header().id},
+                          {"output", a.output},
+                          {"format", a.format},
+                          {"samples", stats->samples},
+                          {"bytes", bytes},
+                          {"unwind", unwind::DescribeUnwindStats(stats->unwind)}};
+    std::printf("%s\n", json::Dump(out, 2).c_str());
+  } else if (!to_stdout) {
+    std::fprintf(stderr, "wrote %s: %s of %llu samples\n", EscapeForTerminal(a.output).c_str(),
+                 a.format.c_str(), static_cast<unsigned long long>(stats->samples));
   }
   // Incomplete stacks end in a "[truncated...]" frame in the file; here is
   // how many there are, why, and where they stopped.
-  for (const auto& line : unwind::DescribeUnwindStats(stats->unwind)) {
-    std::fprintf(stderr, "%s\n", EscapeForTerminal(line).c_str());
+  if (!a.json) {
+    for (const auto& line : unwind::DescribeUnwindStats(stats->unwind)) {
+      std::fprintf(stderr, "%s\n", EscapeForTerminal(line).c_str());
+    }
   }
   return AllExecutablesGone(reader->meta(), stats->pids);
 }
@@ -141,7 +158,7 @@ void AddExportCommands(CLI::App& app, CliContext& ctx) {
       "  svg       an interactive flame graph (same as `recorder flamegraph`)\n"
       "  perf      perf.data for `perf report -i`, `perf script -i`, hotspot; files are\n"
       "            found by build-id, kernel frames are named only in root's records");
-  ea->Register(exp, /*json_flag=*/false);
+  ea->Register(exp);
   exp->add_option("--format,-f", ea->format, "pprof, perfetto, chrome, folded, svg or perf")
       ->required();
   exp->add_option("-o,--output", ea->output, "Output file (- for stdout)")->required();
@@ -152,7 +169,7 @@ void AddExportCommands(CLI::App& app, CliContext& ctx) {
       "flamegraph",
       "Write a self-contained interactive SVG flame graph of a record (click to zoom, "
       "Ctrl-F to search)");
-  fa->Register(fg, /*json_flag=*/false);
+  fa->Register(fg);
   fa->format = "svg";
   fg->add_option("-o,--output", fa->output, "Output .svg file (- for stdout)")->required();
   fg->add_option("--title", fa->title, "Title shown above the graph (default: the record id)");

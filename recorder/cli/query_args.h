@@ -31,14 +31,17 @@ struct QueryArgs {
   bool json = false;
   bool progress = true;  // off for the fuzz harness (not an option)
 
-  void Register(CLI::App* cmd, bool json_flag = true) {
-    cmd->add_option("ID", id, "Record id, unique prefix, or -1 for the newest")->required();
+  void Register(CLI::App* cmd) {
+    cmd->add_option(
+           "ID", id,
+           "Record id, any unique part of it (e.g. its random suffix), or -1 for the newest")
+        ->required();
     cmd->add_option("--pid", pid, "Only this process");
     cmd->add_option("--tid", tid, "Only this thread");
     cmd->add_option("--since", since,
                     "Only samples at least this far into the window (e.g. 1.5s, 200ms)");
     cmd->add_option("--until", until, "Only samples at most this far into the window");
-    if (json_flag) cmd->add_flag("--json", json, "Machine-readable output");
+    cmd->add_flag("--json", json, "Machine-readable output");
   }
 
   StatusOr<analysis::ReplayOptions> Options() const {

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "common/checked_json.h"
 #include "common/units.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/cli/cli.h"
@@ -35,6 +36,7 @@ struct RecordArgs {
   // over an unprivileged user's locked-memory allowance, and at 99 Hz the
   // two cost the same CPU (docs/BENCHMARKS.md, "DWARF unwinding").
   std::string call_graph = "fp";
+  bool json = false;  // one JSON object on stdout at the end: the records written
   std::vector<std::string> command;
 };
 
@@ -99,6 +101,7 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
     int64_t cutoff = MonotonicNs() - 2 * history;
     if (cutoff > 0) sideband.Trim(static_cast<uint64_t>(cutoff));
   };
+  nlohmann::json written = nlohmann::json::array();
   auto dump = [&](const std::string& reason) {
     drain();
     int64_t t0 = MonotonicNs();
@@ -112,9 +115,10 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
     req.last_ns = last;
     req.reason = reason;
     auto r = WriteDump(*st, req, std::move(*snap), sideband, ksyms, (*backend)->Describe(), t0);
-    if (r.ok())
+    if (r.ok()) {
       std::fprintf(stderr, "recorder record: %s\n", r->Summary().c_str());
-    else
+      written.push_back(r->ToJson());
+    } else
       std::fprintf(stderr, "recorder record: dump failed: %s\n", r.status().message().c_str());
   };
   std::fprintf(stderr,
@@ -156,6 +160,12 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
   }
   close(sfd);
   sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (a.json) {
+    nlohmann::json out = {{"command", a.command}, {"pid", child}, {"records", written}};
+    if (WIFEXITED(status)) out["exit_status"] = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) out["signal"] = WTERMSIG(status);
+    std::printf("%s\n", json::Dump(out, 2).c_str());
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
     return Status(StatusCode::kInternal,
                   fmt::format("{} exited with status {}", a.command[0], WEXITSTATUS(status)));
@@ -192,6 +202,8 @@ void AddRecordCommand(CLI::App& app, CliContext& ctx) {
       ->capture_default_str();
   rec->add_flag("--always", ra->always,
                 "Also write a record when the command exits normally (like perf record)");
+  rec->add_flag("--json", ra->json,
+                "At the end, print the records written (and how the command ended) as JSON");
   rec->add_option("command", ra->command, "-- CMD ARGS")->required();
   rec->prefix_command();
   rec->callback([&ctx, ra] { ctx.action = [&ctx, ra] { return RunRecord(ctx, *ra); }; });

@@ -53,6 +53,10 @@ int RecorderMain(int argc, char** argv) {
       "Dump, list and inspect flight-recorder records: the last seconds of what every CPU\n"
       "and thread did, stored by recorderd and by the core-dump hook."};
   app.require_subcommand(1);
+  // --store and --socket go before or after the command, as perf and
+  // coredumpctl users type them: a subcommand passes options it does not
+  // know up to the app (subcommands inherit fallthrough when created).
+  app.fallthrough();
   app.set_help_all_flag("--help-all", "Show help for every command");
   CliContext ctx;
   const char* env_store = std::getenv("FLIGHTREC_STORE");

@@ -28,6 +28,14 @@ namespace {
 
 std::string LossLine(const nlohmann::json& loss) {
   if (!loss.is_object()) return "";
+  // Records that measure the loss inside their window say that; older ones
+  // (and flightrec.ko's) have only the backend's lifetime counters.
+  if (loss.contains("lost_in_window")) {
+    return fmt::format(", lost in the window: {} paused, {} overwritten, {} ring-lost",
+                       json::Get<uint64_t>(loss, "paused_in_window", 0),
+                       json::Get<uint64_t>(loss, "overwritten_in_window", 0),
+                       json::Get<uint64_t>(loss, "ring_lost_in_window", 0));
+  }
   return fmt::format(", lost: {} paused, {} overwritten, {} outside window",
                      json::Get<uint64_t>(loss, "paused", 0),
                      json::Get<uint64_t>(loss, "overwritten", 0),

@@ -245,25 +245,63 @@ Status RunInfo(const CliContext& ctx, const std::string& id, bool json) {
   return OkStatus();
 }
 
-Status RunVerify(const CliContext& ctx, const std::string& id) {
+Status RunVerify(const CliContext& ctx, const std::string& id, bool as_json) {
   ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
   std::optional<std::string> which;
   if (!id.empty()) which = id;
-  ASSIGN_OR_RETURN(auto problems, s->Verify(which));
+  ASSIGN_OR_RETURN(auto checks, s->Check(which));
   const auto& rec = s->recovery();
-  if (rec.temporaries_removed || rec.reindexed || rec.marked_missing) {
-    std::printf("recovered: %d temporaries removed, %d files re-indexed, %d rows marked missing\n",
-                rec.temporaries_removed, rec.reindexed, rec.marked_missing);
+  std::vector<std::string> problems;
+  for (const auto& c : checks) {
+    if (!c.error.empty()) problems.push_back(fmt::format("{}: {}", c.row.id, c.error));
   }
   if (rec.unreadable > 0) {
     problems.push_back(
         fmt::format("{} unindexed file(s) in {} could not be read", rec.unreadable, s->dir()));
   }
-  for (const auto& p : problems) std::printf("BAD  %s\n", EscapeForTerminal(p).c_str());
+  if (as_json) {
+    nlohmann::json records = nlohmann::json::array();
+    for (const auto& c : checks) {
+      nlohmann::json secs = nlohmann::json::array();
+      for (const auto& sec : c.sections) {
+        nlohmann::json j = {{"name", sec.name},
+                            {"raw_size", sec.raw_size},
+                            {"stored_size", sec.stored_size},
+                            {"ok", sec.error.empty()}};
+        if (!sec.error.empty()) j["error"] = sec.error;
+        secs.push_back(std::move(j));
+      }
+      nlohmann::json j = {{"id", c.row.id},
+                          {"file", c.row.file},
+                          {"ok", c.error.empty()},
+                          {"sections", std::move(secs)}};
+      if (!c.error.empty()) j["error"] = c.error;
+      records.push_back(std::move(j));
+    }
+    nlohmann::json out = {{"ok", problems.empty()},
+                          {"store", s->dir()},
+                          {"records", std::move(records)},
+                          {"problems", problems},
+                          {"recovery",
+                           {{"temporaries_removed", rec.temporaries_removed},
+                            {"reindexed", rec.reindexed},
+                            {"marked_missing", rec.marked_missing},
+                            {"unreadable", rec.unreadable}}}};
+    std::printf("%s\n", json::Dump(out, 2).c_str());
+  } else {
+    if (rec.temporaries_removed || rec.reindexed || rec.marked_missing) {
+      std::printf(
+          "recovered: %d temporaries removed, %d files re-indexed, %d rows marked missing\n",
+          rec.temporaries_removed, rec.reindexed, rec.marked_missing);
+    }
+    for (const auto& p : problems) std::printf("BAD  %s\n", EscapeForTerminal(p).c_str());
+  }
   if (!problems.empty()) {
     return Corrupt(fmt::format("{} record(s) failed verification", problems.size()));
   }
-  std::printf("ok: %s verified\n", id.empty() ? "all records" : EscapeForTerminal(id).c_str());
+  if (!as_json) {
+    std::printf("ok: %s verified\n", id.empty() ? "all records" : EscapeForTerminal(id).c_str());
+  }
   return OkStatus();
 }
 
@@ -372,19 +410,28 @@ void AddStoreCommands(CLI::App& app, CliContext& ctx) {
   auto info_id = std::make_shared<std::string>();
   auto info_json = std::make_shared<bool>(false);
   auto* info = app.add_subcommand("info", "Show a record's header, sections and metadata");
-  info->add_option("ID", *info_id, "Record id, unique prefix, or -1 for the newest")->required();
+  info->add_option(
+          "ID", *info_id,
+          "Record id, any unique part of it (e.g. its random suffix), or -1 for the newest")
+      ->required();
   info->add_flag("--json", *info_json, "Machine-readable output");
   info->callback([&ctx, info_id, info_json] {
     ctx.action = [&ctx, info_id, info_json] { return RunInfo(ctx, *info_id, *info_json); };
   });
 
   auto verify_id = std::make_shared<std::string>();
+  auto verify_json = std::make_shared<bool>(false);
   auto* verify = app.add_subcommand(
       "verify",
       "Check records' checksums and that the index agrees with the files (exit 1 if not)");
   verify->add_option("ID", *verify_id, "One record (default: all)");
-  verify->callback(
-      [&ctx, verify_id] { ctx.action = [&ctx, verify_id] { return RunVerify(ctx, *verify_id); }; });
+  verify->add_flag("--json", *verify_json,
+                   "Machine-readable output: each record's and each section's result");
+  verify->callback([&ctx, verify_id, verify_json] {
+    ctx.action = [&ctx, verify_id, verify_json] {
+      return RunVerify(ctx, *verify_id, *verify_json);
+    };
+  });
 
   auto va = std::make_shared<VacuumArgs>();
   auto* vacuum = app.add_subcommand(

@@ -350,6 +350,8 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req, uid_t budget_uid) {
     return snap.status();
   }
   Drain();  // sideband written up to the freeze instant
+  // A request's mistake, not a failed dump: not counted in dump_failures.
+  if (!req.crash_pid) RETURN_IF_ERROR(CheckRequestedPids(req, *snap, *history_));
   RefreshKernelSymbols();
   auto r = WriteDump(*store_, req, std::move(*snap), *history_, ksyms_, backend_->Describe(), t0);
   if (!r.ok()) {

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -150,6 +153,38 @@ std::string DumpResult::Summary() const {
   return s;
 }
 
+Status CheckRequestedPids(const DumpRequest& req, const Snapshot& snap,
+                          const attribution::SidebandHistory& history) {
+  std::vector<uint32_t> unknown;
+  for (uint32_t pid : std::set<uint32_t>(req.pids.begin(), req.pids.end())) {
+    // pid 0 is the idle task: it has samples but no /proc entry.
+    if (pid != 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
+    if (std::any_of(snap.samples.begin(), snap.samples.end(),
+                    [pid](const Sample& s) { return s.pid == pid; })) {
+      continue;
+    }
+    auto side = history.EventsFor({pid}, snap.window_start_ns, snap.freeze_time_ns);
+    if (std::any_of(side.begin(), side.end(), [&](const Event& e) {
+          return EventTime(e) >= snap.window_start_ns && !std::holds_alternative<LostEvent>(e);
+        })) {
+      continue;
+    }
+    unknown.push_back(pid);
+  }
+  if (unknown.empty()) return OkStatus();
+  std::string list;
+  for (size_t i = 0; i < unknown.size() && i < 16; ++i) {
+    list += (list.empty() ? "" : ", ") + std::to_string(unknown[i]);
+  }
+  if (unknown.size() > 16) list += fmt::format(" and {} more", unknown.size() - 16);
+  const double window_s = (snap.freeze_time_ns - snap.window_start_ns) / 1e9;
+  return NotFound(
+      fmt::format("no process {} {}: {} not running and did not run in the last "
+                  "{:.2f} s (nothing to dump)",
+                  unknown.size() == 1 ? "with pid" : "with pids", list,
+                  unknown.size() == 1 ? "it is" : "they are", window_s));
+}
+
 StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snapshot snap,
                                const attribution::SidebandHistory& history,
                                const attribution::KernelSymbols& ksyms,
@@ -249,9 +284,16 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   loss["filtered_pid"] = filtered;
   loss["unaccounted"] = snap.unaccounted;
   loss["per_cpu"] = snap.per_cpu;
-  uint64_t lost = snap.counters.count("paused") ? snap.counters.at("paused") : 0;
-  if (snap.counters.count("overwritten")) lost += snap.counters.at("overwritten");
-  if (snap.counters.count("ring_lost_records")) lost += snap.counters.at("ring_lost_records");
+  // The loss inside the requested window when the backend measures it (the
+  // perf backend); else its lifetime counters (flightrec.ko's).
+  uint64_t lost = 0;
+  if (snap.counters.count("lost_in_window")) {
+    lost = snap.counters.at("lost_in_window");
+  } else {
+    lost = snap.counters.count("paused") ? snap.counters.at("paused") : 0;
+    if (snap.counters.count("overwritten")) lost += snap.counters.at("overwritten");
+    if (snap.counters.count("ring_lost_records")) lost += snap.counters.at("ring_lost_records");
+  }
   nlohmann::json config = {{"backend", backend_description},
                            {"last_ns", req.last_ns},
                            {"pids", req.pids},

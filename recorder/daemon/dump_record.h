@@ -58,6 +58,13 @@ struct DumpResult {
   std::string Summary() const;
 };
 
+// A dump of given pids must name processes: every pid in req.pids must be
+// alive now, have a sample in the snapshot, or a sideband event (fork, exec,
+// mmap, exit) inside its window. Otherwise NotFound naming the pids: a typo'd
+// pid is an error, not an empty record.
+Status CheckRequestedPids(const DumpRequest& req, const Snapshot& snap,
+                          const attribution::SidebandHistory& history);
+
 // Filters the snapshot, writes sections `events`, `kallsyms` (or
 // `kernel_names`, per req.kernel_frames), `config`, `loss`, `vdso` (when a
 // sampled process maps one) and commits the

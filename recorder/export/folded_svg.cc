@@ -56,7 +56,9 @@ struct Node {
 
 // A self-contained SVG in the shape of Brendan Gregg's flamegraph.pl output:
 // frames as rects with <title> tooltips, click to zoom, Ctrl-F / the Search
-// button to highlight matches, no external resources.
+// button to highlight matches and show "Matched: x%" of all samples, the
+// same button (then "Reset Search") or Escape to clear it; no external
+// resources. Each frame's <g> carries its sample count (data-samples).
 class FlameGraph : public Exporter {
  public:
   explicit FlameGraph(std::string title) : title_(std::move(title)) {}
@@ -107,6 +109,8 @@ class FlameGraph : public Exporter {
              "onclick=\"search_prompt()\">Search</text>\n",
              kWidth - kPad)
       << fmt::format("<text id=\"details\" x=\"{}\" y=\"{}\"> </text>\n", kPad, height - 8)
+      << fmt::format("<text id=\"matched\" x=\"{}\" y=\"{}\" text-anchor=\"end\"> </text>\n",
+                     kWidth - kPad, height - 8)
       << "<g id=\"frames\">\n";
     const double scale = root_.total ? (kWidth - 2 * kPad) / root_.total : 0;
     // Depth-first, children in name order (like flamegraph.pl: x is not time).
@@ -126,9 +130,10 @@ class FlameGraph : public Exporter {
       double pct = root_.total ? 100.0 * n->total / root_.total : 0;
       std::string tip = fmt::format("{} ({} samples, {:.2f}%)", name, n->total, pct);
       o << fmt::format(
-          "<g class=\"f\"><title>{}</title><rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" "
-          "height=\"{}\" fill=\"{}\" rx=\"2\"/><text x=\"{:.2f}\" y=\"{:.1f}\">{}</text></g>\n",
-          XmlEscape(tip), it.x, y, w, kFrame - 1, Colour(name), it.x + 3, y + kFrame - 4,
+          "<g class=\"f\" data-samples=\"{}\"><title>{}</title><rect x=\"{:.2f}\" y=\"{:.1f}\" "
+          "width=\"{:.2f}\" height=\"{}\" fill=\"{}\" rx=\"2\"/><text x=\"{:.2f}\" "
+          "y=\"{:.1f}\">{}</text></g>\n",
+          n->total, XmlEscape(tip), it.x, y, w, kFrame - 1, Colour(name), it.x + 3, y + kFrame - 4,
           XmlEscape(Fit(name, w)));
       double x = it.x;
       std::vector<Item> kids;
@@ -158,11 +163,13 @@ class FlameGraph : public Exporter {
   }
 
   static constexpr const char* kScript = R"JS(
-var frames, details, unzoombtn, searching = null;
+var frames, details, unzoombtn, searchbtn, matchedtxt, searching = null;
 function init(evt) {
   frames = document.getElementById("frames");
   details = document.getElementById("details").firstChild;
   unzoombtn = document.getElementById("unzoom");
+  searchbtn = document.getElementById("search");
+  matchedtxt = document.getElementById("matched");
   var gs = frames.getElementsByTagName("g");
   for (var i = 0; i < gs.length; i++) {
     var r = gs[i].getElementsByTagName("rect")[0], t = gs[i].getElementsByTagName("text")[0];
@@ -174,7 +181,8 @@ function init(evt) {
     gs[i].onmouseout = function() { details.nodeValue = " "; };
   }
   window.addEventListener("keydown", function(e) {
-    if (e.ctrlKey && e.keyCode === 70) { e.preventDefault(); search_prompt(); }
+    if (e.ctrlKey && e.keyCode === 70) { e.preventDefault(); search_prompt(true); }
+    else if (e.keyCode === 27) reset_search();
   });
 }
 function label(g, w) {
@@ -211,15 +219,63 @@ function unzoom() {
   }
   unzoombtn.style.opacity = "0";
 }
-function search_prompt() {
+// Pure: which frames match re, and the share of all samples under them.
+// frames: [{label, x, w, n}] (x, w unzoomed). A match inside a matching
+// frame adds nothing (its samples are its ancestor's already), as in
+// flamegraph.pl; total is the root's (the widest frame's) samples.
+function search_match(frames, re) {
+  var hits = [], total = 0, i;
+  for (i = 0; i < frames.length; i++) {
+    total = Math.max(total, frames[i].n);
+    if (re.test(frames[i].label)) hits.push(i);
+  }
+  var order = hits.slice().sort(function(a, b) {
+    return frames[a].x - frames[b].x || frames[b].w - frames[a].w;
+  });
+  var samples = 0, end = -Infinity;
+  for (i = 0; i < order.length; i++) {
+    var f = frames[order[i]];
+    if (f.x < end - 1e-6) continue;  // inside a counted match
+    samples += f.n;
+    end = f.x + f.w;
+  }
+  return {hits: hits, samples: samples, total: total,
+          pct: total ? 100 * samples / total : 0};
+}
+function frame_list() {
+  var gs = frames.getElementsByTagName("g"), out = [];
+  for (var i = 0; i < gs.length; i++) {
+    var r = gs[i].getElementsByTagName("rect")[0];
+    out.push({label: gs[i].getElementsByTagName("text")[0].getAttribute("data-label"),
+              x: parseFloat(r.getAttribute("data-x")), w: parseFloat(r.getAttribute("data-w")),
+              n: parseInt(gs[i].getAttribute("data-samples"), 10)});
+  }
+  return out;
+}
+function search(term) {
+  var re;
+  try { re = new RegExp(term); } catch (e) { matchedtxt.textContent = "Invalid: " + term; return; }
+  var gs = frames.getElementsByTagName("g"), m = search_match(frame_list(), re), i;
+  for (i = 0; i < gs.length; i++) gs[i].classList.remove("hl");
+  for (i = 0; i < m.hits.length; i++) gs[m.hits[i]].classList.add("hl");
+  searching = term;
+  searchbtn.textContent = "Reset Search";
+  matchedtxt.textContent = "Matched: " + m.pct.toFixed(1) + "%";
+}
+function reset_search() {
+  var gs = frames.getElementsByTagName("g");
+  for (var i = 0; i < gs.length; i++) gs[i].classList.remove("hl");
+  searching = null;
+  searchbtn.textContent = "Search";
+  matchedtxt.textContent = " ";
+}
+// The button searches, or resets a search shown (like flamegraph.pl's);
+// Ctrl-F always asks.
+function search_prompt(always) {
+  if (searching !== null && !always) { reset_search(); return; }
   var term = prompt("Search for (regular expression):", searching || "");
   if (term === null) return;
-  searching = term;
-  var re = new RegExp(term), gs = frames.getElementsByTagName("g");
-  for (var i = 0; i < gs.length; i++) {
-    var t = gs[i].getElementsByTagName("text")[0].getAttribute("data-label");
-    if (term !== "" && re.test(t)) gs[i].classList.add("hl"); else gs[i].classList.remove("hl");
-  }
+  if (term === "") reset_search(); else search(term);
 }
 )JS";
 

@@ -325,6 +325,8 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     PerfRingBuffer::Copy copy;
   };
   std::vector<PerCpu> copies;
+  std::vector<uint64_t> paused_in_window;
+  for (const auto& c : cpus_) paused_in_window.push_back(PausedSince(c, snap.window_start_ns));
   for (auto& c : cpus_) {
     // A sample already past the paused check in __perf_output_begin when we
     // paused may still be landing, and read() may interrupt a software event
@@ -362,15 +364,18 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   }
   if (!paused_) {
     for (auto& c : cpus_) ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, 0);
+    for (auto& c : cpus_) RecordPause(&c, snap.freeze_time_ns);
   }
   snap.copy_ns = MonotonicNs() - t0;
 
   uint64_t tot_produced = 0, tot_in_ring = 0, tot_window = 0, tot_outside = 0, tot_paused = 0,
-           tot_over = 0, tot_ring_lost = 0, tot_malformed = 0;
+           tot_over = 0, tot_ring_lost = 0, tot_malformed = 0, tot_lost_window = 0,
+           tot_over_window = 0, tot_paused_window = 0, tot_ring_lost_window = 0;
   int64_t tot_unaccounted = 0;
-  for (auto& p : copies) {
+  for (size_t i = 0; i < copies.size(); ++i) {
+    auto& p = copies[i];
     uint64_t in_ring = 0, outside = 0, ring_lost = 0, malformed = 0, sample_bytes = 0,
-             throttles = 0;
+             throttles = 0, ring_lost_window = 0, oldest_in_window = 0;
     for (const auto& rec : p.copy.records) {
       ParseResult r = ParsePerfRecord(std::string_view(rec.data(), rec.size()), sample_type_,
                                       static_cast<uint32_t>(p.cpu), kUserRegsMask);
@@ -390,9 +395,12 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
         if (snap.oldest_sample_ns == 0 || s->time_ns < snap.oldest_sample_ns) {
           snap.oldest_sample_ns = s->time_ns;
         }
+        if (oldest_in_window == 0 || s->time_ns < oldest_in_window) oldest_in_window = s->time_ns;
         snap.samples.push_back(std::move(*s));
       } else if (auto* l = std::get_if<LostEvent>(&*r.event)) {
         ring_lost += l->count;
+        // A record without a time cannot be placed: counted as in the window.
+        if (l->time_ns == 0 || l->time_ns >= snap.window_start_ns) ring_lost_window += l->count;
       }
     }
     // produced: the kernel's own count / period (fixed-period events only).
@@ -409,6 +417,31 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     // sample (a late timer on a busy VM forwards over missed periods).
     int64_t unaccounted = static_cast<int64_t>(produced) -
                           static_cast<int64_t>(in_ring + p.counts.lost + overwritten);
+    // The window's share of the overwritten samples: none while the ring
+    // still holds a sample from before the window (it reaches back past the
+    // window's start); otherwise the samples of the part of the window the
+    // ring lost, at the rate of the part it kept (an estimate, at most all
+    // that was overwritten).
+    uint64_t over_window = 0;
+    if (overwritten > 0 && outside == 0) {
+      const uint64_t kept_ns =
+          oldest_in_window ? snap.freeze_time_ns - oldest_in_window : uint64_t{0};
+      const uint64_t gone_ns =
+          oldest_in_window ? oldest_in_window - snap.window_start_ns : uint64_t{0};
+      over_window =
+          kept_ns > 0
+              ? static_cast<uint64_t>(static_cast<double>(in_ring - outside) * gone_ns / kept_ns)
+              : overwritten;
+      over_window = std::min(over_window, overwritten);
+    }
+    // An explicit pause still in progress (PauseOutput) has dropped samples
+    // up to now that no ended pause accounts for: inside the window.
+    if (paused_) {
+      const auto& log = cpus_[i].pauses;
+      const uint64_t ended = log.empty() ? 0 : log.back().second;
+      if (p.counts.lost > ended) paused_in_window[i] += p.counts.lost - ended;
+    }
+    const uint64_t lost_window = over_window + paused_in_window[i] + ring_lost_window;
     snap.per_cpu.push_back({{"cpu", p.cpu},
                             {"count", p.counts.value},
                             {"produced", produced},
@@ -419,6 +452,10 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
                             {"overwritten", overwritten},
                             {"unaccounted", unaccounted},
                             {"ring_lost_records", ring_lost},
+                            {"overwritten_in_window", over_window},
+                            {"paused_in_window", paused_in_window[i]},
+                            {"ring_lost_in_window", ring_lost_window},
+                            {"lost_in_window", lost_window},
                             {"throttle_records", throttles},
                             {"malformed", malformed},
                             {"bytes_written", p.copy.total_written},
@@ -436,6 +473,10 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
     tot_unaccounted += unaccounted;
     tot_ring_lost += ring_lost;
     tot_malformed += malformed;
+    tot_lost_window += lost_window;
+    tot_over_window += over_window;
+    tot_paused_window += paused_in_window[i];
+    tot_ring_lost_window += ring_lost_window;
   }
   uint64_t side_lost = 0;
   for (const auto& c : cpus_) side_lost += c.sideband_lost;
@@ -450,7 +491,11 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
                    {"overwritten", tot_over},
                    {"ring_lost_records", tot_ring_lost},
                    {"malformed", tot_malformed},
-                   {"sideband_lost", side_lost}};
+                   {"sideband_lost", side_lost},
+                   {"lost_in_window", tot_lost_window},
+                   {"overwritten_in_window", tot_over_window},
+                   {"paused_in_window", tot_paused_window},
+                   {"ring_lost_in_window", tot_ring_lost_window}};
   return snap;
 }
 
@@ -463,8 +508,32 @@ Status PerfBackend::PauseOutput(bool paused) {
           fmt::format("{} ring output on cpu {}", paused ? "pausing" : "resuming", c.cpu));
     }
   }
+  if (paused) {
+    paused_since_ns_ = static_cast<uint64_t>(MonotonicNs());
+  } else if (paused_) {
+    for (auto& c : cpus_) RecordPause(&c, paused_since_ns_);
+  }
   paused_ = paused;
   return OkStatus();
+}
+
+void PerfBackend::RecordPause(Cpu* c, uint64_t paused_at_ns) {
+  constexpr size_t kMaxPauses = 4096;  // ~ an hour of dumps at the default rate limit
+  c->pauses.emplace_back(paused_at_ns, ReadCounts(c->sample_fd.get(), has_lost_format_).lost);
+  if (c->pauses.size() > kMaxPauses) c->pauses.pop_front();
+}
+
+uint64_t PerfBackend::PausedSince(const Cpu& c, uint64_t window_start_ns) {
+  if (c.pauses.empty()) return 0;
+  // The total just before the window: after the last pause that began
+  // before it (0 if none: the counter starts at 0).
+  uint64_t before = 0;
+  for (const auto& [at, total] : c.pauses) {
+    if (at >= window_start_ns) break;
+    before = total;
+  }
+  const uint64_t now = c.pauses.back().second;
+  return now > before ? now - before : 0;
 }
 
 nlohmann::json PerfBackend::Stats() {

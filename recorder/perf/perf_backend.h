@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,7 +92,17 @@ class PerfBackend : public CaptureBackend {
     ScopedFd side_fd;
     std::optional<PerfRingBuffer> side_ring;
     uint64_t sideband_lost = 0;
+    // Each past pause of the output (a dump's freeze, PauseOutput): when it
+    // began and the lost_samples total once it ended. Pauses are the only
+    // cause of lost_samples in an overwrite ring, and a dump's "lost" is what
+    // pauses inside its window dropped, not the lifetime total. Bounded.
+    std::deque<std::pair<uint64_t, uint64_t>> pauses;
   };
+  // The lost_samples a CPU's pauses since window_start dropped (those of the
+  // freeze in progress excluded: they fall after the window).
+  static uint64_t PausedSince(const Cpu& c, uint64_t window_start_ns);
+  void RecordPause(Cpu* c, uint64_t paused_at_ns);
+  uint64_t paused_since_ns_ = 0;
   PerfBackend() = default;
   Status OpenCpu(int cpu, const perf_event_attr& sample_attr, Cpu* out);
 

@@ -137,6 +137,9 @@ TEST(PerfBackendLossTest, ProducedEqualsStoredPlusPausedPlusOverwrittenAcrossALo
   }
   EXPECT_GE(snap->counters.at("produced"), 3000u);
   EXPECT_GE(snap->counters.at("paused"), 2000u) << "the second 2000 faults ran while paused";
+  // ... inside the window: the pause is still in progress at the snapshot.
+  EXPECT_EQ(snap->counters.at("paused_in_window"), snap->counters.at("paused"));
+  EXPECT_GE(snap->counters.at("lost_in_window"), snap->counters.at("paused"));
   EXPECT_GE(snap->counters.at("overwritten"), 500u) << "one page holds 85 records";
   EXPECT_EQ(snap->counters.at("produced"),
             snap->counters.at("in_ring") + snap->counters.at("paused") +

@@ -86,6 +86,115 @@ TEST_F(StoreCliTest, VerifyFailsAndNamesTheDamagedRecord) {
   EXPECT_EQ(Cli({"verify", b_.id}).exit_code, 0);
 }
 
+// Issue 13 item 6: verify --json says which record and which section is bad.
+TEST_F(StoreCliTest, VerifyJsonGivesEachRecordAndSection) {
+  auto good = Cli({"verify", "--json"});
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  auto j = nlohmann::json::parse(good.out);
+  EXPECT_EQ(j["ok"], true);
+  ASSERT_EQ(j["records"].size(), 2u);
+  std::string path = dir_.path() + "/" + a_.file;
+  // Damage the last stored byte of the first section (`events`).
+  {
+    auto rd = store::RecordReader::Open(path);
+    ASSERT_TRUE(rd.ok());
+    const auto* sec = (*rd)->FindSection("events");
+    ASSERT_NE(sec, nullptr);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(sec->offset + sec->stored_size - 1));
+    char c = static_cast<char>(f.get());
+    f.seekp(static_cast<std::streamoff>(sec->offset + sec->stored_size - 1));
+    f.put(static_cast<char>(c ^ 0x55));
+  }
+  auto bad = Cli({"verify", "--json"});
+  EXPECT_EQ(bad.exit_code, 1);
+  j = nlohmann::json::parse(bad.out);
+  EXPECT_EQ(j["ok"], false);
+  for (const auto& r : j["records"]) {
+    if (r["id"] != a_.id) {
+      EXPECT_EQ(r["ok"], true) << r;
+      continue;
+    }
+    EXPECT_EQ(r["ok"], false);
+    ASSERT_EQ(r["sections"].size(), 2u) << r;
+    EXPECT_EQ(r["sections"][0]["name"], "events");
+    EXPECT_EQ(r["sections"][0]["ok"], false);
+    EXPECT_NE(r["sections"][0]["error"].get<std::string>().find("checksum"), std::string::npos);
+    EXPECT_EQ(r["sections"][1]["name"], "config");
+    EXPECT_EQ(r["sections"][1]["ok"], true);  // the rest of the record is still good
+  }
+}
+
+// Issue 13 item 6: any unique part of an id names the record; an ambiguous
+// part lists the candidates; --store may follow the command.
+TEST_F(StoreCliTest, IdsMatchByAnyUniquePartAndAmbiguityListsCandidates) {
+  const std::string suffix = a_.id.substr(a_.id.find('-') + 1);
+  auto r = Cli({"info", suffix, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["id"], a_.id);
+  // A middle part: the seconds and the dash and the suffix's start.
+  r = Cli({"info", a_.id.substr(13, 6), "--json"});
+  if (b_.id.find(a_.id.substr(13, 6)) == std::string::npos) {
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["id"], a_.id);
+  }
+  // "Z-" is in every id: ambiguous, both named.
+  r = Cli({"info", "Z-"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ambiguous: 2 records match"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(a_.id), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(b_.id), std::string::npos) << r.err;
+  r = Cli({"info", "Z-zz"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no record matches 'Z-zz'"), std::string::npos) << r.err;
+  // Many matches: a bounded list.
+  auto s = store::Store::Open(dir_.path(), store::testing::TestOptions());
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(store::testing::WriteSmallRecord(**s, "x").ok());
+  r = Cli({"info", "Z-"});
+  EXPECT_NE(r.err.find("ambiguous: 14 records match"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("and 6 more"), std::string::npos) << r.err;
+  // --store after the command.
+  r = RunCommand({BuildPath("recorder/cli/recorder"), "list", "--json", "--store", dir_.path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 14u);
+}
+
+// Issue 13 item 6: the README says every command has --json; so does each
+// command's --help.
+TEST(CliHelpTest, EveryCommandHasJson) {
+  const std::vector<std::vector<std::string>> commands = {{"list"},
+                                                          {"info"},
+                                                          {"verify"},
+                                                          {"vacuum"},
+                                                          {"sql"},
+                                                          {"dump"},
+                                                          {"status"},
+                                                          {"trigger", "add"},
+                                                          {"trigger", "list"},
+                                                          {"trigger", "remove"},
+                                                          {"record"},
+                                                          {"script"},
+                                                          {"report"},
+                                                          {"timeline"},
+                                                          {"export"},
+                                                          {"flamegraph"},
+                                                          {"crash", "list"},
+                                                          {"crash", "info"},
+                                                          {"crash", "core"},
+                                                          {"crash", "debug"},
+                                                          {"coredump", "install"},
+                                                          {"coredump", "uninstall"}};
+  for (auto args : commands) {
+    std::string name = args.size() == 2 ? args[0] + " " + args[1] : args[0];
+    args.insert(args.begin(), BuildPath("recorder/cli/recorder"));
+    args.push_back("--help");
+    auto r = RunCommand(args);
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << name << ":\n" << r.out;
+  }
+}
+
 TEST_F(StoreCliTest, VacuumDryRunThenForReal) {
   auto r = Cli({"vacuum", "--max-count", "1", "--dry-run", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -1,0 +1,164 @@
+// The command line against a real recorderd and store (issue 13 item 6):
+// every command's --json, record ids by any unique part, --store/--socket
+// after the command, `dump --pid` of a pid that never ran, and the dump's
+// "lost" being the loss inside its window.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "store/record_file.h"
+#include "tests/cli/run_util.h"
+#include "tests/recorder/daemon_util.h"
+#include "tests/store/test_util.h"
+
+namespace flightrec::testing {
+namespace {
+
+// A pid no process has now (the highest free one below pid_max).
+uint32_t FreePid() {
+  std::ifstream in("/proc/sys/kernel/pid_max");
+  long max = 32768;
+  in >> max;
+  for (long p = max - 1; p > 300; --p) {
+    if (kill(static_cast<pid_t>(p), 0) != 0 && errno == ESRCH) return static_cast<uint32_t>(p);
+  }
+  return 0;
+}
+
+// Runs fr_spin for `seconds` and waits for it to exit; returns its pid.
+pid_t SpinToTheEnd(const std::string& seconds) {
+  pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), seconds});
+  int st = 0;
+  waitpid(spin, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return spin;
+}
+
+nlohmann::json Json(const RunResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out;
+  return j;
+}
+
+TEST(RecorderCliTest, ExportFlamegraphAndVerifyPrintJsonAndIdsMatchByAnyPart) {
+  store::testing::TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  pid_t spin = SpinToTheEnd("1");
+  auto dump = Json(d.Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"}));
+  const std::string id = dump["id"];
+  const uint64_t samples = dump["samples"];
+  ASSERT_GT(samples, 0u);
+  // The random suffix alone names the record (`report 67f484`).
+  const std::string suffix = id.substr(id.find('-') + 1);
+  ASSERT_EQ(suffix.size(), 6u);
+
+  for (const std::string cmd : {"export", "flamegraph"}) {
+    const std::string out = dir.path() + "/out-" + cmd;
+    std::vector<std::string> args = {cmd, suffix, "-o", out, "--json"};
+    if (cmd == "export") args.insert(args.end(), {"-f", "folded"});
+    auto j = Json(d.Cli(args));
+    struct stat st {};
+    ASSERT_EQ(stat(out.c_str(), &st), 0) << cmd;
+    EXPECT_EQ(j["record"], id) << cmd;
+    EXPECT_EQ(j["output"], out) << cmd;
+    EXPECT_EQ(j["format"], cmd == "export" ? "folded" : "svg") << cmd;
+    EXPECT_EQ(j["samples"], samples) << cmd;
+    EXPECT_EQ(j["bytes"], static_cast<uint64_t>(st.st_size)) << cmd;
+  }
+  // --json and the data both on stdout would mix: refused, saying why.
+  auto mixed = d.Cli({"export", id, "-f", "folded", "-o", "-", "--json"});
+  EXPECT_EQ(mixed.exit_code, 2);
+  EXPECT_NE(mixed.err.find("give the output a file"), std::string::npos) << mixed.err;
+
+  auto v = Json(d.Cli({"verify", suffix, "--json"}));
+  EXPECT_EQ(v["ok"], true);
+  ASSERT_EQ(v["records"].size(), 1u);
+  EXPECT_EQ(v["records"][0]["id"], id);
+  ASSERT_FALSE(v["records"][0]["sections"].empty());
+  bool has_events = false;
+  for (const auto& s : v["records"][0]["sections"]) {
+    EXPECT_EQ(s["ok"], true) << s;
+    has_events = has_events || s["name"] == "events";
+  }
+  EXPECT_TRUE(has_events);
+
+  auto rep = d.Cli({"report", suffix, "--json"});
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+}
+
+TEST(RecorderCliTest, StoreAndSocketOptionsGoBeforeOrAfterTheCommand) {
+  store::testing::TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  const std::string recorder = BuildPath("recorder/cli/recorder");
+  // After the command, as `perf report -i` / `coredumpctl --directory` users type them.
+  auto s = RunCommand({recorder, "status", "--json", "--socket", d.sock()});
+  auto j = Json(s);
+  EXPECT_EQ(j["pid"], d.pid());
+  auto dump = Json(RunCommand({recorder, "dump", "--last", "1s", "--socket", d.sock(), "--json"}));
+  auto list = Json(RunCommand({recorder, "list", "--json", "--store", d.store()}));
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["id"], dump["id"]);
+  // Before it, as always.
+  EXPECT_EQ(Json(RunCommand({recorder, "--store", d.store(), "list", "--json"})).size(), 1u);
+  // Nested commands too.
+  auto tl = RunCommand({recorder, "trigger", "list", "--json", "--socket", d.sock()});
+  EXPECT_EQ(tl.exit_code, 0) << tl.err;
+}
+
+TEST(RecorderCliTest, DumpOfAPidThatNeverRanIsAnError) {
+  store::testing::TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  const uint32_t nobody = FreePid();
+  ASSERT_NE(nobody, 0u);
+  auto r = d.Cli({"dump", "--last", "2s", "--pid", std::to_string(nobody)});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find("no process with pid " + std::to_string(nobody)), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  auto list = Json(d.Cli({"list", "--json"}));
+  EXPECT_TRUE(list.empty()) << list;  // no empty record was written
+  // A process that ran in the window and has exited is still dumpable ...
+  pid_t spin = SpinToTheEnd("0.3");
+  auto ok = Json(d.Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"}));
+  EXPECT_GT(ok["samples"].get<uint64_t>(), 0u);
+  // ... and so is one alive now, even with no sample (it sleeps).
+  Json(d.Cli({"dump", "--last", "1s", "--pid", "1", "--json"}));
+}
+
+TEST(RecorderCliTest, DumpLostCountsOnlyTheLossInsideTheWindow) {
+  store::testing::TempDir dir;
+  // A ring of 4 pages per CPU holds some tens of ms at 999 Hz: it has
+  // wrapped (overwritten samples) long before the first dump.
+  Daemon d(dir.path(), {"--ring-pages", "4"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  SpinToTheEnd("1");
+  auto small = Json(d.Cli({"dump", "--last", "5ms", "--json"}));
+  auto rec = store::RecordReader::Open(d.store() + "/" + small["file"].get<std::string>());
+  ASSERT_TRUE(rec.ok()) << rec.status().message();
+  auto loss = nlohmann::json::parse(*(*rec)->ReadSection("loss"));
+  // The ring did overwrite samples, all of them before this short window,
+  // which it holds whole: nothing of the window was lost.
+  EXPECT_GT(loss["overwritten"].get<uint64_t>(), 0u) << loss;
+  EXPECT_GT(loss["outside_window"].get<uint64_t>(), 0u) << loss;
+  EXPECT_EQ(small["lost"], 0u) << loss;
+  EXPECT_NE(small["summary"].get<std::string>().find(", 0 lost"), std::string::npos)
+      << small["summary"];
+  // A window the rings cannot hold lost samples in it: counted.
+  auto big = Json(d.Cli({"dump", "--last", "20s", "--json"}));
+  EXPECT_LT(big["covered_s"].get<double>(), big["asked_s"].get<double>());
+  EXPECT_GT(big["lost"].get<uint64_t>(), 0u);
+}
+
+}  // namespace
+}  // namespace flightrec::testing
