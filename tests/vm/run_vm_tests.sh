@@ -8,7 +8,11 @@
 # guest hung (qemu killed after $FR_VM_TIMEOUT s).
 #
 # usage: run_vm_tests.sh --build-dir DIR [--guest-script PATH] [scenario...]
-#   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind (default: all)
+#   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind
+#              threads uidloop nohook freeze2 sblost poll throttle (default: these);
+#              also cost (crash hook cost figures) and bench
+# FR_VM_SMP: guest vCPUs (default 2), e.g. FR_VM_SMP=8 ... cost for the
+# crash hook's cost on 8 CPUs.
 set -euo pipefail
 
 # The newest Debian kernel the setup installed (linux-image-amd64 +
@@ -39,7 +43,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
-[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind)
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind
+                               threads uidloop nohook freeze2 sblost poll throttle)
+SMP=${FR_VM_SMP:-2}
 
 # The work dir lives in the build tree: the guest sees the host root
 # read-only over 9p, and /tmp is replaced by a guest tmpfs.
@@ -122,7 +128,7 @@ done | sort -u | paste -sd, -)
 LOG="$WORK/console.log"
 t2=$(date +%s.%N)
 set +e
-timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp 2 -m 1024 -nographic -no-reboot \
+timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp "$SMP" -m 1024 -nographic -no-reboot \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
   -append "console=ttyS0 panic=-1 quiet loglevel=4 fr.script=$GUEST_SCRIPT fr.args=$ARGS fr.keep=$KEEP" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
