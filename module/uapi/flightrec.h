@@ -321,7 +321,10 @@ struct flightrec_stats {
  * @cpu:	in: CPU (ignored, must be 0, for SIDEBAND)
  * @ring:	in: enum flightrec_ring
  * @from:	in: first position wanted (DATA/AUX); must be 0 for SIDEBAND,
- *		which always reads from its consumer tail and consumes
+ *		which always reads from its consumer tail and consumes what it
+ *		returns, only when the whole call succeeds (after -EFAULT the
+ *		same records are read again).  A FLIGHTREC_SB_LOST record
+ *		precedes the first record written after a gap
  * @to:		in: end position wanted (exclusive); clamped to the head.
  *		Must be 0 for SIDEBAND.
  * @buf:	in: user buffer

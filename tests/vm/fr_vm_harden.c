@@ -599,10 +599,12 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /*
- * Spinners on every CPU until each online CPU's DATA and AUX rings are full
- * (bounded: 240 s), so a crash copies whole rings: the worst case.
+ * Spinners on every CPU until each online CPU's DATA and AUX rings are full,
+ * so a crash copies whole rings: the worst case.  Bounded (240 s): 8 vCPUs
+ * on a loaded 2-core TCG host may not get there; then the figures are for
+ * what the rings held, which the bytes copied say.  Returns 1 if full.
  */
-static void fill_rings(void)
+static int fill_rings(void)
 {
 	uint64_t cap = info.data_ring_bytes / sizeof(struct flightrec_sample);
 	uint64_t deadline = now_ns() + 240000000000ULL;
@@ -633,9 +635,9 @@ static void fill_rings(void)
 					       st[c].s.aux_head < info.aux_ring_bytes))
 				full = 0;
 		if (full)
-			return;
+			return 1;
 		if (now_ns() > deadline)
-			FAIL("cost: rings not full after 240 s");
+			return 0;
 	}
 }
 
@@ -644,13 +646,13 @@ static int cmd_cost(int n)
 	uint64_t hook[64], copy[64], bytes[64];
 	struct flightrec_stats s;
 	struct flightrec_cpu_stats_ev *st = stats(&s);
-	int online = 0;
+	int online = 0, full;
 
 	if (n < 1 || n > 64)
 		FAIL("cost: 1..64 crashes");
 	for (uint32_t c = 0; c < s.count; c++)
 		online += st[c].s.online != 0;
-	fill_rings();
+	full = fill_rings();
 	for (int i = 0; i < n; i++) {
 		struct flightrec_marker mk;
 		pid_t p = spawn_crash((uid_t)-1, 100);
@@ -669,8 +671,8 @@ static int cmd_cost(int n)
 	    sizeof(struct flightrec_sample) + sizeof(struct flightrec_aux) + info.stack_bytes)
 		FAIL("cost: hook %llu ns, %llu bytes copied: over the bound for %d online CPUs",
 		     (unsigned long long)hook[n / 2], (unsigned long long)bytes[n - 1], online);
-	printf("FLIGHTREC-VM-BENCH crash_cost cpus=%u online=%d crashes=%d hook_ns_median=%llu hook_ns_max=%llu copy_ns_median=%llu copy_ns_max=%llu copied_bytes_median=%llu copied_bytes_max=%llu bound_bytes=%llu\n",
-	       info.nr_cpus, online, n, (unsigned long long)hook[n / 2],
+	printf("FLIGHTREC-VM-BENCH crash_cost cpus=%u online=%d rings_full=%d crashes=%d hook_ns_median=%llu hook_ns_max=%llu copy_ns_median=%llu copy_ns_max=%llu copied_bytes_median=%llu copied_bytes_max=%llu bound_bytes=%llu\n",
+	       info.nr_cpus, online, full, n, (unsigned long long)hook[n / 2],
 	       (unsigned long long)hook[n - 1], (unsigned long long)copy[n / 2],
 	       (unsigned long long)copy[n - 1], (unsigned long long)bytes[n / 2],
 	       (unsigned long long)bytes[n - 1],
