@@ -28,6 +28,7 @@ static int fr_ioc_info(void __user *uarg)
 		.stack_bytes = round_down(fr_param.stack_bytes, 8),
 		.max_markers = fr_param.markers,
 		.frozen = READ_ONCE(fr.frozen),
+		.markers_per_uid = fr_markers_per_uid(),
 	};
 
 	return copy_to_user(uarg, &in, sizeof(in)) ? -EFAULT : 0;
@@ -59,25 +60,68 @@ static void fr_cpu_stats(int cpu, struct flightrec_cpu_stats *st)
 	st->torn_on_read = atomic64_read(&c->torn);
 }
 
+static s32 fr_event_state(struct perf_event *ev)
+{
+	switch (ev ? READ_ONCE(ev->state) : PERF_EVENT_STATE_DEAD) {
+	case PERF_EVENT_STATE_ACTIVE:
+		return FLIGHTREC_EVSTATE_ACTIVE;
+	case PERF_EVENT_STATE_INACTIVE:
+		return FLIGHTREC_EVSTATE_INACTIVE;
+	case PERF_EVENT_STATE_OFF:
+		return FLIGHTREC_EVSTATE_OFF;
+	case PERF_EVENT_STATE_ERROR:
+		return FLIGHTREC_EVSTATE_ERROR;
+	default:
+		return ev ? FLIGHTREC_EVSTATE_OTHER : FLIGHTREC_EVSTATE_NONE;
+	}
+}
+
+/*
+ * The counter's state and times.  The caller holds cpus_read_lock(): the
+ * cpuhp callbacks, which release c->event, run under the hotplug lock's
+ * write side, so the event cannot go away here.  perf_event_read_value()
+ * may sleep (it takes the event's child_mutex and IPIs the CPU).
+ */
+static void fr_cpu_event(int cpu, struct flightrec_cpu_stats_ev *ev)
+{
+	struct fr_cpu *c = fr.cpus[cpu];
+	struct perf_event *pe = c->event;
+
+	ev->event_state = fr_event_state(pe);
+	ev->throttled = READ_ONCE(c->throttled);
+	if (pe)
+		perf_event_read_value(pe, &ev->time_enabled, &ev->time_running);
+}
+
 static int fr_ioc_stats(void __user *uarg)
 {
 	struct flightrec_stats s;
-	struct flightrec_cpu_stats st;
+	struct flightrec_cpu_stats_ev ev;
+	bool ext;
+	size_t size;
 	unsigned long flags;
 	u32 i, n;
 
 	if (copy_from_user(&s, uarg, sizeof(s)))
 		return -EFAULT;
-	if (s.flags || fr_nonzero(s.reserved, sizeof(s.reserved)) || !s.count)
+	/* crash_hook .. markers_uid_limited are outputs: what the caller left there is ignored. */
+	if ((s.flags & ~FLIGHTREC_STATS_EVENT) || !s.count)
 		return -EINVAL;
+	ext = s.flags & FLIGHTREC_STATS_EVENT;
+	size = ext ? sizeof(ev) : sizeof(ev.s);
 	n = min_t(u32, s.count, nr_cpu_ids);
 	for (i = 0; i < n; i++) {
-		if (cpu_possible(i))
-			fr_cpu_stats(i, &st);
-		else
-			memset(&st, 0, sizeof(st));
-		st.cpu = i;
-		if (copy_to_user(u64_to_user_ptr(s.buf + (u64)i * sizeof(st)), &st, sizeof(st)))
+		memset(&ev, 0, sizeof(ev));
+		if (cpu_possible(i)) {
+			fr_cpu_stats(i, &ev.s);
+			if (ext) {
+				cpus_read_lock();
+				fr_cpu_event(i, &ev);
+				cpus_read_unlock();
+			}
+		}
+		ev.s.cpu = i;
+		if (copy_to_user(u64_to_user_ptr(s.buf + (u64)i * size), &ev, size))
 			return -EFAULT;
 	}
 	s.count = n;
@@ -87,10 +131,21 @@ static int fr_ioc_stats(void __user *uarg)
 	raw_spin_unlock_irqrestore(&fr.sb_lock, flags);
 	s.markers_taken = atomic64_read(&fr.marker_ids);
 	s.markers_dropped = atomic64_read(&fr.markers_dropped);
+	s.crash_hook = fr.hook;
+	s.crash_hook_error = fr.hook_error;
+	s.markers_coalesced = READ_ONCE(fr.markers_coalesced);
+	s.markers_uid_limited = READ_ONCE(fr.markers_uid_limited);
 	return copy_to_user(uarg, &s, sizeof(s)) ? -EFAULT : 0;
 }
 
-static int fr_read_sideband(struct flightrec_read *r)
+/*
+ * SIDEBAND is consumed: the tail moves past what was read.  It moves only
+ * after both the records and the struct telling the caller how many there
+ * are reached user space; on -EFAULT nothing is consumed and the next read
+ * returns the same records.  fr.lock keeps other readers out meanwhile (the
+ * writers only move the head).
+ */
+static int fr_read_sideband(struct flightrec_read *r, void __user *uarg)
 {
 	struct fr_cursor cur = { .dst = u64_to_user_ptr(r->buf) };
 	unsigned long flags;
@@ -108,13 +163,15 @@ static int fr_read_sideband(struct flightrec_read *r)
 	ret = fr_output(&fr.sb, tail, tail + len, fr_copy_user, &cur);
 	if (ret < 0)
 		return ret;
-	raw_spin_lock_irqsave(&fr.sb_lock, flags);
-	fr.sb.tail = tail + len;
-	raw_spin_unlock_irqrestore(&fr.sb_lock, flags);
 	r->first = div_u64(tail, FR_SB_REC);
 	r->next = div_u64(tail + len, FR_SB_REC);
 	r->head = div_u64(head, FR_SB_REC);
 	r->bytes = len;
+	if (copy_to_user(uarg, r, sizeof(*r)))
+		return -EFAULT;
+	raw_spin_lock_irqsave(&fr.sb_lock, flags);
+	fr.sb.tail = tail + len;
+	raw_spin_unlock_irqrestore(&fr.sb_lock, flags);
 	return 0;
 }
 
@@ -144,10 +201,8 @@ static int fr_ioc_read(void __user *uarg)
 	r.data_offset = 0;
 	r.bytes = 0;
 	r.lost = 0;
-	if (r.ring == FLIGHTREC_RING_SIDEBAND) {
-		ret = fr_read_sideband(&r);
-		goto out;
-	}
+	if (r.ring == FLIGHTREC_RING_SIDEBAND)
+		return fr_read_sideband(&r, uarg);
 	if (r.cpu >= nr_cpu_ids)
 		return -EINVAL;
 	if (!cpu_possible(r.cpu))
@@ -181,14 +236,10 @@ static int fr_ioc_read(void __user *uarg)
 	r.next = from + len;
 	r.head = READ_ONCE(rb->head);
 	r.lost = r.first > r.from ? r.first - r.from : 0;
-	ret = 0;
-out:
-	if (ret)
-		return ret;
 	return copy_to_user(uarg, &r, sizeof(r)) ? -EFAULT : 0;
 }
 
-static int fr_ioc_list(void __user *uarg)
+static int fr_ioc_list(struct fr_file *f, void __user *uarg)
 {
 	struct flightrec_markers l;
 	u32 i, n = 0;
@@ -197,6 +248,8 @@ static int fr_ioc_list(void __user *uarg)
 		return -EFAULT;
 	if (l.flags || fr_nonzero(l.reserved, sizeof(l.reserved)))
 		return -EINVAL;
+	/* Before the scan: a marker READY after this read makes poll() readable. */
+	f->listed_seq = atomic64_read(&fr.ready_seq);
 	for (i = 0; i < fr_param.markers; i++) {
 		struct fr_marker *mk = &fr.markers[i];
 
@@ -272,7 +325,14 @@ static void fr_freeze(void)
 	synchronize_rcu_expedited();
 }
 
-static long fr_ioctl_locked(unsigned int cmd, unsigned long arg)
+/* fr.frozen from the freezes held; unfreezing is a plain store (THAW's old way). */
+static void fr_update_frozen(void)
+{
+	if (!fr.boot_frozen && !fr.freeze_count)
+		WRITE_ONCE(fr.frozen, false);
+}
+
+static long fr_ioctl_locked(struct fr_file *f, unsigned int cmd, unsigned long arg)
 {
 	void __user *uarg = (void __user *)arg;
 
@@ -284,17 +344,26 @@ static long fr_ioctl_locked(unsigned int cmd, unsigned long arg)
 	case FLIGHTREC_IOC_FREEZE:
 		if (arg)
 			return -EINVAL;
+		if (!f->frozen) {
+			f->frozen = true;
+			fr.freeze_count++;
+		}
 		fr_freeze();
 		return 0;
 	case FLIGHTREC_IOC_THAW:
 		if (arg)
 			return -EINVAL;
-		WRITE_ONCE(fr.frozen, false);
+		if (f->frozen) {
+			f->frozen = false;
+			fr.freeze_count--;
+		}
+		fr.boot_frozen = false;
+		fr_update_frozen();
 		return 0;
 	case FLIGHTREC_IOC_READ_RING:
 		return fr_ioc_read(uarg);
 	case FLIGHTREC_IOC_LIST_MARKERS:
-		return fr_ioc_list(uarg);
+		return fr_ioc_list(f, uarg);
 	case FLIGHTREC_IOC_READ_MARKER:
 		return fr_ioc_read_marker(uarg);
 	case FLIGHTREC_IOC_RELEASE_MARKER:
@@ -313,9 +382,22 @@ static long fr_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	long ret;
 
 	mutex_lock(&fr.lock);
-	ret = fr_ioctl_locked(cmd, arg);
+	ret = fr_ioctl_locked(file->private_data, cmd, arg);
 	mutex_unlock(&fr.lock);
 	return ret;
+}
+
+/*
+ * Readable when a marker became READY since this file's last LIST_MARKERS.
+ * The wakeup comes from fr_marker_work() (process context), never from the
+ * crash hook itself (see fr_take_marker()).
+ */
+static __poll_t fr_poll(struct file *file, poll_table *wait)
+{
+	struct fr_file *f = file->private_data;
+
+	poll_wait(file, &fr.marker_wq, wait);
+	return atomic64_read(&fr.ready_seq) != READ_ONCE(f->listed_seq) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
 /*
@@ -326,14 +408,38 @@ static long fr_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
  */
 static int fr_open(struct inode *inode, struct file *file)
 {
+	struct fr_file *f;
+
 	if (!capable(CAP_SYS_ADMIN) && !perfmon_capable())
 		return -EPERM;
+	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	if (!f)
+		return -ENOMEM;
+	f->listed_seq = atomic64_read(&fr.ready_seq);
+	file->private_data = f;
 	return nonseekable_open(inode, file);
+}
+
+/* Closing a file drops its freeze: a reader that dies frozen does not stop recording. */
+static int fr_release(struct inode *inode, struct file *file)
+{
+	struct fr_file *f = file->private_data;
+
+	mutex_lock(&fr.lock);
+	if (f->frozen) {
+		fr.freeze_count--;
+		fr_update_frozen();
+	}
+	mutex_unlock(&fr.lock);
+	kfree(f);
+	return 0;
 }
 
 static const struct file_operations fr_fops = {
 	.owner = THIS_MODULE,
 	.open = fr_open,
+	.release = fr_release,
+	.poll = fr_poll,
 	.unlocked_ioctl = fr_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 };

@@ -28,6 +28,10 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
+#include <linux/poll.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/cred.h>
 #include <linux/timekeeping.h>
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
@@ -73,6 +77,9 @@ struct fr_params {
 	uint sideband_kb;
 	uint stack_bytes;
 	uint markers;
+	uint markers_per_uid;
+	char *crash_hook;
+	char *coredump_symbol;
 	bool autostart;
 	bool test_nmi;
 };
@@ -127,6 +134,7 @@ struct fr_cpu {
 	u64 handler_ns;
 	void *scratch;
 	atomic64_t torn;
+	u64 throttled;	/* fr_overflow() only; read with READ_ONCE, outside @seq */
 };
 
 struct fr_snap {
@@ -134,14 +142,41 @@ struct fr_snap {
 	void *aux;
 	u64 d_first, d_end, d_off;	/* valid bytes start at data + d_off */
 	u64 a_first, a_end, a_off;
+	bool copy;	/* marker: the CPU was online at the crash, its rings are copied */
 };
 
 enum { FR_SLOT_FREE, FR_SLOT_BUSY, FR_SLOT_READY };
 
+/*
+ * struct fr_marker - one crash marker slot.  The hook (crashing thread) fills
+ * @m, @tgid/@start_time/@uid, the heads in @snaps and the crash record in
+ * @crash while the slot is BUSY, then queues @work, which copies the rings
+ * and makes the slot READY.  @tgid, @start_time and @uid identify the
+ * crashing process and its user for the claim rules (fr_claim_slot()); they
+ * are read under fr.mk_lock.
+ */
 struct fr_marker {
 	atomic_t state;
 	struct flightrec_marker m;
 	struct fr_snap *snaps;	/* [nr_cpu_ids] */
+	struct fr_snap crash;	/* the crash record and its AUX blob, built by the hook */
+	struct work_struct work;
+	pid_t tgid;
+	u64 start_time;
+	kuid_t uid;
+	u64 hook_t0;
+};
+
+/*
+ * struct fr_file - per open file of /dev/flightrec (file->private_data),
+ * changed under fr.lock.
+ * @frozen:	this file holds one of fr.freeze_count's freezes
+ * @listed_seq:	fr.ready_seq when this file last began LIST_MARKERS; poll
+ *		reports readable while fr.ready_seq differs
+ */
+struct fr_file {
+	bool frozen;
+	u64 listed_seq;
 };
 
 /*
@@ -162,11 +197,31 @@ struct fr_marker {
  * @sb_scratch:      per-CPU record being built before fr_sb_emit(); used with
  *                   preemption off (tracepoint/kprobe handlers), so per CPU is
  *                   exclusive.
+ * @sb_lost:         per-CPU LOST record, built under @sb_lock (interrupts off).
+ * @sb_gap:          records dropped since the last one written (under
+ *                   @sb_lock); the next record written is preceded by a
+ *                   FLIGHTREC_SB_LOST record with this count.
+ * @sb_gap_time:     time of the first of them (under @sb_lock).
  * @marker_ids:      marker ids, atomic (crash hooks on several CPUs).
  * @markers_dropped: crashes that found no free slot, atomic.
- * @frozen:          written by FREEZE/THAW under @lock, read locklessly by the
- *                   overflow handler; FREEZE then waits a grace period (see
- *                   fr_freeze() for the ordering).
+ * @markers_coalesced, @markers_uid_limited: crashes not given a marker because
+ *                   their process had one / their user held its share; both
+ *                   changed under @mk_lock, read locklessly by STATS.
+ * @mk_lock:         a raw spinlock serialising slot claims (FREE->BUSY) so
+ *                   that the one-marker-per-process and per-uid rules see
+ *                   every claim; taken in the crash hook (interrupts off,
+ *                   sighand lock held) and nowhere else.
+ * @marker_wq:       poll() waiters; woken from the copy work (process
+ *                   context) when a marker becomes READY.
+ * @ready_seq:       bumped (atomic) each time a marker becomes READY.
+ * @hook:            enum flightrec_crash_hook, @hook_error why none: set
+ *                   once in fr_init().
+ * @frozen:          written by FREEZE/THAW/release under @lock, read
+ *                   locklessly by the overflow handler; setting it is
+ *                   followed by a grace period (see fr_freeze() for the
+ *                   ordering): @boot_frozen || @freeze_count.
+ * @freeze_count:    open files holding a freeze (struct fr_file), under @lock.
+ * @boot_frozen:     autostart=0 until the first THAW, under @lock.
  * @event_type:      FLIGHTREC_EVENT_*, set once in fr_init().
  * @hp_state:        the cpuhp state, set once in fr_init().
  * @lock:            serialises the ioctls (the readers), so two readers never
@@ -178,10 +233,22 @@ struct fr_state {
 	struct fr_ring sb;
 	raw_spinlock_t sb_lock;
 	u64 sb_dropped;
+	u64 sb_gap;
+	u64 sb_gap_time;
 	struct flightrec_sideband __percpu *sb_scratch;
+	struct flightrec_sideband __percpu *sb_lost;
 	atomic64_t marker_ids;
 	atomic64_t markers_dropped;
+	u32 markers_coalesced;
+	u32 markers_uid_limited;
+	raw_spinlock_t mk_lock;
+	wait_queue_head_t marker_wq;
+	atomic64_t ready_seq;
+	u32 hook;
+	int hook_error;
 	bool frozen;
+	bool boot_frozen;
+	u32 freeze_count;
 	u32 event_type;
 	enum cpuhp_state hp_state;
 	struct mutex lock;
@@ -215,8 +282,10 @@ void fr_sideband_unregister(void);
 /* fr_crash.c: crash markers */
 int fr_alloc_markers(void);
 void fr_free_markers(void);
-int fr_register_coredump_kp(void);
-void fr_unregister_coredump_kp(void);
+int fr_register_crash_hook(void);
+void fr_unregister_crash_hook(void);
+uint fr_markers_per_uid(void);
+const char *fr_coredump_symbol(void);
 
 /* fr_dev.c: /dev/flightrec */
 int fr_dev_register(void);

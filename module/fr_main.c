@@ -27,6 +27,8 @@ struct fr_params fr_param = {
 	.sideband_kb = 1024,
 	.stack_bytes = 1024,
 	.markers = 2,
+	.crash_hook = "auto",
+	.coredump_symbol = "",
 	.autostart = true,
 };
 
@@ -46,6 +48,12 @@ module_param_named(stack_bytes, fr_param.stack_bytes, uint, 0444);
 MODULE_PARM_DESC(stack_bytes, "user stack bytes copied per sample into AUX (max 65536); 0: no AUX blob, neither registers nor stack (frame-pointer callchains only)");
 module_param_named(markers, fr_param.markers, uint, 0444);
 MODULE_PARM_DESC(markers, "crash marker slots (each preserves every CPU's rings)");
+module_param_named(markers_per_uid, fr_param.markers_per_uid, uint, 0444);
+MODULE_PARM_DESC(markers_per_uid, "slots one user's crashes may hold (0: markers - 1, at least 1)");
+module_param_named(crash_hook, fr_param.crash_hook, charp, 0444);
+MODULE_PARM_DESC(crash_hook, "auto (signal_deliver tracepoint, else kprobe), tracepoint, kprobe, none");
+module_param_named(coredump_symbol, fr_param.coredump_symbol, charp, 0444);
+MODULE_PARM_DESC(coredump_symbol, "kprobe hook symbol (default: vfs_coredump, then do_coredump)");
 module_param_named(autostart, fr_param.autostart, bool, 0444);
 MODULE_PARM_DESC(autostart, "record from load; if 0 start frozen until FLIGHTREC_IOC_THAW");
 module_param_named(test_nmi, fr_param.test_nmi, bool, 0444);
@@ -55,6 +63,9 @@ struct fr_state fr = {
 	.sb_lock = __RAW_SPIN_LOCK_UNLOCKED(fr.sb_lock),
 	.marker_ids = ATOMIC64_INIT(0),
 	.markers_dropped = ATOMIC64_INIT(0),
+	.mk_lock = __RAW_SPIN_LOCK_UNLOCKED(fr.mk_lock),
+	.marker_wq = __WAIT_QUEUE_HEAD_INITIALIZER(fr.marker_wq),
+	.ready_seq = ATOMIC64_INIT(0),
 	.lock = __MUTEX_INITIALIZER(fr.lock),
 };
 
@@ -217,6 +228,7 @@ static int __init fr_init(void)
 	if (ret)
 		return ret;
 	fr.frozen = !fr_param.autostart;
+	fr.boot_frozen = fr.frozen;
 
 	ret = fr_alloc_cpus();
 	if (ret)
@@ -225,9 +237,10 @@ static int __init fr_init(void)
 	if (ret)
 		goto out_free_cpus;
 	fr.sb_scratch = alloc_percpu(struct flightrec_sideband);
-	if (!fr.sb_scratch) {
+	fr.sb_lost = alloc_percpu(struct flightrec_sideband);
+	if (!fr.sb_scratch || !fr.sb_lost) {
 		ret = -ENOMEM;
-		goto out_free_sb;
+		goto out_free_scratch;	/* free_percpu(NULL) is a no-op */
 	}
 	ret = fr_alloc_markers();
 	if (ret)
@@ -235,36 +248,38 @@ static int __init fr_init(void)
 	ret = fr_sideband_register();
 	if (ret)
 		goto out_free_markers;
-	ret = fr_register_coredump_kp();
+	ret = fr_register_crash_hook();
 	if (ret)
 		goto out_unregister_sideband;
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "flightrec:online",
 				fr_cpu_online, fr_cpu_offline);
 	if (ret < 0)
-		goto out_unregister_coredump_kp;
+		goto out_unregister_crash_hook;
 	fr.hp_state = ret;
 	ret = fr_dev_register();
 	if (ret)
 		goto out_remove_hp;
-	pr_info("recording %s, %s %lu, data %u KiB aux %u KiB per cpu%s\n",
+	pr_info("recording %s, %s %lu, data %u KiB aux %u KiB per cpu%s; crash hook %s\n",
 		fr.event_type == FLIGHTREC_EVENT_CYCLES ? "cycles" : "cpu-clock",
 		fr_param.freq ? "freq" : "period", fr_param.freq ? (unsigned long)fr_param.freq : fr_param.period,
-		fr_param.data_ring_kb, fr_param.aux_ring_kb, fr_param.autostart ? "" : " (frozen)");
+		fr_param.data_ring_kb, fr_param.aux_ring_kb, fr_param.autostart ? "" : " (frozen)",
+		fr.hook == FLIGHTREC_HOOK_TRACEPOINT ? "signal_deliver" :
+		fr.hook == FLIGHTREC_HOOK_KPROBE ? fr_coredump_symbol() : "none");
 	if (fr_param.test_nmi)
 		pr_warn("test_nmi=1: no counters, samples only from flightrec_test_sample()\n");
 	return 0;
 
 out_remove_hp:
 	cpuhp_remove_state(fr.hp_state);
-out_unregister_coredump_kp:
-	fr_unregister_coredump_kp();
+out_unregister_crash_hook:
+	fr_unregister_crash_hook();
 out_unregister_sideband:
 	fr_sideband_unregister();
 out_free_markers:
 	fr_free_markers();
 out_free_scratch:
+	free_percpu(fr.sb_lost);
 	free_percpu(fr.sb_scratch);
-out_free_sb:
 	vfree(fr.sb.buf);
 out_free_cpus:
 	fr_free_cpus();
@@ -275,9 +290,10 @@ static void __exit fr_exit(void)
 {
 	fr_dev_unregister();
 	cpuhp_remove_state(fr.hp_state);	/* releases every counter */
-	fr_unregister_coredump_kp();
+	fr_unregister_crash_hook();
 	fr_sideband_unregister();
 	fr_free_markers();
+	free_percpu(fr.sb_lost);
 	free_percpu(fr.sb_scratch);
 	vfree(fr.sb.buf);
 	fr_free_cpus();

@@ -403,7 +403,20 @@ out:
 /* ---- sideband: exec/mmap/fork/exit into a ring the daemon drains ---- */
 
 /* The counter's overflow handler: one sample per overflow. */
+/* kernel/events/core.c: hw.interrupts of a throttled event (not in a header) */
+#define FR_MAX_INTERRUPTS	(~0ULL)
+
 void fr_overflow(struct perf_event *ev, struct perf_sample_data *sd, struct pt_regs *regs)
 {
-	fr_record_sample(ev->overflow_handler_context, regs);
+	struct fr_cpu *c = ev->overflow_handler_context;
+
+	fr_record_sample(c, regs);
+	/*
+	 * __perf_event_overflow() decides throttling before it calls us
+	 * (__perf_event_account_interrupt(): hw.interrupts = MAX_INTERRUPTS and
+	 * the event stopped until perf_adjust_freq_unthr_context() on a tick):
+	 * this overflow is the last until then.  Only this handler writes it.
+	 */
+	if (READ_ONCE(ev->hw.interrupts) == FR_MAX_INTERRUPTS)
+		WRITE_ONCE(c->throttled, c->throttled + 1);
 }

@@ -8,21 +8,50 @@
 
 #include "fr_internal.h"
 
+/* Write @r at @pos (caller holds fr.sb_lock and checked the room). */
+static void fr_sb_put(struct flightrec_sideband *r, u64 pos)
+{
+	r->seq = div_u64(pos, FR_SB_REC);
+	fr_ring_put(&fr.sb, pos, r, FR_SB_REC);
+	smp_wmb();	/* record before head: READ_RING reads head under the lock */
+	WRITE_ONCE(fr.sb.head, pos + FR_SB_REC);
+}
+
+/*
+ * A record that does not fit (the ring is full: the consumer is behind) is
+ * dropped and counted.  The next record written after such a gap is preceded
+ * by a FLIGHTREC_SB_LOST record with the count and the gap's first time, so
+ * the consumer knows where it lacks mappings; until both fit, records keep
+ * being dropped into the same gap.  The LOST record is built in this CPU's
+ * fr.sb_lost under the lock, interrupts off, so no other writer shares it.
+ */
 static void fr_sb_emit(struct flightrec_sideband *r)
 {
 	unsigned long flags;
-	u64 pos;
+	u64 pos, need;
 
 	r->time_ns = ktime_get_mono_fast_ns();
 	raw_spin_lock_irqsave(&fr.sb_lock, flags);
 	pos = fr.sb.head;
-	if (pos - fr.sb.tail >= fr.sb.size) {
+	need = fr.sb_gap ? 2 * FR_SB_REC : FR_SB_REC;
+	if (fr.sb.size - (pos - fr.sb.tail) < need) {
+		if (!fr.sb_gap++)
+			fr.sb_gap_time = r->time_ns;
 		fr.sb_dropped++;
 	} else {
-		r->seq = div_u64(pos, FR_SB_REC);
-		fr_ring_put(&fr.sb, pos, r, FR_SB_REC);
-		smp_wmb();	/* record before head: READ_RING reads head under the lock */
-		WRITE_ONCE(fr.sb.head, pos + FR_SB_REC);
+		if (fr.sb_gap) {
+			struct flightrec_sideband *lost = this_cpu_ptr(fr.sb_lost);
+
+			memset(lost, 0, FR_SB_REC);
+			lost->type = FLIGHTREC_SB_LOST;
+			lost->time_ns = r->time_ns;
+			lost->start = fr.sb_gap_time;
+			lost->len = fr.sb_gap;
+			fr_sb_put(lost, pos);
+			pos += FR_SB_REC;
+			fr.sb_gap = 0;
+		}
+		fr_sb_put(r, pos);
 	}
 	raw_spin_unlock_irqrestore(&fr.sb_lock, flags);
 }

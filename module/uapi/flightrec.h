@@ -142,6 +142,12 @@ enum flightrec_sb_type {
 	FLIGHTREC_SB_EXEC = 2,	/* pid exec'd @path */
 	FLIGHTREC_SB_FORK = 3,	/* @pid/@tid created by @ppid */
 	FLIGHTREC_SB_EXIT = 4,	/* thread @tid of @pid exited */
+	/*
+	 * @len records were dropped (ring full) just before this one, the
+	 * first of them at @start (CLOCK_MONOTONIC ns): mappings created in
+	 * [@start, @time_ns] may be unknown to the consumer.
+	 */
+	FLIGHTREC_SB_LOST = 5,
 };
 
 /* struct flightrec_sideband::flags */
@@ -150,8 +156,8 @@ enum flightrec_sb_type {
 /**
  * struct flightrec_sideband - one record of the non-overwriting SIDEBAND ring (512 bytes)
  * @time_ns:	CLOCK_MONOTONIC nanoseconds, same clock as samples
- * @start:	MMAP: first mapped address
- * @len:	MMAP: mapping length
+ * @start:	MMAP: first mapped address; LOST: time of the first lost record
+ * @len:	MMAP: mapping length; LOST: records lost
  * @pgoff:	MMAP: file offset of @start, in bytes
  * @ino:	MMAP/EXEC: inode number of the file
  * @seq:	SIDEBAND ring position of this record
@@ -195,7 +201,9 @@ struct flightrec_sideband {
  * @sideband_size:	sizeof(struct flightrec_sideband)
  * @stack_bytes:	user stack bytes copied per sample
  * @max_markers:	crash marker slots
- * @frozen:	1 while frozen
+ * @frozen:	1 while frozen (by any open file, or from load with autostart=0)
+ * @markers_per_uid:	marker slots one user's crashes may hold at once
+ *		(0 from a module older than this field)
  * @reserved:	zero
  */
 struct flightrec_info {
@@ -212,7 +220,8 @@ struct flightrec_info {
 	__u32 stack_bytes;
 	__u32 max_markers;
 	__u32 frozen;
-	__u32 reserved[5];
+	__u32 markers_per_uid;
+	__u32 reserved[4];
 };
 
 /**
@@ -260,16 +269,74 @@ struct flightrec_cpu_stats {
 	__u64 reserved;
 };
 
+/* struct flightrec_cpu_stats_ev::event_state: the CPU's perf counter */
+enum flightrec_event_state {
+	FLIGHTREC_EVSTATE_NONE = 0,	/* no counter: CPU offline or never online */
+	FLIGHTREC_EVSTATE_ACTIVE = 1,	/* counting and sampling */
+	FLIGHTREC_EVSTATE_INACTIVE = 2,	/* not scheduled on the PMU */
+	FLIGHTREC_EVSTATE_OFF = 3,	/* disabled */
+	FLIGHTREC_EVSTATE_ERROR = 4,	/* pinned but could not be scheduled: samples nothing */
+	FLIGHTREC_EVSTATE_OTHER = 5,	/* exiting/dead */
+};
+
+/**
+ * struct flightrec_cpu_stats_ev - STATS entry with FLIGHTREC_STATS_EVENT
+ * @s:		the same counters as without the flag
+ * @event_state:	enum flightrec_event_state
+ * @pad:	zero
+ * @throttled:	overflows after which the kernel throttled the counter
+ *		(perf's max_sample_rate, kernel.perf_event_max_sample_rate):
+ *		each stops sampling on this CPU until the next tick unthrottles
+ *		it; those periods produce no sample and are in no other counter
+ * @time_enabled:	ns the counter was enabled (perf_event_read_value())
+ * @time_running:	ns it was actually counting; below @time_enabled when it
+ *		was multiplexed out or in ERROR state: sampling had gaps
+ * @reserved:	zero
+ */
+struct flightrec_cpu_stats_ev {
+	struct flightrec_cpu_stats s;
+	__s32 event_state;
+	__u32 pad;
+	__u64 throttled;
+	__u64 time_enabled;
+	__u64 time_running;
+	__u64 reserved[2];
+};
+
+/* struct flightrec_stats::flags (in) */
+#define FLIGHTREC_STATS_EVENT	(1U << 0)	/* @buf holds struct flightrec_cpu_stats_ev */
+
+/* struct flightrec_stats::crash_hook: what takes crash markers */
+enum flightrec_crash_hook {
+	FLIGHTREC_HOOK_UNKNOWN = 0,	/* a module older than this field */
+	FLIGHTREC_HOOK_TRACEPOINT = 1,	/* the signal_deliver tracepoint */
+	FLIGHTREC_HOOK_KPROBE = 2,	/* a kprobe on the core dump routine */
+	FLIGHTREC_HOOK_NONE = 3,	/* none: no crash markers; see crash_hook_error */
+};
+
 /**
  * struct flightrec_stats - FLIGHTREC_IOC_STATS argument
- * @buf:	user pointer to @count struct flightrec_cpu_stats
+ * @buf:	user pointer to @count struct flightrec_cpu_stats (with
+ *		FLIGHTREC_STATS_EVENT in @flags: struct flightrec_cpu_stats_ev)
  * @count:	in: entries at @buf; out: entries written (min(count, nr_cpus))
- * @flags:	zero
- * @sideband_written:	records written to the SIDEBAND ring (its head)
+ * @flags:	in: 0 or FLIGHTREC_STATS_EVENT
+ * @sideband_written:	records written to the SIDEBAND ring (its head,
+ *		FLIGHTREC_SB_LOST records included)
  * @sideband_dropped:	records dropped because the SIDEBAND ring was full
  * @markers_taken:	crash markers recorded
- * @markers_dropped:	crashes not recorded because every marker slot was in use
- * @reserved:	zero
+ * @markers_dropped:	crashes not recorded: every marker slot was in use,
+ *		or the crashing user already held markers_per_uid slots
+ * @crash_hook:	out: enum flightrec_crash_hook (this and the next three
+ *		were reserved, must-be-zero inputs before; now outputs, their
+ *		input is ignored)
+ * @crash_hook_error:	out: with FLIGHTREC_HOOK_NONE, why: the negative
+ *		errno of the last hook that failed to attach (-ENOENT: no such
+ *		symbol or tracepoint); 0 when crash_hook=none was asked for
+ * @markers_coalesced:	out: crashes of a process that already had a marker
+ *		(its other threads faulting at once): one crash, one marker
+ *		(modulo 2^32)
+ * @markers_uid_limited:	out: of @markers_dropped, those refused by the
+ *		per-uid limit while a slot was free (modulo 2^32)
  */
 struct flightrec_stats {
 	__u64 buf;
@@ -279,7 +346,10 @@ struct flightrec_stats {
 	__u64 sideband_dropped;
 	__u64 markers_taken;
 	__u64 markers_dropped;
-	__u64 reserved[2];
+	__u32 crash_hook;
+	__s32 crash_hook_error;
+	__u32 markers_coalesced;
+	__u32 markers_uid_limited;
 };
 
 /**
@@ -287,10 +357,13 @@ struct flightrec_stats {
  * @cpu:	in: CPU (ignored, must be 0, for SIDEBAND)
  * @ring:	in: enum flightrec_ring
  * @from:	in: first position wanted (DATA/AUX); must be 0 for SIDEBAND,
- *		which always reads from its consumer tail and consumes.  DATA:
- *		a record boundary (0, a chunk boundary, or a @first/@next or
- *		head the module returned); older than the ring holds, it starts
- *		at the first whole chunk
+ *		which always reads from its consumer tail and consumes what it
+ *		returns, only when the whole call succeeds (after -EFAULT the
+ *		same records are read again).  A FLIGHTREC_SB_LOST record
+ *		precedes the first record written after a gap.  DATA: a record
+ *		boundary (0, a chunk boundary, or a @first/@next or head the
+ *		module returned); older than the ring holds, it starts at the
+ *		first whole chunk
  * @to:		in: end position wanted (exclusive); clamped to the head.
  *		Must be 0 for SIDEBAND.
  * @buf:	in: user buffer
@@ -335,7 +408,9 @@ struct flightrec_read {
  * @pid:	thread group id of the crashing process
  * @tid:	crashing thread
  * @signal:	signal that caused the dump
- * @nr_cpus:	CPUs whose rings were preserved (== INFO nr_cpus)
+ * @nr_cpus:	== INFO nr_cpus.  Only the CPUs online at the crash have
+ *		their rings preserved; the others' preserved ranges are empty
+ *		(first == end == their head), their rings did not move since
  * @cpu:	CPU the dump started on.  Its preserved DATA history ends with
  *		the crash record: a sample (flags FLIGHTREC_SAMPLE_CRASH |
  *		HAS_AUX, time @time_ns) of the crashing thread's user registers,
@@ -343,7 +418,13 @@ struct flightrec_read {
  *		the end of the preserved AUX history.  It exists only in the
  *		marker: its DATA position is the live head at the crash, which
  *		the live ring gives to its next sample.
- * @reserved:	zero
+ * @hook_ns:	ns spent in the crash hook (crashing thread, interrupts
+ *		off): slot claim, ring heads, the crash record (0 from an older
+ *		module)
+ * @copy_ns:	ns the deferred copy of the preserved rings took (process
+ *		context, after the hook)
+ * @copied_bytes:	bytes copied into the marker: the crash record and the
+ *		online CPUs' rings (at most their DATA + AUX sizes each)
  */
 struct flightrec_marker {
 	__u64 time_ns;
@@ -354,7 +435,9 @@ struct flightrec_marker {
 	__u32 signal;
 	__u32 nr_cpus;
 	__u32 cpu;
-	__u64 reserved[2];
+	__u32 hook_ns;
+	__u32 copy_ns;
+	__u64 copied_bytes;
 };
 
 /**
@@ -414,20 +497,25 @@ struct flightrec_marker_read {
 #define FLIGHTREC_IOC_INFO	_IOR(FLIGHTREC_IOC_MAGIC, 1, struct flightrec_info)
 /**
  * FLIGHTREC_IOC_STATS - per-CPU counters into @buf, global counters inline.
- * Errors: -EFAULT bad pointer (struct or @buf), -EINVAL nonzero flags/reserved
- * or @count == 0.
+ * Errors: -EFAULT bad pointer (struct or @buf), -EINVAL @flags other than
+ * FLIGHTREC_STATS_EVENT, or @count == 0.
  */
 #define FLIGHTREC_IOC_STATS	_IOWR(FLIGHTREC_IOC_MAGIC, 2, struct flightrec_stats)
 /**
  * FLIGHTREC_IOC_FREEZE - stop writing on every CPU; samples taken while frozen
  * are counted as dropped_frozen.  Returns after every sample handler already
  * running on another CPU has finished: no ring changes until THAW.
- * Idempotent.  No argument (must be 0).
+ * A freeze belongs to the open file that asked for it: the rings stay frozen
+ * while any open file holds one, so one reader's THAW never unfreezes another
+ * reader's copy.  Idempotent per file (a file holds at most one freeze);
+ * closing a file drops its freeze.  No argument (must be 0).
  * Errors: -EINVAL nonzero argument.
  */
 #define FLIGHTREC_IOC_FREEZE	_IO(FLIGHTREC_IOC_MAGIC, 3)
 /**
- * FLIGHTREC_IOC_THAW - resume writing.  Idempotent.  No argument (must be 0).
+ * FLIGHTREC_IOC_THAW - drop this file's freeze (and the load-time freeze of
+ * autostart=0); writing resumes when no open file holds a freeze.
+ * Idempotent.  No argument (must be 0).
  * Errors: -EINVAL nonzero argument.
  */
 #define FLIGHTREC_IOC_THAW	_IO(FLIGHTREC_IOC_MAGIC, 4)
@@ -443,6 +531,9 @@ struct flightrec_marker_read {
 #define FLIGHTREC_IOC_READ_RING	_IOWR(FLIGHTREC_IOC_MAGIC, 5, struct flightrec_read)
 /**
  * FLIGHTREC_IOC_LIST_MARKERS - list stored crash markers, in slot order.
+ * poll()/select() on the device: readable (EPOLLIN) once a marker became
+ * ready since this file last called LIST_MARKERS (or since open), so a reader
+ * sleeps in poll() until a crash instead of polling on a timer.
  * Errors: -EFAULT bad pointer (the struct, or @buf when a marker is to be
  * written there), -EINVAL nonzero flags/reserved.
  */

@@ -74,6 +74,26 @@ Status RunStatus(const CliContext& ctx, bool json) {
               static_cast<unsigned long long>(s.value("sideband_events", uint64_t{0})),
               static_cast<unsigned long long>(s["rings"].value("sideband_lost", uint64_t{0})),
               static_cast<unsigned long long>(s.value("processes_tracked", uint64_t{0})));
+  if (const auto& r = s["rings"]; r.is_object() && r.contains("crash_markers_available")) {
+    // The module backend: crash markers need a hook in the kernel's crash
+    // path. The reason is the module's text; escaped like any other.
+    if (r.value("crash_markers_available", false)) {
+      std::printf("  crash markers: %s, %llu taken, %llu dropped, %llu per uid, %llu coalesced\n",
+                  EscapeForTerminal(r.value("crash_hook", "?")).c_str(),
+                  static_cast<unsigned long long>(r.value("markers_taken", uint64_t{0})),
+                  static_cast<unsigned long long>(r.value("markers_dropped", uint64_t{0})),
+                  static_cast<unsigned long long>(r.value("markers_per_uid", uint64_t{0})),
+                  static_cast<unsigned long long>(r.value("markers_coalesced", uint64_t{0})));
+    } else {
+      std::printf("  crash markers: unavailable: %s\n",
+                  EscapeForTerminal(r.value("crash_markers_unavailable", "?")).c_str());
+    }
+    if (r.value("throttled", uint64_t{0}) || r.value("cpus_not_counting", uint64_t{0})) {
+      std::printf("  counters:  %llu throttled periods, %llu CPUs not counting\n",
+                  static_cast<unsigned long long>(r.value("throttled", uint64_t{0})),
+                  static_cast<unsigned long long>(r.value("cpus_not_counting", uint64_t{0})));
+    }
+  }
   std::printf("  dumps:     %llu written, %llu failed, %llu rate-limited\n",
               static_cast<unsigned long long>(s.value("dumps", uint64_t{0})),
               static_cast<unsigned long long>(s.value("dump_failures", uint64_t{0})),

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
@@ -25,6 +26,19 @@ constexpr uint64_t kAuxRegsMask = (1ull << FLIGHTREC_NR_REGS) - 1;
 
 std::string PathOf(const flightrec_sideband& r) {
   return std::string(r.path, strnlen(r.path, sizeof(r.path)));
+}
+
+// A load parameter of flightrec.ko from sysfs ("" if unreadable), at most
+// 255 bytes, one line.
+std::string ReadModuleParam(const char* name) {
+  ScopedFd f(
+      open(fmt::format("/sys/module/flightrec/parameters/{}", name).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f) return "";
+  char buf[256];
+  ssize_t n = read(f.get(), buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string v(buf, static_cast<size_t>(n));
+  return v.substr(0, v.find('\n'));
 }
 
 Status Ioctl(int fd, unsigned long cmd, void* arg, const char* what) {
@@ -61,6 +75,17 @@ std::optional<Event> SidebandEvent(const flightrec_sideband& r) {
       c.comm = path.substr(path.rfind('/') + 1).substr(0, 15);
       c.exec = true;
       return c;
+    }
+    case FLIGHTREC_SB_LOST: {
+      // The ring was full: r.len records (mmap/exec/fork/exit) from r.start
+      // on are missing, so mappings made then are unknown. Kept in the
+      // sideband history like perf's PERF_RECORD_LOST, so a record covering
+      // that time says so.
+      LostEvent l;
+      l.time_ns = r.time_ns;
+      l.cause = LossCause::kSidebandLost;
+      l.count = r.len;
+      return l;
     }
     case FLIGHTREC_SB_FORK:
     case FLIGHTREC_SB_EXIT: {
@@ -294,6 +319,12 @@ Status ModuleBackend::DrainSideband(const std::function<void(const Event&)>& sin
     const auto* recs = reinterpret_cast<const flightrec_sideband*>(
         reinterpret_cast<const char*>(buf.data()) + rd.data_offset);
     batch.insert(batch.end(), recs, recs + n);
+    for (size_t i = 0; i < n; ++i) {
+      if (recs[i].type == FLIGHTREC_SB_LOST) {
+        sideband_lost_ += recs[i].len;
+        ++sideband_gaps_;
+      }
+    }
     if (n < buf.size()) break;
   }
   for (const auto& e : OrderSideband(std::move(batch))) sink(e);
@@ -338,14 +369,71 @@ std::vector<Event> OrderSideband(std::vector<flightrec_sideband> batch) {
   return out;
 }
 
-StatusOr<std::vector<flightrec_cpu_stats>> ModuleBackend::ReadStats(flightrec_stats* global) {
-  std::vector<flightrec_cpu_stats> cpus(info_.nr_cpus);
+StatusOr<std::vector<flightrec_cpu_stats_ev>> ModuleBackend::ReadStats(flightrec_stats* global) {
+  std::vector<flightrec_cpu_stats_ev> cpus(info_.nr_cpus);
+  if (has_event_stats_) {
+    *global = {};
+    global->buf = reinterpret_cast<uint64_t>(cpus.data());
+    global->count = static_cast<uint32_t>(cpus.size());
+    global->flags = FLIGHTREC_STATS_EVENT;
+    if (ioctl(fd_.get(), FLIGHTREC_IOC_STATS, global) == 0) {
+      cpus.resize(std::min<size_t>(cpus.size(), global->count));
+      return cpus;
+    }
+    if (errno != EINVAL) return ErrnoStatus("/dev/flightrec: STATS");
+    has_event_stats_ = false;  // a module older than the flag: the plain counters
+  }
+  std::vector<flightrec_cpu_stats> plain(info_.nr_cpus);
   *global = {};
-  global->buf = reinterpret_cast<uint64_t>(cpus.data());
-  global->count = static_cast<uint32_t>(cpus.size());
+  global->buf = reinterpret_cast<uint64_t>(plain.data());
+  global->count = static_cast<uint32_t>(plain.size());
   RETURN_IF_ERROR(Ioctl(fd_.get(), FLIGHTREC_IOC_STATS, global, "STATS"));
   cpus.resize(std::min<size_t>(cpus.size(), global->count));
+  for (size_t i = 0; i < cpus.size(); ++i) cpus[i].s = plain[i];
   return cpus;
+}
+
+std::string EventStateName(int32_t state) {
+  switch (state) {
+    case FLIGHTREC_EVSTATE_NONE:
+      return "none";
+    case FLIGHTREC_EVSTATE_ACTIVE:
+      return "active";
+    case FLIGHTREC_EVSTATE_INACTIVE:
+      return "inactive";
+    case FLIGHTREC_EVSTATE_OFF:
+      return "off";
+    case FLIGHTREC_EVSTATE_ERROR:
+      return "error";
+    default:
+      return "other";
+  }
+}
+
+std::string CrashHookReason(const flightrec_stats& s, const std::string& hook_param,
+                            const std::string& symbol_param) {
+  switch (s.crash_hook) {
+    case FLIGHTREC_HOOK_TRACEPOINT:
+    case FLIGHTREC_HOOK_KPROBE:
+    case FLIGHTREC_HOOK_UNKNOWN:
+      return "";
+    default:
+      break;
+  }
+  if (s.crash_hook_error == 0) {
+    return fmt::format("flightrec.ko was loaded with crash_hook={}",
+                       hook_param.empty() ? "none" : hook_param);
+  }
+  const int e = -s.crash_hook_error;
+  std::string what = hook_param == "kprobe" ? "its kprobe hook"
+                     : hook_param == "tracepoint"
+                         ? "its tracepoint hook (signal_deliver)"
+                         : "its tracepoint (signal_deliver) and kprobe hooks";
+  std::string sym = symbol_param.empty() ? "vfs_coredump/do_coredump" : symbol_param;
+  if (hook_param != "tracepoint") what += fmt::format(" on {}", sym);
+  return fmt::format("flightrec.ko could not attach {}: {} ({})", what, std::strerror(e),
+                     e == ENOENT ? "ENOENT: no such symbol or tracepoint in this kernel"
+                                 : fmt::format("errno {}", e));
 }
 
 StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
@@ -368,7 +456,9 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
   uint64_t malformed_bytes = 0;
   std::vector<uint8_t> data(info_.data_ring_bytes);
   std::vector<uint8_t> aux(info_.aux_ring_bytes + 4096);
-  for (const auto& c : cpus) {
+  uint64_t throttled = 0, not_active = 0;
+  for (const auto& ce : cpus) {
+    const flightrec_cpu_stats& c = ce.s;
     if (!c.online && c.data_head == 0) continue;
     // DATA: everything still in the ring (from its first whole chunk; the
     // module starts there when `from` is older), up to the head the
@@ -423,6 +513,10 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
     torn += rd.data_offset;
     outside += cpu_outside;
     kept += cpu_kept;
+    throttled += ce.throttled;
+    // An online CPU whose counter is not counting (ERROR: a pinned event
+    // that could not be scheduled) samples nothing, and no counter says so.
+    if (c.online && has_event_stats_ && ce.event_state != FLIGHTREC_EVSTATE_ACTIVE) ++not_active;
     snap.per_cpu.push_back({{"cpu", c.cpu},
                             {"online", c.online != 0},
                             {"produced", c.produced},
@@ -437,15 +531,32 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
                             {"torn_on_read_lifetime", c.torn_on_read},
                             {"aux_written", c.aux_written},
                             {"aux_overwritten", c.aux_overwritten}});
+    if (has_event_stats_) {
+      // Throttled periods produce no sample and are in no other counter;
+      // time_running < time_enabled means the counter was not counting for
+      // part of its life (multiplexed out or in ERROR state).
+      auto& pc = snap.per_cpu.back();
+      pc["throttled"] = ce.throttled;
+      pc["event_state"] = EventStateName(ce.event_state);
+      pc["time_enabled_ns"] = ce.time_enabled;
+      pc["time_running_ns"] = ce.time_running;
+    }
   }
   std::sort(snap.samples.begin(), snap.samples.end(),
             [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
   if (!snap.samples.empty()) snap.oldest_sample_ns = snap.samples.front().time_ns;
-  snap.counters = {{"produced", produced},      {"in_window", kept},
-                   {"outside_window", outside}, {"overwritten", overwritten},
-                   {"paused", frozen},          {"size", size},
-                   {"torn_bytes", torn},        {"malformed_bytes", malformed_bytes},
-                   {"in_ring", kept + outside}};
+  snap.counters = {{"produced", produced},
+                   {"in_window", kept},
+                   {"outside_window", outside},
+                   {"overwritten", overwritten},
+                   {"paused", frozen},
+                   {"size", size},
+                   {"torn_bytes", torn},
+                   {"malformed_bytes", malformed_bytes},
+                   {"in_ring", kept + outside},
+                   {"throttled", throttled},
+                   {"cpus_not_counting", not_active},
+                   {"sideband_lost", sideband_lost_}};
   // The module's counters are exact: produced == written + frozen + size,
   // and written == in ring + overwritten (frozen, read whole).
   snap.unaccounted = static_cast<int64_t>(produced) -
@@ -489,19 +600,22 @@ void ModuleBackend::ReleaseStaleMarkers() {
 
 StatusOr<Snapshot> ModuleBackend::TakeCrashSnapshot(uint32_t pid, int64_t last_ns,
                                                     int64_t wait_ns) {
-  // The kernel takes the marker at the start of the core dump, before it
-  // starts the core_pattern handler that asks for it, so it is normally
-  // there at once. The module has no notification for markers: poll the
-  // list (one short ioctl) until the marker is there or the bound passes.
+  // The kernel claims the marker at the start of the core dump, before it
+  // starts the core_pattern handler that asks for it, and copies the rings
+  // into it right after (a kworker); the marker is listed once that copy is
+  // done. poll() on the device sleeps until a marker becomes ready since
+  // our last LIST_MARKERS, so this waits for the event, bounded by wait_ns.
   const int64_t t0 = MonotonicNs();
   const flightrec_marker* found = nullptr;
   std::vector<flightrec_marker> markers;
   for (;;) {
     ASSIGN_OR_RETURN(markers, ListMarkers());
     found = FindMarker(markers, pid, static_cast<uint64_t>(MonotonicNs()), config_.marker_ttl_ns);
-    if (found != nullptr || MonotonicNs() - t0 >= wait_ns) break;
-    struct timespec ts = {0, 5'000'000};
-    nanosleep(&ts, nullptr);
+    const int64_t left = wait_ns - (MonotonicNs() - t0);
+    if (found != nullptr || left <= 0) break;
+    pollfd pfd{fd_.get(), POLLIN, 0};
+    const int ms = static_cast<int>(std::min<int64_t>((left + 999'999) / 1'000'000, 60'000));
+    if (poll(&pfd, 1, ms) < 0 && errno != EINTR) return ErrnoStatus("/dev/flightrec: poll");
   }
   const int64_t waited = MonotonicNs() - t0;
   if (found == nullptr) {
@@ -644,15 +758,15 @@ nlohmann::json ModuleBackend::Stats() {
   uint64_t produced = 0, written = 0, handler_ns = 0;
   nlohmann::json per_cpu = nlohmann::json::array();
   for (const auto& c : *cpus) {
-    produced += c.produced;
-    written += c.written;
-    handler_ns += c.handler_ns;
+    produced += c.s.produced;
+    written += c.s.written;
+    handler_ns += c.s.handler_ns;
     // The module's own time in its sample handler (STATS handler_ns).
-    per_cpu.push_back({{"cpu", c.cpu},
-                       {"produced", c.produced},
-                       {"handler_ns", c.handler_ns},
+    per_cpu.push_back({{"cpu", c.s.cpu},
+                       {"produced", c.s.produced},
+                       {"handler_ns", c.s.handler_ns},
                        {"handler_ns_per_sample",
-                        c.produced ? static_cast<double>(c.handler_ns) / c.produced : 0.0}});
+                        c.s.produced ? static_cast<double>(c.s.handler_ns) / c.s.produced : 0.0}});
   }
   j["produced"] = produced;
   j["written"] = written;
@@ -663,6 +777,35 @@ nlohmann::json ModuleBackend::Stats() {
   j["sideband_dropped"] = global.sideband_dropped;
   j["markers_taken"] = global.markers_taken;
   j["markers_dropped"] = global.markers_dropped;
+  j["markers_coalesced"] = global.markers_coalesced;
+  j["markers_uid_limited"] = global.markers_uid_limited;
+  j["markers_per_uid"] = info_.markers_per_uid;
+  j["sideband_lost"] = sideband_lost_;
+  j["sideband_gaps"] = sideband_gaps_;
+  // Crash markers need a hook in the kernel's crash path; without one the
+  // module still records, and status says why there are no markers.
+  const bool hooked = global.crash_hook == FLIGHTREC_HOOK_TRACEPOINT ||
+                      global.crash_hook == FLIGHTREC_HOOK_KPROBE ||
+                      global.crash_hook == FLIGHTREC_HOOK_UNKNOWN;
+  j["crash_markers_available"] = hooked && info_.max_markers > 0;
+  j["crash_hook"] = global.crash_hook == FLIGHTREC_HOOK_TRACEPOINT ? "tracepoint signal_deliver"
+                    : global.crash_hook == FLIGHTREC_HOOK_KPROBE   ? "kprobe"
+                    : global.crash_hook == FLIGHTREC_HOOK_NONE     ? "none"
+                                                                   : "unknown (older module)";
+  if (!hooked) {
+    j["crash_markers_unavailable"] =
+        CrashHookReason(global, ReadModuleParam("crash_hook"), ReadModuleParam("coredump_symbol"));
+    j["crash_hook_error"] = global.crash_hook_error;
+  } else if (info_.max_markers == 0) {
+    j["crash_markers_unavailable"] = "flightrec.ko was loaded with markers=0";
+  }
+  uint64_t throttled = 0, not_active = 0;
+  for (const auto& c : *cpus) {
+    throttled += c.throttled;
+    if (c.s.online && has_event_stats_ && c.event_state != FLIGHTREC_EVSTATE_ACTIVE) ++not_active;
+  }
+  j["throttled"] = throttled;
+  j["cpus_not_counting"] = not_active;
   auto markers = ListMarkers();
   j["markers_pending"] = markers.ok() ? markers->size() : 0;
   j["markers_claimed"] = markers_claimed_;
@@ -671,7 +814,7 @@ nlohmann::json ModuleBackend::Stats() {
   // Ring history at the observed mean record size (records are variable).
   uint64_t period = SamplePeriodNs();
   uint64_t heads = 0;
-  for (const auto& c : *cpus) heads += c.data_head;
+  for (const auto& c : *cpus) heads += c.s.data_head;
   if (period && written && heads) {
     double capacity = static_cast<double>(info_.data_ring_bytes) * written / heads;
     j["history_s"] = capacity * period / 1e9;

@@ -91,6 +91,13 @@ struct CpuCopy {
 uint64_t AppendSamples(const CpuCopy& cpu, uint64_t window_start_ns, uint64_t period_ns,
                        const CallGraphMode& mode, std::vector<Sample>* out);
 
+// "active", "error", ...: enum flightrec_event_state as status and loss summaries name it.
+std::string EventStateName(int32_t state);
+// Why the module takes no crash markers, from STATS (crash_hook NONE and its
+// errno) and its crash_hook/coredump_symbol load parameters; "" if it does.
+std::string CrashHookReason(const flightrec_stats& s, const std::string& hook_param,
+                            const std::string& symbol_param);
+
 // The newest marker of `pid` taken within ttl_ns before now_ns, or nullptr.
 const flightrec_marker* FindMarker(const std::vector<flightrec_marker>& markers, uint32_t pid,
                                    uint64_t now_ns, int64_t ttl_ns);
@@ -113,7 +120,9 @@ class ModuleBackend : public CaptureBackend {
 
  private:
   ModuleBackend() = default;
-  StatusOr<std::vector<flightrec_cpu_stats>> ReadStats(flightrec_stats* global);
+  // STATS with the counters' event state, throttling and times
+  // (FLIGHTREC_STATS_EVENT), or only the plain counters from an older module.
+  StatusOr<std::vector<flightrec_cpu_stats_ev>> ReadStats(flightrec_stats* global);
   StatusOr<std::vector<flightrec_marker>> ListMarkers();
   // Frees the markers nobody claimed within the TTL; a failure is kept in
   // marker_error_ for status.
@@ -127,7 +136,10 @@ class ModuleBackend : public CaptureBackend {
   CallGraphMode mode_;
   uint64_t markers_claimed_ = 0;
   uint64_t markers_released_unclaimed_ = 0;
-  std::string marker_error_;  // last LIST/RELEASE failure, for status
+  std::string marker_error_;     // last LIST/RELEASE failure, for status
+  bool has_event_stats_ = true;  // false once STATS refused FLIGHTREC_STATS_EVENT
+  uint64_t sideband_lost_ = 0;   // records the module announced lost (SB_LOST)
+  uint64_t sideband_gaps_ = 0;   // SB_LOST records seen
 };
 
 }  // namespace flightrec::recorder::module

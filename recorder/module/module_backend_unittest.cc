@@ -6,10 +6,58 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace flightrec::recorder::module {
 namespace {
+
+// A gap in the SIDEBAND ring (it was full) arrives as a LOST record before
+// the next record: it becomes a sideband LostEvent with the count, kept in
+// the sideband history so a record covering that time says mappings may be
+// missing.
+TEST(ModuleBackendTest, SidebandLostRecordBecomesSidebandLostEvent) {
+  flightrec_sideband r{};
+  r.type = FLIGHTREC_SB_LOST;
+  r.time_ns = 2'000;
+  r.start = 1'000;
+  r.len = 37;
+  auto e = SidebandEvent(r);
+  ASSERT_TRUE(e && std::holds_alternative<LostEvent>(*e));
+  const auto& l = std::get<LostEvent>(*e);
+  EXPECT_EQ(l.count, 37u);
+  EXPECT_EQ(l.time_ns, 2'000u);
+  EXPECT_EQ(l.cause, LossCause::kSidebandLost);
+  // It keeps its place in a batch (no exec/mmap reordering moves it).
+  flightrec_sideband fork{};
+  fork.type = FLIGHTREC_SB_FORK;
+  fork.pid = 5;
+  fork.time_ns = 2'000;
+  auto out = OrderSideband({r, fork});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<LostEvent>(out[0]));
+}
+
+TEST(ModuleBackendTest, CrashHookReasonSaysWhyMarkersAreUnavailable) {
+  flightrec_stats s{};
+  s.crash_hook = FLIGHTREC_HOOK_TRACEPOINT;
+  EXPECT_EQ(CrashHookReason(s, "auto", ""), "");
+  s.crash_hook = FLIGHTREC_HOOK_UNKNOWN;  // an older module: assume it hooks
+  EXPECT_EQ(CrashHookReason(s, "", ""), "");
+  s.crash_hook = FLIGHTREC_HOOK_NONE;
+  s.crash_hook_error = -ENOENT;
+  EXPECT_EQ(CrashHookReason(s, "kprobe", "fr_no_such_symbol"),
+            "flightrec.ko could not attach its kprobe hook on fr_no_such_symbol: No such file or "
+            "directory (ENOENT: no such symbol or tracepoint in this kernel)");
+  EXPECT_EQ(CrashHookReason(s, "auto", ""),
+            "flightrec.ko could not attach its tracepoint (signal_deliver) and kprobe hooks on "
+            "vfs_coredump/do_coredump: No such file or directory (ENOENT: no such symbol or "
+            "tracepoint in this kernel)");
+  s.crash_hook_error = 0;
+  EXPECT_EQ(CrashHookReason(s, "none", ""), "flightrec.ko was loaded with crash_hook=none");
+  EXPECT_EQ(EventStateName(FLIGHTREC_EVSTATE_ERROR), "error");
+  EXPECT_EQ(EventStateName(FLIGHTREC_EVSTATE_ACTIVE), "active");
+}
 
 TEST(ModuleBackendTest, SidebandRecordsBecomeMmapExecAndTaskEvents) {
   flightrec_sideband r{};

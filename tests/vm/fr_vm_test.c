@@ -16,6 +16,7 @@
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -442,19 +443,49 @@ uint32_t list_markers(struct flightrec_marker *m)
 	return l.count;
 }
 
-/* The marker of @pid into @out; returns 0, or -1 if there is none. */
+/*
+ * A marker is READY once the module's deferred copy (after the crash hook)
+ * has run, which may be just after the crashing process is reaped: wait for
+ * it in poll() on the device, which wakes when a marker becomes READY
+ * (bounded: 60 s).
+ */
+static void wait_markers_ready(void)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+	poll(&pf, 1, 60000);
+}
+
+/* The marker of @pid into @out (waiting up to 60 s for it); returns 0, or -1 if there is none. */
 static int find_marker(pid_t pid, struct flightrec_marker *out)
 {
-	struct flightrec_marker m[64];
-	uint32_t n = list_markers(m);
+	uint64_t deadline = now_ns() + 60000000000ULL;
 
-	for (uint32_t i = 0; i < n && i < 64; i++) {
-		if ((pid_t)m[i].pid == pid) {
-			*out = m[i];
-			return 0;
+	for (;;) {
+		struct flightrec_marker m[64];
+		uint32_t n = list_markers(m);
+
+		for (uint32_t i = 0; i < n && i < 64; i++) {
+			if ((pid_t)m[i].pid == pid) {
+				*out = m[i];
+				return 0;
+			}
 		}
+		if (now_ns() > deadline)
+			return -1;
+		wait_markers_ready();
 	}
-	return -1;
+}
+
+/* LIST_MARKERS once @want markers are READY (waiting up to 60 s); returns the count. */
+static uint32_t list_markers_wait(struct flightrec_marker *m, uint32_t want)
+{
+	uint64_t deadline = now_ns() + 60000000000ULL;
+	uint32_t n;
+
+	while ((n = list_markers(m)) < want && now_ns() < deadline)
+		wait_markers_ready();
+	return n;
 }
 
 /* One CPU's preserved DATA or AUX history of a marker, whole, malloc'd. */
@@ -696,11 +727,13 @@ static int cmd_storm(int n)
 	get_stats(&s1);
 	taken = s1.markers_taken - s0.markers_taken;
 	dropped = s1.markers_dropped - s0.markers_dropped;
-	want = (uint64_t)n < info.max_markers ? (uint64_t)n : info.max_markers;
+	/* One uid's crashes: at most markers_per_uid slots (the rest stay free for others). */
+	want = (uint64_t)n < info.markers_per_uid ? (uint64_t)n : info.markers_per_uid;
 	if (taken + dropped != (uint64_t)n || taken != want)
-		FAIL("storm of %d crashes, %u slots: markers_taken +%llu markers_dropped +%llu", n,
-		     info.max_markers, (unsigned long long)taken, (unsigned long long)dropped);
-	nm = list_markers(m);
+		FAIL("storm of %d crashes, %u slots, %u per uid: markers_taken +%llu markers_dropped +%llu",
+		     n, info.max_markers, info.markers_per_uid, (unsigned long long)taken,
+		     (unsigned long long)dropped);
+	nm = list_markers_wait(m, taken);
 	if (nm != taken)
 		FAIL("storm: %u markers listed, %llu taken", nm, (unsigned long long)taken);
 	for (uint32_t i = 0; i < nm; i++) {
@@ -729,8 +762,9 @@ static int cmd_storm(int n)
 		     (unsigned long long)s1.markers_taken, (unsigned long long)s2.markers_taken,
 		     (unsigned long long)s1.markers_dropped, (unsigned long long)s2.markers_dropped,
 		     p, find_marker(p, &mk) ? "missing" : "present");
-	printf("crashes=%d slots=%u markers_taken=+%llu markers_dropped=+%llu (exact); recording continued; after release the next crash took a marker\n",
-	       n, info.max_markers, (unsigned long long)taken, (unsigned long long)dropped);
+	printf("crashes=%d slots=%u per_uid=%u markers_taken=+%llu markers_dropped=+%llu (exact); recording continued; after release the next crash took a marker\n",
+	       n, info.max_markers, info.markers_per_uid, (unsigned long long)taken,
+	       (unsigned long long)dropped);
 	return 0;
 }
 
@@ -1351,12 +1385,16 @@ static int cmd_abi(long iterations)
 	s.count = 0;
 	expect("STATS count 0", ioctl(fd, FLIGHTREC_IOC_STATS, &s), EINVAL);
 	s.count = 8;
-	s.flags = 1;
+	s.flags = 2;
 	expect("STATS flags", ioctl(fd, FLIGHTREC_IOC_STATS, &s), EINVAL);
 	s.flags = 0;
-	s.reserved[1] = 1;
-	expect("STATS reserved", ioctl(fd, FLIGHTREC_IOC_STATS, &s), EINVAL);
-	s.reserved[1] = 0;
+	/* Output fields (reserved before): the caller's values are ignored and overwritten. */
+	s.markers_uid_limited = 12345;
+	expect("STATS output field", ioctl(fd, FLIGHTREC_IOC_STATS, &s), 0);
+	if (s.markers_uid_limited == 12345) {
+		printf("ABI STATS: markers_uid_limited not written; ");
+		nfail++;
+	}
 	s.buf = (uintptr_t)none;
 	expect("STATS bad buf", ioctl(fd, FLIGHTREC_IOC_STATS, &s), EFAULT);
 	expect("STATS NULL", ioctl(fd, FLIGHTREC_IOC_STATS, NULL), EFAULT);

@@ -7,6 +7,7 @@
 # paths the module hooked and checks the log once more.
 KO=$1 BUILD=$2; shift 2
 T="$BUILD/tests/vm/fr_vm_test"
+H="$BUILD/tests/vm/fr_vm_harden"
 LIB="$BUILD/tests/vm/libfr_vm_burn.so"
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 SPLAT='BUG|Oops|WARNING|KASAN|lockdep|possible circular locking|general protection|RCU stall|soft lockup|hard LOCKUP|Call Trace|NMI received for unknown reason|Dazed and confused'
@@ -224,7 +225,8 @@ PY
 # the next hooked crash gets its history from its own crash marker, ending at
 # the crash and showing the crashing thread in spin_a.
 scen_coredump() {
-  insmod "$KO" markers=2 || { result coredump FAIL "insmod failed"; return; }
+  # Both slots for one uid (markers_per_uid=2): root's crashes below fill them.
+  insmod "$KO" markers=2 markers_per_uid=2 || { result coredump FAIL "insmod failed"; return; }
   local W=/tmp/coredump i
   mkdir -p $W/etc-up $W/etc-work
   # `coredump install` writes /etc/flightrec/coredump.json: /etc is the
@@ -282,7 +284,8 @@ src1 = h1.get("source") or {}
 if src1.get("kind") != "live_rings" or \
    f"no crash marker for pid {pid1}" not in src1.get("crash_marker", "") or \
    h1.get("samples", 0) < 1:
-    bad.append(f"slots full: history {h1.get('samples')} samples from {src1}")
+    bad.append(f"slots full: history {h1.get('samples')} samples from {src1}"
+               f" (crash info: {info1_s[:400]!r})")
 # Phase 3: unclaimed markers freed.
 rings = (load(st_s, "no status") or {}).get("rings", {})
 if rings.get("markers_pending") != 0 or rings.get("markers_released_unclaimed", 0) < 2 \
@@ -603,6 +606,75 @@ scen_dkms() {
   out=$("$T" record 2>&1) || { result dkms FAIL "record: $out"; return; }
   run dkms "$T" check
   [ -n "$out" ] && echo "FLIGHTREC-VM-INFO dkms: version $want, $out"
+}
+
+# Issue 12 item 4: every thread of a process crashing at once (4 slots, so
+# a second marker of the same crash could be taken) gives one marker.
+scen_threads() { insmod "$KO" markers=4 && run threads "$H" threads 10; }
+
+# One uid's crash loop leaves a slot for another uid (markers=2: one per uid).
+scen_uidloop() { insmod "$KO" && run uidloop "$H" uidloop 5; }
+
+# As on a kernel without the hooked symbol: the tracepoint hook off, the
+# kprobe on a symbol that does not exist. The module loads, STATS and
+# `recorder status --json` say crash markers are unavailable and why, and
+# sampling works.
+scen_nohook() {
+  insmod "$KO" crash_hook=kprobe coredump_symbol=fr_no_such_symbol ||
+    { result nohook FAIL "insmod failed"; return; }
+  local out st W=/tmp/nohook
+  out=$("$H" nohook 2>&1) || { result nohook FAIL "$(echo "$out" | tail -3 | tr '\n' ' ')"; return; }
+  rm -rf $W
+  recorderd_up $W || { result nohook FAIL "recorderd did not start: $(tail -3 $W/d.log)"; return; }
+  st=$($R status --json 2>&1)
+  local human; human=$($R status 2>&1)
+  recorderd_down
+  local avail reason
+  avail=$(echo "$st" | jval crash_markers_available)
+  reason=$(echo "$st" | jval crash_markers_unavailable)
+  case "$avail/$reason/$human" in
+    false/*fr_no_such_symbol*ENOENT*/*"crash markers: unavailable"*)
+      result nohook PASS "$(echo "$out" | tail -1); recorder status: unavailable, $reason" ;;
+    *) result nohook FAIL "status: available=$avail reason=$reason; $(echo "$human" | grep -i crash)" ;;
+  esac
+}
+
+# Item 5: FREEZE held per open file.
+scen_freeze2() { insmod "$KO" && run freeze2 "$H" freeze2; }
+
+# Item 5: SIDEBAND gaps announced by LOST records (a ring of 8 records).
+scen_sblost() { insmod "$KO" sideband_kb=4 && run sblost "$H" sblost; }
+
+# Item 4: poll() on /dev/flightrec wakes on a crash.
+scen_poll() { insmod "$KO" && run poll "$H" poll; }
+
+# Item 5: throttling. The module samples at 10 kHz per CPU and the kernel
+# allows 1 kHz (kernel.perf_event_max_sample_rate): the counters are
+# throttled, and STATS counts it.
+scen_throttle() {
+  local f=/proc/sys/kernel/perf_event_max_sample_rate old
+  old=$(cat $f)
+  echo 1000 > $f || { result throttle FAIL "cannot lower $f"; return; }
+  insmod "$KO" period=100000 || { echo "$old" > $f; result throttle FAIL "insmod failed"; return; }
+  local out rc
+  out=$("$H" throttle 2>&1); rc=$?
+  rmmod flightrec
+  echo "$old" > $f
+  if [ $rc -eq 0 ]; then result throttle PASS "$(echo "$out" | tail -1)"
+  else result throttle FAIL "$(echo "$out" | tail -3 | tr '\n' ' ')"; fi
+}
+
+# Item 4's figures: time in the crash hook, copy time and bytes per crash, at
+# the default ring sizes with every ring full (fr_vm_harden fills them first;
+# sampling at 10 kHz fills them sooner: the copy's cost depends on the ring
+# sizes, not the rate). Run with FR_VM_SMP=2 and 8.
+scen_cost() {
+  insmod "$KO" period=100000 || { result cost FAIL "insmod failed"; return; }
+  local out rc
+  out=$("$H" cost 15 2>&1); rc=$?
+  echo "$out" | grep '^FLIGHTREC-VM-BENCH'
+  if [ $rc -eq 0 ]; then result cost PASS "$(echo "$out" | tail -1)"
+  else result cost FAIL "$(echo "$out" | tail -3 | tr '\n' ' ')"; fi
 }
 
 # After the last unload: fork/exec/mmap/exit, a core dump and timer ticks on

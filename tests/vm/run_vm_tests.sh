@@ -9,7 +9,10 @@
 #
 # usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--guest-script PATH] [scenario...]
 #   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
-#   (default: all of these), and the benchmarks hcost bench (bench/vm/run_vm_bench.sh)
+#              threads uidloop nohook freeze2 sblost poll throttle (default: all of these),
+#   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh)
+# FR_VM_SMP: guest vCPUs (default 2), e.g. FR_VM_SMP=8 ... cost for the
+# crash hook's cost on 8 CPUs.
 set -euo pipefail
 
 # Which Debian kernel to boot: the newest of the flavour (generic:
@@ -55,7 +58,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
-[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms)
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
+                               threads uidloop nohook freeze2 sblost poll throttle)
+SMP=${FR_VM_SMP:-2}
 
 # The work dir lives in the build tree: the guest sees the host root
 # read-only over 9p, and /tmp is replaced by a guest tmpfs.
@@ -169,7 +174,7 @@ LOG="$WORK/console.log"
 WATCHDOG="softlockup_panic=1 panic_on_warn=1 sysctl.kernel.panic_on_rcu_stall=1"
 t2=$(date +%s.%N)
 set +e
-timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp 2 -m 1024 -nographic -no-reboot \
+timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp "$SMP" -m 1024 -nographic -no-reboot \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
   -append "console=ttyS0 panic=-1 $WATCHDOG quiet loglevel=4 fr.script=$GUEST_SCRIPT fr.args=$ARGS fr.keep=$KEEP" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
