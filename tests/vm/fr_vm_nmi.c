@@ -187,12 +187,21 @@ int cmd_nmi(int seconds, const char *dir)
 		freezes++;
 		if (now_ns() >= next_crash) {
 			struct flightrec_marker m[64];
+			uint64_t taken;
 			uint32_t n;
 
-			/* A crash every 2 s; its marker (if any) is listed, then freed. */
+			/*
+			 * A crash every 2 s; its marker (if any) is listed, then
+			 * freed.  The hook counts it in markers_taken before the
+			 * process dies; the marker is listed once the module's
+			 * deferred copy made it READY, so wait for that.
+			 */
+			get_stats(&s);
+			taken = s.markers_taken;
 			wait_segv(spawn_crash(20, -1, -1), "nmi crash");
 			crashes++;
-			n = list_markers(m);
+			get_stats(&s);
+			n = list_markers_wait(m, s.markers_taken - taken);
 			for (uint32_t i = 0; i < n && i < 64; i++) {
 				marker_seen++;
 				if (ioctl(fd, FLIGHTREC_IOC_RELEASE_MARKER, m[i].slot))

@@ -478,7 +478,7 @@ static int find_marker(pid_t pid, struct flightrec_marker *out)
 }
 
 /* LIST_MARKERS once @want markers are READY (waiting up to 60 s); returns the count. */
-static uint32_t list_markers_wait(struct flightrec_marker *m, uint32_t want)
+uint32_t list_markers_wait(struct flightrec_marker *m, uint32_t want)
 {
 	uint64_t deadline = now_ns() + 60000000000ULL;
 	uint32_t n;

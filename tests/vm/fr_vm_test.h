@@ -44,6 +44,8 @@ size_t read_data(uint32_t cpu, struct xsample **out, struct flightrec_read *rr);
 int check_invariants(const char *what);
 void func_range(const char *name, void *fn, uint64_t *lo, uint64_t *hi);
 uint32_t list_markers(struct flightrec_marker *m);
+/* LIST_MARKERS once @want markers are READY (the copy is deferred; up to 60 s). */
+uint32_t list_markers_wait(struct flightrec_marker *m, uint32_t want);
 
 /* fr_vm_nmi.c */
 int cmd_nmi(int seconds, const char *torture_params);
