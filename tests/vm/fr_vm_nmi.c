@@ -144,6 +144,59 @@ static void mmap_storm(uint64_t end)
 	}
 }
 
+/*
+ * The spinners' samples, tallied from every READ of the run (not only the
+ * rings' last contents, which a burst of self-NMIs fills with kernel-mode
+ * samples): @seen[cpu] is the highest sample seq counted, so a sample read
+ * twice counts once.
+ */
+struct tally {
+	pid_t spin[2];
+	uint64_t lo, hi, clo, chi;
+	uint64_t seen[NT_MAX_CPUS];
+	uint64_t user, attributed, kernel, kattributed, kspin;
+};
+
+static void tally(struct tally *t, uint32_t cpu, const struct flightrec_sample *smp, size_t n)
+{
+	size_t first = n;
+
+	/* Records are oldest first: step back to the first one not yet counted. */
+	while (first > 0 && smp[first - 1].seq + 1 > t->seen[cpu])
+		first--;
+	for (size_t i = first; i < n; i++) {
+		uint64_t u0 = smp[i].nr_uframes ? smp[i].uframes[0] : 0;
+		uint64_t u1 = smp[i].nr_uframes >= 2 ? smp[i].uframes[1] : 0;
+
+		t->seen[cpu] = smp[i].seq + 1;
+		if ((pid_t)smp[i].pid != t->spin[0] && (pid_t)smp[i].pid != t->spin[1])
+			continue;
+		/*
+		 * A spinner interrupted in the kernel (mostly: the self-NMI inside
+		 * the timer interrupt that hit it) still carries its user stack,
+		 * from task_pt_regs(): nmi_spinner is on it.  Not always as
+		 * spin_a's caller: spin_a's clock_gettime() can be a system call
+		 * (a TCG guest's clocksource may have no vDSO path), and the
+		 * libc/vDSO leaf keeps no frame of its own.
+		 */
+		if (smp[i].mode == FLIGHTREC_MODE_KERNEL) {
+			t->kernel++;
+			t->kspin += u0 >= t->lo && u0 < t->hi && u1 >= t->clo && u1 < t->chi;
+			for (uint32_t f = 0; f < smp[i].nr_uframes && f < FLIGHTREC_MAX_UFRAMES; f++)
+				if (smp[i].uframes[f] >= t->clo && smp[i].uframes[f] < t->chi) {
+					t->kattributed++;
+					break;
+				}
+			continue;
+		}
+		if (smp[i].mode != FLIGHTREC_MODE_USER || smp[i].ip < t->lo || smp[i].ip >= t->hi)
+			continue;
+		t->user++;
+		if (u0 == smp[i].ip && u1 >= t->clo && u1 < t->chi)
+			t->attributed++;
+	}
+}
+
 int cmd_nmi(int seconds, const char *dir)
 {
 	uint64_t end = now_ns() + (uint64_t)seconds * 1000000000ULL, next_crash = 0;
@@ -156,6 +209,7 @@ int cmd_nmi(int seconds, const char *dir)
 	struct flightrec_stats s;
 	struct nt_stats a, b;
 	pid_t spin[2], storm[2];
+	static struct tally t;
 
 	if (info.nr_cpus > NT_MAX_CPUS)
 		FAIL("nmi: %u CPUs > %d", info.nr_cpus, NT_MAX_CPUS);
@@ -176,6 +230,12 @@ int cmd_nmi(int seconds, const char *dir)
 			nmi_spinner();
 		}
 	}
+	t.spin[0] = spin[0];
+	t.spin[1] = spin[1];
+	t.lo = lo;
+	t.hi = hi;
+	t.clo = clo;
+	t.chi = chi;
 	storm[0] = worker(fork_exec_storm, end);
 	storm[1] = worker(mmap_storm, end);
 	while (now_ns() < end) {
@@ -187,6 +247,9 @@ int cmd_nmi(int seconds, const char *dir)
 
 			if (ioctl(fd, FLIGHTREC_IOC_READ_RING, &r))
 				FAIL("READ_RING cpu %u: %s", c, strerror(errno));
+			if (c < NT_MAX_CPUS)
+				tally(&t, c, (const struct flightrec_sample *)(buf + r.data_offset),
+				      r.bytes / sizeof(struct flightrec_sample));
 		}
 		if (ioctl(fd, FLIGHTREC_IOC_THAW, 0))
 			FAIL("THAW: %s", strerror(errno));
@@ -261,39 +324,14 @@ int cmd_nmi(int seconds, const char *dir)
 		struct flightrec_sample *smp;
 		size_t n = read_data(c, &smp, NULL);
 
-		for (size_t i = 0; i < n; i++) {
-			uint64_t u0 = smp[i].nr_uframes ? smp[i].uframes[0] : 0;
-			uint64_t u1 = smp[i].nr_uframes >= 2 ? smp[i].uframes[1] : 0;
-
-			if ((pid_t)smp[i].pid != spin[0] && (pid_t)smp[i].pid != spin[1])
-				continue;
-			/*
-			 * A spinner interrupted in the kernel (mostly: the self-NMI
-			 * inside the timer interrupt that hit it) still carries its
-			 * user stack, from task_pt_regs(): nmi_spinner is on it.  Not
-			 * always as spin_a's caller: spin_a's clock_gettime() can be a
-			 * system call (a TCG guest's clocksource may have no vDSO
-			 * path), and the libc/vDSO leaf keeps no frame of its own.
-			 */
-			if (smp[i].mode == FLIGHTREC_MODE_KERNEL) {
-				ksamples++;
-				kspin += u0 >= lo && u0 < hi && u1 >= clo && u1 < chi;
-				for (uint32_t f = 0; f < smp[i].nr_uframes && f < FLIGHTREC_MAX_UFRAMES; f++)
-					if (smp[i].uframes[f] >= clo && smp[i].uframes[f] < chi) {
-						kattributed++;
-						break;
-					}
-				continue;
-			}
-			if (smp[i].mode != FLIGHTREC_MODE_USER || smp[i].ip < lo || smp[i].ip >= hi)
-				continue;
-			user_samples++;
-			if (smp[i].nr_uframes >= 2 && smp[i].uframes[0] == smp[i].ip &&
-			    smp[i].uframes[1] >= clo && smp[i].uframes[1] < chi)
-				attributed++;
-		}
+		tally(&t, c, smp, n);
 		free(smp);
 	}
+	user_samples = t.user;
+	attributed = t.attributed;
+	ksamples = t.kernel;
+	kattributed = t.kattributed;
+	kspin = t.kspin;
 	if (user_samples < 10 || attributed * 10 < user_samples * 9)
 		FAIL("nmi: spinners' user samples in spin_a: %llu, with spin_a <- nmi_spinner frames %llu",
 		     (unsigned long long)user_samples, (unsigned long long)attributed);
