@@ -11,7 +11,7 @@
  * (the NMI handler is the rings' only writer), every STATS identity is exact,
  * every crash got a marker or was counted dropped, and the spinners' samples
  * carry their user frames, both those taken in user mode and those taken in
- * the kernel (task_pt_regs()).  A hang or splat fails the run in
+ * the kernel (task_pt_regs()), tallied over every READ of the run.  A hang or splat fails the run in
  * guest_run.sh (the guest panics on soft lockups, RCU stalls and warnings).
  */
 #define _GNU_SOURCE
