@@ -157,7 +157,7 @@ struct tally {
 	uint64_t user, attributed, kernel, kattributed, kspin;
 };
 
-static void tally(struct tally *t, uint32_t cpu, const struct flightrec_sample *smp, size_t n)
+static void tally(struct tally *t, uint32_t cpu, const struct xsample *smp, size_t n)
 {
 	size_t first = n;
 
@@ -247,9 +247,13 @@ int cmd_nmi(int seconds, const char *dir)
 
 			if (ioctl(fd, FLIGHTREC_IOC_READ_RING, &r))
 				FAIL("READ_RING cpu %u: %s", c, strerror(errno));
-			if (c < NT_MAX_CPUS)
-				tally(&t, c, (const struct flightrec_sample *)(buf + r.data_offset),
-				      r.bytes / sizeof(struct flightrec_sample));
+			if (c < NT_MAX_CPUS) {
+				struct xsample *x;
+				size_t nx = decode_records(buf + r.data_offset, r.bytes, r.first, &x);
+
+				tally(&t, c, x, nx);
+				free(x);
+			}
 		}
 		if (ioctl(fd, FLIGHTREC_IOC_THAW, 0))
 			FAIL("THAW: %s", strerror(errno));
