@@ -244,6 +244,7 @@ TEST_F(NamesTest, PerfettoThreadTracksCarryEachThreadsName) {
   // thread { pid: P tid: T thread_name: "N" }, one field a line.
   std::map<uint32_t, std::string> names;  // the last name each tid's track was given
   std::set<uint32_t> pids;
+  std::set<std::string> process_names;
   std::istringstream in(typed.out);
   std::string line;
   std::smatch m;
@@ -262,8 +263,13 @@ TEST_F(NamesTest, PerfettoThreadTracksCarryEachThreadsName) {
       pids.insert(pid);
     } else if (line.find('}') != std::string::npos) {
       in_thread = false;
+    } else if (std::regex_search(line, m, std::regex("^ *process_name: \"(.*)\"$"))) {
+      process_names.insert(m[1]);
     }
   }
+  // The process is named after its main thread (if that was sampled at all),
+  // never after a worker.
+  for (const auto& n : process_names) EXPECT_EQ(n, "fr_names");
   EXPECT_EQ(names[one], "worker-one") << typed.out.substr(0, 4000);
   EXPECT_EQ(names[two], "worker-two") << typed.out.substr(0, 4000);
   EXPECT_EQ(names[TidOf(by_tid, "clock-spin")], "clock-spin");
@@ -289,7 +295,9 @@ TEST_F(NamesTest, ChromeTraceNamesEachThreadsLaneAndItsSlices) {
   std::map<int64_t, std::set<std::string>> slices;  // tid -> slice names
   for (const auto& e : j["traceEvents"]) {
     if (e["pid"] != pid_) continue;
-    if (e["ph"] == "M" && e["name"] == "thread_name") {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      EXPECT_EQ(e["args"]["name"], "fr_names") << "named after a thread, not the process";
+    } else if (e["ph"] == "M" && e["name"] == "thread_name") {
       lane_name[e["tid"].get<int64_t>()] = e["args"]["name"];
     } else if (e["ph"] == "B") {
       slices[e["tid"].get<int64_t>()].insert(e["name"].get<std::string>());
