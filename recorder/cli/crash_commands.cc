@@ -374,6 +374,19 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
       history_error = h.status().message();
     }
   }
+  // Each backtrace thread is named from the metadata's /proc read at the
+  // crash (by global tid), so a reader of the JSON need not join the two.
+  std::map<int64_t, std::string> thread_names;
+  for (const auto& t : Array(md, "threads")) {
+    thread_names[Get<int64_t>(t, "tid", 0)] = json::RawText(t, "comm");
+  }
+  if (bt.contains("threads") && bt["threads"].is_array()) {
+    for (auto& t : bt["threads"]) {
+      if (!t.is_object()) continue;
+      auto name = thread_names.find(Get<int64_t>(t, "tid", Get<int64_t>(t, "index", 0)));
+      if (name != thread_names.end()) json::SetText(t, "comm", name->second);
+    }
+  }
   if (as_json) {
     nlohmann::json out = {{"id", id},        {"crash", crash},     {"metadata", md},
                           {"backtrace", bt}, {"history", history}, {"maps", maps}};
@@ -408,17 +421,12 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
   }
   if (bt.contains("threads")) {
     std::printf("\nBacktrace (crashing thread first):\n");
-    // Thread names from /proc at the crash (metadata `threads`).
-    std::map<int64_t, std::string> names;
-    for (const auto& t : Array(md, "threads")) {
-      names[Get<int64_t>(t, "tid", 0)] = json::RawText(t, "comm");
-    }
     bool firstt = true;
     for (const auto& t : Array(bt, "threads")) {
       const int64_t ttid = Get<int64_t>(t, "tid", Get<int64_t>(t, "index", 0));
-      auto name = names.find(ttid);
+      auto name = thread_names.find(ttid);
       std::printf("  thread %lld%s%s:\n", static_cast<long long>(ttid),
-                  name == names.end() ? "" : (" " + E(name->second)).c_str(),
+                  name == thread_names.end() ? "" : (" " + E(name->second)).c_str(),
                   firstt ? " (crashed)" : "");
       PrintFrames(Array(t, "frames"), firstt ? 32 : 12);
       firstt = false;

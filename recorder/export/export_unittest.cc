@@ -117,6 +117,31 @@ TEST(ExportTest, IncompleteStacksEndInAMarkerAtTheRoot) {
                                               "[truncated:missing_file]", "main", "b<int>"}));
 }
 
+// A process whose named worker thread is sampled before its main thread:
+// the process is named after the main thread, never after the worker.
+TEST(ExportTest, TheProcessIsNamedAfterItsMainThreadNotItsFirstSampledThread) {
+  Fixture f;
+  f.samples[0].tid = 9;
+  f.samples[0].comm = "worker-one";
+  f.samples[2].tid = 7;  // the main thread, "x"
+  std::map<int64_t, std::string> threads;
+  std::vector<std::string> processes;
+  const auto trace = nlohmann::json::parse(f.Run("chrome"));
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "M" || e["pid"] != 7) continue;
+    if (e["name"] == "thread_name") threads[e["tid"].get<int64_t>()] = e["args"]["name"];
+    if (e["name"] == "process_name") processes.push_back(e["args"]["name"]);
+  }
+  EXPECT_EQ(processes, std::vector<std::string>{"x"});
+  EXPECT_EQ(threads, (std::map<int64_t, std::string>{{7, "x"}, {8, "x"}, {9, "worker-one"}}));
+  // Perfetto: "worker-one" is a ThreadDescriptor.thread_name (field 5,
+  // tag 0x2a), never a ProcessDescriptor.process_name (field 6, tag 0x32).
+  const std::string pf = f.Run("perfetto");
+  EXPECT_NE(pf.find(std::string("\x2a\x0aworker-one")), std::string::npos);
+  EXPECT_EQ(pf.find(std::string("\x32\x0aworker-one")), std::string::npos);
+  EXPECT_NE(pf.find(std::string("\x32\x01x")), std::string::npos);
+}
+
 TEST(ExportTest, ChromeSlicesNestAndStayOrdered) {
   Fixture f;
   auto j = nlohmann::json::parse(f.Run("chrome"));

@@ -191,10 +191,14 @@ class Perfetto : public Exporter {
     auto [it, fresh] = thread_names_.try_emplace(tid, comm);
     if (!fresh && it->second == comm) return;
     it->second = comm;
+    // The process is named after its main thread (pid == tid) only: another
+    // thread's name (pthread_setname_np's worker-one) is not the process's.
+    // A process first seen through another thread gets a track without a
+    // name, for its thread tracks to hang under, until its main thread shows.
     if (named_pids_.insert(pid).second || pid == tid) {
       ProtoWriter pd, td;
       pd.Varint(1, pid);
-      pd.Bytes(6, comm);
+      if (pid == tid) pd.Bytes(6, comm);
       td.Varint(1, ProcessUuid(pid));
       td.Message(3, pd);
       ProtoWriter p = PacketHeader(std::nullopt, 0);

@@ -164,7 +164,10 @@ class ChromeSink : public TraceSink {
                       kCpuPid, key.tid, key.tid));
       return;
     }
-    if (named_pids_.insert(key.pid).second || (renamed && key.pid == key.tid)) {
+    // The process is named after its main thread only (pid == tid, the
+    // first time or when renamed): another thread's name (pthread_setname_np's
+    // worker-one) is not the process's.
+    if (key.pid == key.tid && (named_pids_.insert(key.pid).second || renamed)) {
       Emit(
           fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":{},"
                       "\"args\":{{\"name\":\"{}\"}}}}",

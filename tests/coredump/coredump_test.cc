@@ -21,6 +21,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -328,6 +329,81 @@ TEST_F(CoredumpTest, RealCrashesAreStoredWithBacktraceAndHistory) {
     EXPECT_NE(ReadFile(core).find(kSecretValue), std::string::npos)
         << "the secret was in the process's environment";
   }
+}
+
+// Issue 13 item 5: threads are named as pthread_setname_np named them, in
+// the backtrace (JSON and text) and in the history before the crash.
+TEST_F(CoredumpTest, CrashInfoNamesTheThreadsInTheBacktraceAndTheHistory) {
+  int sig = 0;
+  // worker-two spins 1 s of CPU time in spin_b, then dereferences NULL;
+  // worker-one spins in spin_a throughout; main waits in pthread_join.
+  pid_t pid = Crash("names", &sig, 1000);
+  ASSERT_EQ(sig, SIGSEGV);
+  nlohmann::json crash = WaitForCrash(pid);
+  ASSERT_FALSE(crash.is_null()) << "no crash listed for pid " << pid << "\n" << daemon_->Log();
+  const std::string id = crash["id"];
+  auto info = daemon_->Cli({"crash", "info", id, "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  auto j = nlohmann::json::parse(info.out);
+  const auto& threads = j["backtrace"]["threads"];
+  ASSERT_EQ(threads.size(), 3u) << j["backtrace"].dump();
+  // Each backtrace thread carries its name, and the name goes with its own
+  // stack: worker-two crashed in crash_here under spin_b's caller, worker-one
+  // was in spin_a, the main thread (the process's name) in pthread_join.
+  EXPECT_EQ(threads[0]["tid"], crash["global_tid"]);
+  EXPECT_EQ(threads[0]["comm"], "worker-two") << threads[0].dump();
+  EXPECT_TRUE(Has(FrameNames(threads[0]), "crash_here")) << threads[0].dump();
+  EXPECT_TRUE(Has(FrameNames(threads[0]), "named_main")) << threads[0].dump();
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& t : threads) by_name[t.value("comm", "")] = t;
+  ASSERT_EQ(by_name.count("worker-one"), 1u) << j["backtrace"].dump();
+  ASSERT_EQ(by_name.count("fr_crash"), 1u) << j["backtrace"].dump();
+  EXPECT_TRUE(Has(FrameNames(by_name["worker-one"]), "named_main")) << j["backtrace"].dump();
+  EXPECT_FALSE(Has(FrameNames(by_name["worker-one"]), "spin_b")) << j["backtrace"].dump();
+  EXPECT_TRUE(Has(FrameNames(by_name["fr_crash"]), "main")) << j["backtrace"].dump();
+  EXPECT_FALSE(Has(FrameNames(by_name["fr_crash"]), "named_main")) << j["backtrace"].dump();
+  // The metadata's names (read from /proc at the crash) agree, tid by tid.
+  std::map<int, std::string> meta;
+  for (const auto& t : j["metadata"]["threads"]) meta[t["tid"]] = t["comm"];
+  for (const auto& t : threads) EXPECT_EQ(meta[t["tid"].get<int>()], t["comm"]) << t.dump();
+
+  // History: the crashing thread's samples, named after it (from the
+  // samples' own comm, not the process's), busy in spin_b.
+  ASSERT_FALSE(j["history"].is_null()) << info.out;
+  const auto& h = j["history"];
+  EXPECT_EQ(h["tid"], crash["global_tid"]);
+  EXPECT_EQ(h["comm"], "worker-two") << h.dump();
+  EXPECT_GT(h["samples"].get<uint64_t>(), 20u) << h.dump();
+  EXPECT_EQ(h["top"][0]["function"], "spin_b") << h.dump();
+  // The history record itself names both workers' samples (report --sort
+  // comm on it, the process's samples), with the crashing tid's under
+  // worker-two.
+  auto rep = daemon_->Cli({"report", h["id"].get<std::string>(), "--pid", std::to_string(pid),
+                           "--sort", "comm", "--json"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  std::map<std::string, uint64_t> rows;
+  const auto report = nlohmann::json::parse(rep.out);
+  for (const auto& row : report["rows"]) rows[row["key"]] = row["self"];
+  EXPECT_GE(rows["worker-one"], 20u) << rep.out;
+  EXPECT_GE(rows["worker-two"], 20u) << rep.out;
+
+  // Text form: each backtrace thread's header names it, the crashed one
+  // first; the history line names the thread.
+  auto text = daemon_->Cli({"crash", "info", id});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const auto tid_of = [&](const std::string& n) {
+    return std::to_string(by_name[n]["tid"].get<int>());
+  };
+  EXPECT_NE(text.out.find("  thread " + tid_of("worker-two") + " worker-two (crashed):\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("  thread " + tid_of("worker-one") + " worker-one:\n"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("  thread " + tid_of("fr_crash") + " fr_crash:\n"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find(" samples of thread " + tid_of("worker-two") + " (worker-two) in the "),
+            std::string::npos)
+      << text.out;
 }
 
 TEST_F(CoredumpTest, CrashListFiltersByNewestTimePidAndExecutable) {

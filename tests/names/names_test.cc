@@ -4,8 +4,10 @@
 // from the record's vDSO image (__vdso_clock_gettime); samples in a PLT stub
 // are named as perf names them (clock_gettime@plt), never after the symbol
 // below the PLT (`_init`). Checked in report,
-// script (replayed and live attribution), and the pprof (go tool pprof) and
-// folded exports.
+// script (replayed and live attribution), and the pprof (go tool pprof),
+// folded, Perfetto (protoc --decode_raw), Chrome trace (its thread_name
+// metadata) and perf.data (perf script) exports: each names the workers'
+// own tids after them.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,6 +83,28 @@ class NamesTest : public ::testing::Test {
       ++out[j["comm"].get<std::string>()][leaf];
     }
     return out;
+  }
+  // script --json: each tid's comm (one per tid: the workers name
+  // themselves before they spin), with the tids of worker-one and worker-two.
+  static std::map<uint32_t, std::string> CommByTid() {
+    auto r = daemon_->Cli({"script", id_, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::map<uint32_t, std::map<std::string, int>> seen;
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      ++seen[j["tid"].get<uint32_t>()][j["comm"].get<std::string>()];
+    }
+    std::map<uint32_t, std::string> out;
+    for (const auto& [tid, comms] : seen) out[tid] = Top(comms);
+    return out;
+  }
+  static uint32_t TidOf(const std::map<uint32_t, std::string>& by_tid, const std::string& comm) {
+    for (const auto& [tid, c] : by_tid) {
+      if (c == comm) return tid;
+    }
+    return 0;
   }
   static std::string Top(const std::map<std::string, int>& counts) {
     std::string best;
@@ -184,6 +208,144 @@ TEST_F(NamesTest, FoldedStacksStartWithTheThreadsName) {
   EXPECT_TRUE(leaves["clock-spin"].count("__vdso_clock_gettime"))
       << ::testing::PrintToString(leaves);
   EXPECT_FALSE(leaves["worker-one"].count("hot_two"));
+}
+
+// The workers' tids as the record names them; each export must agree.
+TEST_F(NamesTest, PerfettoThreadTracksCarryEachThreadsName) {
+  const auto by_tid = CommByTid();
+  const uint32_t one = TidOf(by_tid, "worker-one"), two = TidOf(by_tid, "worker-two");
+  ASSERT_TRUE(one && two && one != two && one != static_cast<uint32_t>(pid_))
+      << ::testing::PrintToString(by_tid);
+  const std::string file = Out("names.pftrace");
+  auto r = daemon_->Cli({"export", id_, "--format", "perfetto", "-o", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Decoded with a schema naming just the TrackDescriptor's thread and
+  // process fields (numbers as in recorder/export/perfetto.cc, from
+  // Perfetto's track_descriptor.proto, thread_descriptor.proto and
+  // process_descriptor.proto): the names as strings, not --decode_raw's
+  // guesses. The file is an argument of the shell, never part of its script.
+  const std::string schema = dir_->path() + "/tracks.proto";
+  std::ofstream(schema)
+      << "syntax = \"proto2\";\n"
+      << "message ThreadDescriptor { optional int32 pid = 1; "
+      << "optional int32 tid = 2; optional string thread_name = 5; }\n"
+      << "message ProcessDescriptor { optional int32 pid = 1; "
+      << "optional string process_name = 6; }\n"
+      << "message TrackDescriptor { optional uint64 uuid = 1; "
+      << "optional ProcessDescriptor process = 3; "
+      << "optional ThreadDescriptor thread = 4; }\n"
+      << "message TracePacket { optional TrackDescriptor track_descriptor = 60; }\n"
+      << "message Trace { repeated TracePacket packet = 1; }\n";
+  auto typed = RunCommand({"/bin/sh", "-c",
+                           "exec /usr/bin/protoc --proto_path=\"$1\" --decode=Trace "
+                           "tracks.proto < \"$2\"",
+                           "sh", dir_->path(), file});
+  ASSERT_EQ(typed.exit_code, 0) << typed.err;
+  // thread { pid: P tid: T thread_name: "N" }, one field a line.
+  std::map<uint32_t, std::string> names;  // the last name each tid's track was given
+  std::set<uint32_t> pids;
+  std::set<std::string> process_names;
+  std::istringstream in(typed.out);
+  std::string line;
+  std::smatch m;
+  uint32_t pid = 0, tid = 0;
+  bool in_thread = false;
+  while (std::getline(in, line)) {
+    if (line.find("thread {") != std::string::npos) {
+      in_thread = true;
+      pid = tid = 0;
+    } else if (in_thread && std::regex_search(line, m, std::regex("^ *pid: ([0-9]+)$"))) {
+      pid = static_cast<uint32_t>(std::stoul(m[1]));
+    } else if (in_thread && std::regex_search(line, m, std::regex("^ *tid: ([0-9]+)$"))) {
+      tid = static_cast<uint32_t>(std::stoul(m[1]));
+    } else if (in_thread && std::regex_search(line, m, std::regex("^ *thread_name: \"(.*)\"$"))) {
+      names[tid] = m[1];
+      pids.insert(pid);
+    } else if (line.find('}') != std::string::npos) {
+      in_thread = false;
+    } else if (std::regex_search(line, m, std::regex("^ *process_name: \"(.*)\"$"))) {
+      process_names.insert(m[1]);
+    }
+  }
+  // The process is named after its main thread (if that was sampled at all),
+  // never after a worker.
+  for (const auto& n : process_names) EXPECT_EQ(n, "fr_names");
+  EXPECT_EQ(names[one], "worker-one") << typed.out.substr(0, 4000);
+  EXPECT_EQ(names[two], "worker-two") << typed.out.substr(0, 4000);
+  EXPECT_EQ(names[TidOf(by_tid, "clock-spin")], "clock-spin");
+  EXPECT_TRUE(pids.count(static_cast<uint32_t>(pid_))) << typed.out.substr(0, 4000);
+  // Every sampled tid has a named track, the one script gives it.
+  for (const auto& [t, c] : by_tid) EXPECT_EQ(names[t], c) << "tid " << t;
+  // The raw decode agrees: PerfSample (66) tids are these tracks' tids.
+  auto raw =
+      RunCommand({"/bin/sh", "-c", "exec /usr/bin/protoc --decode_raw < \"$1\"", "sh", file});
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  EXPECT_NE(raw.out.find("5: \"worker-one\""), std::string::npos);
+}
+
+TEST_F(NamesTest, ChromeTraceNamesEachThreadsLaneAndItsSlices) {
+  const auto by_tid = CommByTid();
+  const uint32_t one = TidOf(by_tid, "worker-one"), two = TidOf(by_tid, "worker-two");
+  ASSERT_TRUE(one && two && one != two) << ::testing::PrintToString(by_tid);
+  auto r = daemon_->Cli({"export", id_, "--format", "chrome", "-o", Out("names.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(Out("names.json"));
+  const auto j = nlohmann::json::parse(in);
+  std::map<int64_t, std::string> lane_name;         // tid -> thread_name
+  std::map<int64_t, std::set<std::string>> slices;  // tid -> slice names
+  for (const auto& e : j["traceEvents"]) {
+    if (e["pid"] != pid_) continue;
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      EXPECT_EQ(e["args"]["name"], "fr_names") << "named after a thread, not the process";
+    } else if (e["ph"] == "M" && e["name"] == "thread_name") {
+      lane_name[e["tid"].get<int64_t>()] = e["args"]["name"];
+    } else if (e["ph"] == "B") {
+      slices[e["tid"].get<int64_t>()].insert(e["name"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(lane_name[one], "worker-one") << ::testing::PrintToString(lane_name);
+  EXPECT_EQ(lane_name[two], "worker-two") << ::testing::PrintToString(lane_name);
+  for (const auto& [t, c] : by_tid) EXPECT_EQ(lane_name[t], c) << "tid " << t;
+  // The named lanes hold their own thread's work.
+  EXPECT_TRUE(slices[one].count("hot_one") && !slices[one].count("hot_two"));
+  EXPECT_TRUE(slices[two].count("hot_two") && !slices[two].count("hot_one"));
+}
+
+TEST_F(NamesTest, PerfScriptShowsEachThreadsNameWithItsTid) {
+  const auto by_tid = CommByTid();
+  const uint32_t one = TidOf(by_tid, "worker-one"), two = TidOf(by_tid, "worker-two");
+  ASSERT_TRUE(one && two && one != two) << ::testing::PrintToString(by_tid);
+  auto r = daemon_->Cli({"export", id_, "-f", "perf", "-o", Out("names.perf.data")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // HOME: perf's build-id cache starts empty (see tests/export/perf_data_test.cc).
+  auto lines = RunCommand({"/usr/bin/perf", "script", "-i", Out("names.perf.data"), "-F",
+                           "comm,tid,ip,sym", "--hide-call-graph"},
+                          {"HOME=" + dir_->path(), "PAGER=cat"});
+  ASSERT_EQ(lines.exit_code, 0) << lines.err;
+  // "COMM TID IP SYM" per sample (perf prints sym only with ip): the comm
+  // perf shows for each tid, and the leaf symbols seen under each comm.
+  std::map<uint32_t, std::set<std::string>> comms;
+  std::map<std::string, std::map<std::string, int>> syms;
+  std::istringstream in(lines.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string comm, ip, sym;
+    uint32_t tid = 0;
+    if (!(f >> comm >> tid >> ip)) continue;
+    f >> sym;
+    comms[tid].insert(comm);
+    ++syms[comm][sym];
+  }
+  EXPECT_EQ(comms[one], std::set<std::string>{"worker-one"}) << lines.out.substr(0, 2000);
+  EXPECT_EQ(comms[two], std::set<std::string>{"worker-two"}) << lines.out.substr(0, 2000);
+  for (const auto& [t, c] : by_tid) {
+    EXPECT_TRUE(comms[t].count(c)) << "tid " << t << " " << c;
+  }
+  EXPECT_EQ(Top(syms["worker-one"]), "hot_one") << ::testing::PrintToString(syms["worker-one"]);
+  EXPECT_EQ(Top(syms["worker-two"]), "hot_two") << ::testing::PrintToString(syms["worker-two"]);
+  EXPECT_EQ(syms["worker-one"].count("hot_two"), 0u);
+  EXPECT_EQ(syms["worker-two"].count("hot_one"), 0u);
 }
 
 // Threads named before recorderd started are known from its /proc scan

@@ -4,8 +4,12 @@
  * bigmap (segv with a 3 GiB anonymous mapping of which one page was touched:
  * a 3 GiB core, nearly all zeros, at no memory cost), noise (segv with
  * 8 MiB of pseudo-random bytes in memory: a core that does not compress),
- * or comm=NAME (sets its comm to NAME, which exec never gives a program
- * with a '/' in it, then segv). */
+ * comm=NAME (sets its comm to NAME, which exec never gives a program
+ * with a '/' in it, then segv), or names (two threads named with
+ * pthread_setname_np, "worker-one" spinning in spin_a for ever and
+ * "worker-two" spinning in spin_b for MS ms of CPU time before it
+ * dereferences NULL; the main thread waits in pthread_join). */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,7 +43,25 @@ __attribute__((noinline)) void crash_here(const char* mode) {
   *(volatile int*)0 = 1;
 }
 
+/* worker-two's own loop: its history and backtrace are told apart from
+ * worker-one's by function as well as by name. */
+__attribute__((noinline)) void spin_b(double seconds) {
+  double end = cpu_now() + seconds;
+  while (cpu_now() < end)
+    for (int i = 0; i < 200000; i++) sink ^= i;
+}
+
 static double g_ms;
+static void* named_main(void* arg) {
+  const char* name = arg;
+  pthread_setname_np(pthread_self(), name);
+  if (strcmp(name, "worker-one") == 0)
+    for (;;) spin_a(0.01);
+  spin_b(g_ms / 1000.0);
+  crash_here("segv");
+  return NULL;
+}
+
 static void* thread_main(void* arg) {
   (void)arg;
   spin_a(g_ms / 1000.0);
@@ -56,6 +78,14 @@ int main(int argc, char** argv) {
     pthread_t t;
     pthread_create(&t, NULL, thread_main, NULL);
     for (;;) spin_a(0.01);
+  }
+  if (strcmp(mode, "names") == 0) {
+    static char* names[] = {"worker-one", "worker-two"};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+      if (pthread_create(&t[i], NULL, named_main, names[i]) != 0) return 1;
+    pthread_join(t[1], NULL); /* never returns: worker-two crashes */
+    return 1;
   }
   if (strcmp(mode, "bigmap") == 0) {
     size_t len = (size_t)3 << 30;

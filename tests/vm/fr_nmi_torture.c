@@ -2,16 +2,34 @@
 /*
  * fr_nmi_torture.ko - TEST ONLY (issue 12 item 2): runs flightrec.ko's real
  * sample function from NMI context, which our PMU-less QEMU guests otherwise
- * never reach.  Each CPU's hard hrtimer sends an NMI IPI to every other
- * online CPU rate_hz times a second; the NMI handler passes the interrupted
- * registers (the pt_regs an NMI handler is given: arch/x86/kernel/nmi.c,
- * nmi_handle()) to flightrec_test_sample(), which flightrec.ko refuses unless
- * it was loaded with test_nmi=1.  One kernel thread per CPU vmallocs and
- * vfrees in a loop meanwhile, so NMIs land inside the vmap code (user space
- * drives fork/exec/exit, mmap/munmap, FREEZE/READ/THAW and crashes: see
- * fr_vm_test nmi).  /sys/module/fr_nmi_torture/parameters/stats reports, per
- * CPU, the NMIs sent to it, handled, taken in user mode and refused by
- * flightrec, and the vmalloc loops done.
+ * never reach.  Each CPU's hard hrtimer, rate_hz times a second, sends an
+ * NMI to itself and one to every other online CPU; the NMI handler passes
+ * the interrupted registers (the pt_regs an NMI handler is given:
+ * arch/x86/kernel/nmi.c, nmi_handle()) to flightrec_test_sample(), which
+ * flightrec.ko refuses unless it was loaded with test_nmi=1.
+ *
+ * Why both: an NMI sent to another vCPU of a TCG guest arrives only when the
+ * host runs that vCPU's thread, so on a loaded host the cross-CPU NMIs reach
+ * ~100 a second; they land anywhere (user code, vmalloc, fork, ...).  The
+ * self-NMI arrives at once (the ICR write raises it on the sending vCPU), so
+ * it is the one that keeps the rate: it interrupts the timer interrupt, whose
+ * kernel stack the unwinder walks through the IRQ stack back into the
+ * interrupted task, and flightrec takes the user registers from
+ * task_pt_regs().  A vCPU the host did not run misses timer periods
+ * (hrtimer_forward_now() returns how many); the tick owes one self-NMI per
+ * period and pays at most burst (128) of them per tick, one after another
+ * (each waits, bounded, for the last to be handled, so they do not merge; one
+ * not handled in time ends the tick's burst), and forgets a debt older than
+ * 100 ms.  Under a starved vCPU the self-NMIs thus come in bursts, each
+ * sampling the timer interrupt's context again.
+ *
+ * One kernel thread per CPU vmallocs and vfrees in a loop meanwhile, so NMIs
+ * land inside the vmap code (user space drives fork/exec/exit, mmap/munmap,
+ * FREEZE/READ/THAW and crashes: see fr_vm_test nmi).
+ * /sys/module/fr_nmi_torture/parameters/stats reports, per CPU, the NMIs
+ * sent to it, handled, taken in user mode and refused by flightrec, the
+ * vmalloc loops done, the handler's time, the timer ticks and the self-NMIs
+ * among those sent.
  */
 #define pr_fmt(fmt) "fr_nmi_torture: " fmt
 
@@ -33,22 +51,26 @@ int flightrec_test_sample(struct pt_regs *regs);
 
 static uint rate_hz = 4000;
 module_param(rate_hz, uint, 0444);
-MODULE_PARM_DESC(rate_hz, "NMI IPIs each CPU sends to every other online CPU per second");
+MODULE_PARM_DESC(rate_hz, "timer periods per second: a self-NMI for each, a cross-CPU NMI per tick");
+static uint burst = 128;
+module_param(burst, uint, 0444);
+MODULE_PARM_DESC(burst, "most self-NMIs one tick sends to pay for missed periods");
 static bool vmalloc_storm = true;
 module_param(vmalloc_storm, bool, 0444);
 MODULE_PARM_DESC(vmalloc_storm, "one kernel thread per CPU vmallocs/vfrees in a loop");
 
 /*
- * struct nt_cpu - one CPU's torture state.  @sent counts the NMIs other CPUs'
- * timers sent it, @nmis the NMIs its handler claimed.  x86 latches only one
+ * struct nt_cpu - one CPU's torture state.  @sent counts the NMIs sent to it
+ * (by itself and by other CPUs' timers), @nmis the NMIs its handler claimed.  x86 latches only one
  * NMI while another is being handled, so two sent close together may arrive
  * as one: arrivals never outnumber sends.  The handler therefore claims an
  * NMI iff fewer were claimed than sent (anything else is not ours, and ours
  * never shows up as an "unknown reason" NMI); after a stop, sent - nmis is
  * the number that merged.  @ns is the time spent in the handler's claimed
- * runs.  @nmis, @user, @refused and @ns are written only by
- * this CPU's NMI handler, @vm_loops by its vmalloc thread; stats reads them
- * racily.
+ * runs.  @ticks counts the timer's runs, @self the self-NMIs among @sent,
+ * @owed the self-NMIs missed periods still owe.  @nmis, @user, @refused and
+ * @ns are written only by this CPU's NMI handler, @ticks, @self and @owed by
+ * its timer, @vm_loops by its vmalloc thread; stats reads them racily.
  */
 struct nt_cpu {
 	struct hrtimer timer;
@@ -59,6 +81,9 @@ struct nt_cpu {
 	u64 refused;
 	u64 ns;
 	u64 vm_loops;
+	u64 ticks;
+	u64 self;
+	u64 owed;
 };
 
 static DEFINE_PER_CPU(struct nt_cpu, nt);
@@ -87,10 +112,44 @@ static int nt_nmi(unsigned int type, struct pt_regs *regs)
 	return NMI_HANDLED;
 }
 
+/*
+ * Send one NMI to this CPU and wait (bounded: 1 ms) until a handler run
+ * claimed one, so the next self-NMI cannot merge with it.  Return: whether
+ * one was claimed in time.  Called with
+ * interrupts off (the hard hrtimer), which do not hold off an NMI.  A
+ * cross-CPU NMI arriving meanwhile can end the wait early or merge with ours:
+ * the bookkeeping counts either as sent and not claimed, never wrongly.
+ */
+static bool nt_self_nmi(struct nt_cpu *c, int me)
+{
+	u64 before = smp_load_acquire(&c->nmis);
+	int i;
+
+	atomic64_inc_return(&c->sent);	/* fully ordered: counted before the IPI */
+	c->self++;
+	/*
+	 * By destination ID, not apic->send_IPI_self(): x2apic's send_IPI_self
+	 * writes the SELF IPI register, which has no NMI delivery mode
+	 * (arch/x86/kernel/apic/x2apic_phys.c, x2apic_send_IPI_self()); the
+	 * ICR path turns NMI_VECTOR into APIC_DM_NMI in both modes
+	 * (arch/x86/kernel/apic/local.h, __prepare_ICR()).
+	 */
+	apic->send_IPI(me, NMI_VECTOR);
+	for (i = 0; i < 1000; i++) {
+		if (smp_load_acquire(&c->nmis) != before)
+			return true;
+		udelay(1);
+	}
+	return false;
+}
+
 static enum hrtimer_restart nt_tick(struct hrtimer *t)
 {
+	struct nt_cpu *c = this_cpu_ptr(&nt);
 	int cpu, me = smp_processor_id();
+	u64 periods, n;
 
+	c->ticks++;
 	for_each_online_cpu(cpu) {
 		if (cpu == me)
 			continue;
@@ -98,7 +157,13 @@ static enum hrtimer_restart nt_tick(struct hrtimer *t)
 		atomic64_inc_return(&per_cpu(nt, cpu).sent);
 		apic->send_IPI(cpu, NMI_VECTOR);
 	}
-	hrtimer_forward_now(t, ns_to_ktime(nt_period_ns));
+	periods = hrtimer_forward_now(t, ns_to_ktime(nt_period_ns));
+	c->owed = min_t(u64, c->owed + max_t(u64, periods, 1), rate_hz / 10 + 1);
+	for (n = 0; n < burst && c->owed; n++) {
+		c->owed--;
+		if (!nt_self_nmi(c, me))
+			break;
+	}
 	return HRTIMER_RESTART;
 }
 
@@ -137,9 +202,10 @@ static int nt_stats_get(char *buf, const struct kernel_param *kp)
 		struct nt_cpu *c = per_cpu_ptr(&nt, cpu);
 
 		n += scnprintf(buf + n, PAGE_SIZE - n,
-			       "cpu %d sent %llu nmis %llu user %llu refused %llu vmalloc %llu ns %llu\n",
+			       "cpu %d sent %llu nmis %llu user %llu refused %llu vmalloc %llu ns %llu ticks %llu self %llu\n",
 			       cpu, (u64)atomic64_read(&c->sent), READ_ONCE(c->nmis),
-			       READ_ONCE(c->user), READ_ONCE(c->refused), READ_ONCE(c->vm_loops), READ_ONCE(c->ns));
+			       READ_ONCE(c->user), READ_ONCE(c->refused), READ_ONCE(c->vm_loops), READ_ONCE(c->ns),
+			       READ_ONCE(c->ticks), READ_ONCE(c->self));
 	}
 	return n;
 }
@@ -148,12 +214,21 @@ static const struct kernel_param_ops nt_stats_ops = { .get = nt_stats_get };
 module_param_cb(stats, &nt_stats_ops, NULL, 0444);
 MODULE_PARM_DESC(stats, "per-CPU NMI counts (read only)");
 
+static void nt_nop(void *unused)
+{
+}
+
 /*
- * Stop sending, then wait (bounded: 1 s) until no NMI we sent can still be
- * on its way, so none arrives after the handler is gone and the stats read
- * after a stop are final: the NMIs sent after a CPU's last claimed one.  One
- * that merged with another never arrives; the bound ends the wait then (and
- * stats shows sent > nmis).
+ * Stop sending, then make sure no NMI we sent can still be on its way, so
+ * none arrives after the handler is gone and the stats read after a stop are
+ * final: one that merged with another never arrives (stats shows sent >
+ * nmis).  hrtimer_cancel() waits for a running tick, whose ICR writes are
+ * then done; an IPI sent after that reaches each CPU after our NMIs, which it
+ * takes first (an NMI outranks maskable interrupts: Intel SDM vol. 3, 6.9;
+ * QEMU's x86_cpu_pending_interrupt() checks CPU_INTERRUPT_NMI before
+ * CPU_INTERRUPT_HARD), so on_each_cpu() returning means they were handled.
+ * The short bounded wait after it is only a backstop.  (Waiting for nmis ==
+ * sent alone would always last its whole bound once one NMI merged.)
  */
 static void nt_stop_timers(void)
 {
@@ -161,7 +236,8 @@ static void nt_stop_timers(void)
 
 	for_each_possible_cpu(cpu)
 		hrtimer_cancel(per_cpu_ptr(&nt.timer, cpu));
-	for (i = 0; i < 1000; i++) {
+	on_each_cpu(nt_nop, NULL, 1);
+	for (i = 0; i < 10; i++) {
 		bool busy = false;
 
 		for_each_online_cpu(cpu) {
@@ -205,7 +281,7 @@ static int __init nt_init(void)
 {
 	int cpu, ret;
 
-	if (!rate_hz || rate_hz > 100000)
+	if (!rate_hz || rate_hz > 100000 || burst > 1024)
 		return -EINVAL;
 	nt_period_ns = NSEC_PER_SEC / rate_hz;
 	for_each_possible_cpu(cpu) {
@@ -236,7 +312,8 @@ static int __init nt_init(void)
 		}
 	}
 	on_each_cpu(nt_start_timer, NULL, 1);
-	pr_info("NMI IPIs at %u Hz from each CPU to every other\n", rate_hz);
+	pr_info("NMIs at %u Hz: each CPU to itself (up to %u a tick) and to every other\n",
+		rate_hz, burst);
 	return 0;
 }
 

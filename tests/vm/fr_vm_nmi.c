@@ -9,8 +9,9 @@
  * vmalloc/vfree).  Pass: the NMI rate reached >= 2 kHz per CPU, flightrec
  * refused none, its per-CPU produced count equals the NMIs handled there
  * (the NMI handler is the rings' only writer), every STATS identity is exact,
- * every crash got a marker or was counted dropped, and the spinners' user-mode
- * samples carry their user frames.  A hang or splat fails the run in
+ * every crash got a marker or was counted dropped, and the spinners' samples
+ * carry their user frames, both those taken in user mode and those taken in
+ * the kernel (task_pt_regs()), tallied over every READ of the run.  A hang or splat fails the run in
  * guest_run.sh (the guest panics on soft lockups, RCU stalls and warnings).
  */
 #define _GNU_SOURCE
@@ -30,6 +31,7 @@
 struct nt_stats {
 	uint64_t time_ns;
 	uint64_t ns[NT_MAX_CPUS], sent[NT_MAX_CPUS], nmis[NT_MAX_CPUS], user[NT_MAX_CPUS], refused[NT_MAX_CPUS];
+	uint64_t ticks[NT_MAX_CPUS], self[NT_MAX_CPUS];
 	uint64_t vmalloc;
 };
 
@@ -45,13 +47,16 @@ static void nt_read(const char *dir, struct nt_stats *st)
 	if (!f)
 		FAIL("open %s: %s", path, strerror(errno));
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long long t, sent, n, u, r, v, ns;
+		unsigned long long t, sent, n, u, r, v, ns, tk, sf;
 		int cpu, err;
 
 		if (sscanf(line, "time_ns %llu last_err %d", &t, &err) == 2)
 			st->time_ns = t;
-		else if (sscanf(line, "cpu %d sent %llu nmis %llu user %llu refused %llu vmalloc %llu ns %llu",
-				&cpu, &sent, &n, &u, &r, &v, &ns) == 7 && cpu >= 0 && cpu < NT_MAX_CPUS) {
+		else if (sscanf(line, "cpu %d sent %llu nmis %llu user %llu refused %llu vmalloc %llu ns %llu"
+				" ticks %llu self %llu", &cpu, &sent, &n, &u, &r, &v, &ns, &tk, &sf) == 9 &&
+			 cpu >= 0 && cpu < NT_MAX_CPUS) {
+			st->ticks[cpu] = tk;
+			st->self[cpu] = sf;
 			st->ns[cpu] = ns;
 			st->sent[cpu] = sent;
 			st->nmis[cpu] = n;
@@ -139,17 +144,72 @@ static void mmap_storm(uint64_t end)
 	}
 }
 
+/*
+ * The spinners' samples, tallied from every READ of the run (not only the
+ * rings' last contents, which a burst of self-NMIs fills with kernel-mode
+ * samples): @seen[cpu] is the highest sample seq counted, so a sample read
+ * twice counts once.
+ */
+struct tally {
+	pid_t spin[2];
+	uint64_t lo, hi, clo, chi;
+	uint64_t seen[NT_MAX_CPUS];
+	uint64_t user, attributed, kernel, kattributed, kspin;
+};
+
+static void tally(struct tally *t, uint32_t cpu, const struct xsample *smp, size_t n)
+{
+	size_t first = n;
+
+	/* Records are oldest first: step back to the first one not yet counted. */
+	while (first > 0 && smp[first - 1].seq + 1 > t->seen[cpu])
+		first--;
+	for (size_t i = first; i < n; i++) {
+		uint64_t u0 = smp[i].nr_uframes ? smp[i].uframes[0] : 0;
+		uint64_t u1 = smp[i].nr_uframes >= 2 ? smp[i].uframes[1] : 0;
+
+		t->seen[cpu] = smp[i].seq + 1;
+		if ((pid_t)smp[i].pid != t->spin[0] && (pid_t)smp[i].pid != t->spin[1])
+			continue;
+		/*
+		 * A spinner interrupted in the kernel (mostly: the self-NMI inside
+		 * the timer interrupt that hit it) still carries its user stack,
+		 * from task_pt_regs(): nmi_spinner is on it.  Not always as
+		 * spin_a's caller: spin_a's clock_gettime() can be a system call
+		 * (a TCG guest's clocksource may have no vDSO path), and the
+		 * libc/vDSO leaf keeps no frame of its own.
+		 */
+		if (smp[i].mode == FLIGHTREC_MODE_KERNEL) {
+			t->kernel++;
+			t->kspin += u0 >= t->lo && u0 < t->hi && u1 >= t->clo && u1 < t->chi;
+			for (uint32_t f = 0; f < smp[i].nr_uframes && f < FLIGHTREC_MAX_UFRAMES; f++)
+				if (smp[i].uframes[f] >= t->clo && smp[i].uframes[f] < t->chi) {
+					t->kattributed++;
+					break;
+				}
+			continue;
+		}
+		if (smp[i].mode != FLIGHTREC_MODE_USER || smp[i].ip < t->lo || smp[i].ip >= t->hi)
+			continue;
+		t->user++;
+		if (u0 == smp[i].ip && u1 >= t->clo && u1 < t->chi)
+			t->attributed++;
+	}
+}
+
 int cmd_nmi(int seconds, const char *dir)
 {
 	uint64_t end = now_ns() + (uint64_t)seconds * 1000000000ULL, next_crash = 0;
 	uint64_t freezes = 0, crashes = 0, marker_seen = 0, lo, hi, clo, chi;
-	uint64_t user_samples = 0, attributed = 0, taken0, dropped0;
+	uint64_t user_samples = 0, attributed = 0, ksamples = 0, kattributed = 0, kspin = 0;
+	uint64_t taken0, dropped0;
 	size_t cap = info.data_ring_bytes;
 	char *buf = malloc(cap);
 	struct flightrec_cpu_stats *st;
 	struct flightrec_stats s;
 	struct nt_stats a, b;
 	pid_t spin[2], storm[2];
+	static struct tally t;
 
 	if (info.nr_cpus > NT_MAX_CPUS)
 		FAIL("nmi: %u CPUs > %d", info.nr_cpus, NT_MAX_CPUS);
@@ -170,6 +230,12 @@ int cmd_nmi(int seconds, const char *dir)
 			nmi_spinner();
 		}
 	}
+	t.spin[0] = spin[0];
+	t.spin[1] = spin[1];
+	t.lo = lo;
+	t.hi = hi;
+	t.clo = clo;
+	t.chi = chi;
 	storm[0] = worker(fork_exec_storm, end);
 	storm[1] = worker(mmap_storm, end);
 	while (now_ns() < end) {
@@ -181,6 +247,13 @@ int cmd_nmi(int seconds, const char *dir)
 
 			if (ioctl(fd, FLIGHTREC_IOC_READ_RING, &r))
 				FAIL("READ_RING cpu %u: %s", c, strerror(errno));
+			if (c < NT_MAX_CPUS) {
+				struct xsample *x;
+				size_t nx = decode_records(buf + r.data_offset, r.bytes, r.first, &x);
+
+				tally(&t, c, x, nx);
+				free(x);
+			}
 		}
 		if (ioctl(fd, FLIGHTREC_IOC_THAW, 0))
 			FAIL("THAW: %s", strerror(errno));
@@ -222,6 +295,7 @@ int cmd_nmi(int seconds, const char *dir)
 	}
 
 	double secs = (b.time_ns - a.time_ns) / 1e9, min_rate = 1e18;
+	uint64_t checks0 = now_ns();
 	char rates[512] = "";
 	size_t rl = 0;
 
@@ -235,8 +309,12 @@ int cmd_nmi(int seconds, const char *dir)
 		if (rate < min_rate)
 			min_rate = rate;
 		rl += snprintf(rates + rl, sizeof(rates) - rl,
-			       "%scpu%u %.0f Hz (%llu user, %llu merged, %.0f us per sample)",
-			       rl ? ", " : "", c, rate, (unsigned long long)(b.user[c] - a.user[c]),
+			       "%scpu%u %.0f Hz (ticks %.0f/s, self-NMIs sent %.0f/s, cross %.0f/s, %llu user,"
+			       " %llu merged, %.0f us per sample)",
+			       rl ? ", " : "", c, rate, (b.ticks[c] - a.ticks[c]) / secs,
+			       (b.self[c] - a.self[c]) / secs,
+			       (b.sent[c] - a.sent[c] - (b.self[c] - a.self[c])) / secs,
+			       (unsigned long long)(b.user[c] - a.user[c]),
 			       (unsigned long long)(b.sent[c] - b.nmis[c]),
 			       (b.ns[c] - a.ns[c]) / 1e3 / (double)(b.nmis[c] - a.nmis[c] + !(b.nmis[c] - a.nmis[c])));
 		if (rl >= sizeof(rates))
@@ -259,20 +337,21 @@ int cmd_nmi(int seconds, const char *dir)
 		struct xsample *smp;
 		size_t n = read_data(c, &smp, NULL);
 
-		for (size_t i = 0; i < n; i++) {
-			if (((pid_t)smp[i].pid != spin[0] && (pid_t)smp[i].pid != spin[1]) ||
-			    smp[i].mode != FLIGHTREC_MODE_USER || smp[i].ip < lo || smp[i].ip >= hi)
-				continue;
-			user_samples++;
-			if (smp[i].nr_uframes >= 2 && smp[i].uframes[0] == smp[i].ip &&
-			    smp[i].uframes[1] >= clo && smp[i].uframes[1] < chi)
-				attributed++;
-		}
+		tally(&t, c, smp, n);
 		free(smp);
 	}
+	user_samples = t.user;
+	attributed = t.attributed;
+	ksamples = t.kernel;
+	kattributed = t.kattributed;
+	kspin = t.kspin;
 	if (user_samples < 10 || attributed * 10 < user_samples * 9)
 		FAIL("nmi: spinners' user samples in spin_a: %llu, with spin_a <- nmi_spinner frames %llu",
 		     (unsigned long long)user_samples, (unsigned long long)attributed);
+	if (ksamples < 10 || kattributed * 10 < ksamples * 9)
+		FAIL("nmi: spinners' kernel-mode samples %llu, with nmi_spinner in their user frames %llu"
+		     " (%llu in spin_a <- nmi_spinner)", (unsigned long long)ksamples,
+		     (unsigned long long)kattributed, (unsigned long long)kspin);
 	/*
 	 * Last, so that a run on a starved host (TCG guest time runs on while
 	 * the host does not run the vCPU, and an NMI reaches a vCPU only when
@@ -282,13 +361,15 @@ int cmd_nmi(int seconds, const char *dir)
 		FAIL("nmi: everything else held, but the NMI rate was too low over %.1f s: %s; %llu user"
 		     " samples of the spinners, %llu with their frames", secs, rates,
 		     (unsigned long long)user_samples, (unsigned long long)attributed);
-	printf("%.0f s of NMIs: %s; produced == NMIs per CPU, identities exact; %llu execs, %llu mmaps,"
+	printf("%.0f s of NMIs (checks %.1f s): %s; produced == NMIs per CPU, identities exact; %llu execs, %llu mmaps,"
 	       " %llu vmalloc loops, %llu freeze/read/thaw, %llu crashes (%llu markers);"
-	       " spinners' user samples %llu, %llu with user frames spin_a <- nmi_spinner\n",
-	       secs, rates, (unsigned long long)shared->execs, (unsigned long long)shared->maps,
+	       " spinners' user samples %llu, %llu with user frames spin_a <- nmi_spinner;"
+	       " kernel-mode %llu, %llu with nmi_spinner in their user frames (%llu interrupted in spin_a)\n",
+	       secs, (now_ns() - checks0) / 1e9, rates, (unsigned long long)shared->execs, (unsigned long long)shared->maps,
 	       (unsigned long long)(b.vmalloc - a.vmalloc), (unsigned long long)freezes,
 	       (unsigned long long)crashes, (unsigned long long)marker_seen,
-	       (unsigned long long)user_samples, (unsigned long long)attributed);
+	       (unsigned long long)user_samples, (unsigned long long)attributed,
+	       (unsigned long long)ksamples, (unsigned long long)kattributed, (unsigned long long)kspin);
 	free(buf);
 	return 0;
 }

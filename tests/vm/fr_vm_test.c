@@ -202,8 +202,7 @@ static int elf_sym(const char *path, const char *name, uint64_t *vaddr, uint64_t
  * counts within the limits; a record never crosses FLIGHTREC_DATA_CHUNK.
  * Fails the test otherwise.  Returns the samples (malloc'd), pads skipped.
  */
-static size_t decode_records(const char *buf, uint64_t bytes, uint64_t first,
-			     struct xsample **out)
+size_t decode_records(const char *buf, uint64_t bytes, uint64_t first, struct xsample **out)
 {
 	size_t n = 0, cap = bytes / sizeof(struct flightrec_sample) + 1;
 	struct xsample *x = calloc(cap, sizeof(*x));

@@ -40,6 +40,7 @@ struct xsample {
 	uint64_t uframes[FLIGHTREC_MAX_UFRAMES];
 };
 
+size_t decode_records(const char *buf, uint64_t bytes, uint64_t first, struct xsample **out);
 size_t read_data(uint32_t cpu, struct xsample **out, struct flightrec_read *rr);
 int check_invariants(const char *what);
 void func_range(const char *name, void *fn, uint64_t *lo, uint64_t *hi);

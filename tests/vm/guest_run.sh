@@ -567,19 +567,25 @@ scen_bench() {
 }
 
 # flightrec's sample function from NMI context (issue 12 item 2): flightrec.ko
-# with test_nmi=1 (no counters; fr_test.c) and fr_nmi_torture.ko sending NMI
-# IPIs at 4 kHz from each CPU to the other, for 60 s, under
+# with test_nmi=1 (no counters; fr_test.c) and fr_nmi_torture.ko: each CPU's
+# 4 kHz timer sends an NMI to itself (paying for missed periods, up to 128 a
+# tick) and one to the other CPU, for 60 s, under
 # fork/exec/exit, mmap/munmap, vmalloc/vfree, FREEZE/READ/THAW and crash
 # storms (fr_vm_nmi.c).  Then the other half: without test_nmi the entry point
 # refuses every NMI's sample.
 scen_nmi() {
-  local out rc i refused=""
+  local out rc i refused="" up; up() { cut -d' ' -f1 /proc/uptime; }
+  local t0 t1 t2 t25 t3; t0=$(up)
   insmod "$KO" test_nmi=1 || { result nmi FAIL "insmod test_nmi=1 failed"; return; }
   insmod "$NT" rate_hz=4000 || { result nmi FAIL "insmod fr_nmi_torture failed"; return; }
+  t1=$(up)
   out=$("$T" nmi 60 /sys/module/fr_nmi_torture/parameters 2>&1); rc=$?
+  t2=$(up)
   rmmod fr_nmi_torture || { rc=1; out="$out; rmmod fr_nmi_torture failed"; }
+  t25=$(up)
   if [ $rc -ne 0 ]; then result nmi FAIL "$(echo "$out" | tail -3 | tr '\n' ' ')"; return; fi
   rmmod flightrec
+  t3=$(up)
   insmod "$KO" && insmod "$NT" vmalloc_storm=0 || { result nmi FAIL "refusal: insmod failed"; return; }
   for i in $(seq 100); do
     refused=$(awk '$1 == "cpu" && $10 > 0 { n++ } END { print n + 0 }' \
@@ -589,6 +595,8 @@ scen_nmi() {
   done
   local st; st=$(cat /sys/module/fr_nmi_torture/parameters/stats | tr '\n' ' ')
   rmmod fr_nmi_torture
+  echo "FLIGHTREC-VM-INFO nmi phases: load $(awk "BEGIN{print $t1-$t0}") s, run $(awk "BEGIN{print $t2-$t1}") s," \
+    "unload $(awk "BEGIN{print $t25-$t2}") + $(awk "BEGIN{print $t3-$t25}") s (torture + flightrec), refusal $(awk "BEGIN{print $(up)-$t3}") s"
   case "$st" in
     *"last_err -1 "*) result nmi PASS "$(echo "$out" | tail -1); without test_nmi every sample refused (-EPERM)" ;;
     *) result nmi FAIL "without test_nmi the torture driver was not refused: $st" ;;
