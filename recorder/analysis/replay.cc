@@ -18,8 +18,8 @@
 
 #include "common/checked_json.h"
 #include "common/units.h"
-#include "recorder/daemon/dump_record.h"
 #include "recorder/model/event_codec.h"
+#include "recorder/record/dump_record.h"
 #include "recorder/unwind/dwarf_unwinder.h"
 
 namespace flightrec::recorder::analysis {
@@ -135,12 +135,12 @@ bool Keep(const ReplayOptions& opts, const attribution::AttributedSample& as, ui
 Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions& opts,
                          const RecordInfo& info, const attribution::KernelSymbols& ksyms,
                          const std::string& vdso, const SampleFn& on_sample, ReplayStats* stats) {
-  if (reader.FindSection("live_attribution") == nullptr) {
+  if (reader.FindSection(kSectionLiveAttribution) == nullptr) {
     return NotFound(fmt::format(
         "record {} has no live attribution (write one with `recorder dump --live-attribution`)",
         info.id));
   }
-  ASSIGN_OR_RETURN(std::string text, reader.ReadSection("live_attribution"));
+  ASSIGN_OR_RETURN(std::string text, reader.ReadSection(kSectionLiveAttribution));
   auto j = json::ParseBounded(text);
   if (j.is_discarded() || !j.is_object()) {
     return Corrupt(fmt::format("record {}: section live_attribution is not JSON", info.id));
@@ -381,7 +381,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   Progress progress(opts.progress);
   // The events section is decompressed in chunks and decoded as it comes, so
   // memory stays flat whatever the record's size.
-  ASSIGN_OR_RETURN(auto section, reader.OpenSection("events"));
+  ASSIGN_OR_RETURN(auto section, reader.OpenSection(kSectionEvents));
   const uint64_t raw_total = section->info().raw_size;
   uint64_t consumed = 0;
   // The decoder's buffer: the bytes of an event cut by the end of a chunk are

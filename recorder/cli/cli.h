@@ -37,8 +37,11 @@ void AddScriptCommands(CLI::App& app, CliContext& ctx);
 void AddReportCommands(CLI::App& app, CliContext& ctx);
 // recorder export --format pprof|perfetto|chrome|folded, recorder flamegraph.
 void AddExportCommands(CLI::App& app, CliContext& ctx);
-// recorder crash list|info|core|debug, recorder coredump install|uninstall.
+// recorder crash list|info|core|debug.
 void AddCrashCommands(CLI::App& app, CliContext& ctx);
+// recorder coredump install|uninstall (administrative: links the hook's
+// configuration; not part of the query library).
+void AddCoredumpCommands(CLI::App& app, CliContext& ctx);
 
 // `recorder crash info` of one crash record, printed to stdout: `meta` is the
 // record's index metadata, `hreader` the linked history record `hid` (nullptr

@@ -14,8 +14,8 @@
 #include "common/units.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/cli/cli.h"
-#include "recorder/daemon/dump_record.h"
 #include "recorder/ipc/ipc.h"
+#include "recorder/record/dump_record.h"
 
 namespace flightrec::recorder::cli {
 namespace {

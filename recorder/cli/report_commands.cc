@@ -19,9 +19,10 @@
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/analysis/replay.h"
+#include "recorder/analysis/report.h"
+#include "recorder/analysis/timeline.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/query_args.h"
-#include "recorder/cli/timeline.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -57,102 +58,22 @@ struct ReportArgs : QueryArgs {
   size_t limit = 30;
 };
 
-struct Row {
-  std::string key;
-  std::string dso;
-  bool inlined = false;
-  uint64_t self = 0;
-  uint64_t children = 0;
-  uint64_t seen = 0;  // last stack (or sample) that counted this row's children
-};
-
 Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   ASSIGN_OR_RETURN(auto opts, a.Options());
   opts.source_lines = false;  // rows are functions
-  std::vector<Row> rows;
-  std::unordered_map<std::string, size_t> by_key;
-  // Symbols are cached by the replay, so a pointer identifies a frame's row
-  // without hashing its name again for every sample.
-  std::unordered_map<const attribution::Symbol*, size_t> by_symbol;
-  std::set<std::string> changed_files, missing_files;
-  uint64_t total = 0, total_stacks = 0;
+  ASSIGN_OR_RETURN(analysis::ReportKey key, analysis::ParseReportKey(a.sort));
+  analysis::ReportBuilder builder(key);
   analysis::RecordInfo info;
-  auto row_of = [&](const std::string& key, const std::string& dso, bool inlined) {
-    auto [it, fresh] = by_key.emplace(key + '\0' + dso, rows.size());
-    if (fresh) rows.push_back(Row{key, dso, inlined});
-    return it->second;
-  };
-  std::vector<size_t> keys;
-  // The rows a sample counts in, innermost first.
-  auto rows_of = [&](const analysis::ResolvedSample& rs) -> const std::vector<size_t>& {
-    const auto& s = *rs.sample;
-    keys.clear();
-    if (a.sort != "symbol" && a.sort != "dso") {
-      keys.push_back(row_of(a.sort == "pid"   ? std::to_string(s.pid)
-                            : a.sort == "tid" ? std::to_string(s.tid)
-                                              : s.comm,
-                            "", false));
-      return keys;
-    }
-    for (const auto* sym : rs.stack) {
-      auto it = by_symbol.find(sym);
-      if (it == by_symbol.end()) {
-        if (sym->status == "file_changed") changed_files.insert(sym->dso);
-        if (sym->status == "file_missing") missing_files.insert(sym->dso);
-        size_t r = a.sort == "symbol" ? row_of(sym->Display(), sym->dso, sym->inlined)
-                                      : row_of(sym->dso, "", false);
-        it = by_symbol.emplace(sym, r).first;
-      }
-      keys.push_back(it->second);
-    }
-    if (keys.empty()) keys.push_back(row_of("[no frames]", "", false));
-    return keys;
-  };
-  auto count = [&](const std::vector<size_t>& ks, uint64_t n) {
-    rows[ks.front()].self += n;
-    ++total_stacks;
-    for (size_t k : ks) {
-      if (rows[k].seen != total_stacks) {  // a recursive function counts once
-        rows[k].seen = total_stacks;
-        rows[k].children += n;
-      }
-    }
-  };
-  // Samples of one stack id share pid and stack (not tid or comm): they are
-  // counted per id, one increment each, and spread over their rows at the end.
-  const bool by_stack = a.sort != "tid" && a.sort != "comm";
-  std::vector<uint64_t> stack_count;
-  std::vector<std::vector<size_t>> stack_rows;
-  ASSIGN_OR_RETURN(auto stats,
-                   analysis::Replay(
-                       *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
-                       [&](const analysis::ResolvedSample& rs) {
-                         ++total;
-                         const uint64_t id = rs.stack_id;
-                         if (id == 0 || !by_stack) {
-                           count(rows_of(rs), 1);
-                           return;
-                         }
-                         if (id >= stack_count.size()) {
-                           stack_count.resize(std::max<size_t>(id + 1, stack_count.size() * 2));
-                           stack_rows.resize(stack_count.size());
-                         }
-                         if (stack_count[id]++ == 0) stack_rows[id] = rows_of(rs);
-                       }));
-  for (size_t id = 0; id < stack_count.size(); ++id) {
-    if (stack_count[id]) count(stack_rows[id], stack_count[id]);
-  }
+  ASSIGN_OR_RETURN(auto stats, analysis::Replay(
+                                   *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
+                                   [&](const analysis::ResolvedSample& rs) { builder.Add(rs); }));
+  const analysis::Report report = builder.Finish(a.children);
+  const uint64_t total = report.total;
+  const auto& changed_files = report.changed_files;
+  const auto& missing_files = report.missing_files;
   const std::unordered_set<uint32_t>& sampled_pids = stats.pids;
-  std::vector<const Row*> sorted;
-  for (const auto& r : rows) {
-    if (a.children ? r.children > 0 : r.self > 0) sorted.push_back(&r);
-  }
-  std::sort(sorted.begin(), sorted.end(), [&](const Row* x, const Row* y) {
-    uint64_t kx = a.children ? x->children : x->self;
-    uint64_t ky = a.children ? y->children : y->self;
-    if (kx != ky) return kx > ky;
-    return x->key != y->key ? x->key < y->key : x->dso < y->dso;
-  });
+  std::vector<const analysis::ReportRow*> sorted;
+  for (const auto& r : report.rows) sorted.push_back(&r);
   auto pct = [&](uint64_t n) { return total ? 100.0 * static_cast<double>(n) / total : 0.0; };
   if (a.json) {
     nlohmann::json out = {{"id", info.id},
@@ -164,7 +85,7 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
                           {"files_read", stats.files_opened},
                           {"rows", nlohmann::json::array()}};
     size_t n = 0;
-    for (const Row* r : sorted) {
+    for (const analysis::ReportRow* r : sorted) {
       if (a.limit && n++ == a.limit) break;
       nlohmann::json j = {{"key", r->key},
                           {"self", r->self},
@@ -204,7 +125,7 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   }
   std::vector<std::vector<std::string>> table;
   size_t n = 0;
-  for (const Row* r : sorted) {
+  for (const analysis::ReportRow* r : sorted) {
     if (a.limit && n++ == a.limit) break;
     std::vector<std::string> row = {
         fmt::format("{:6.2f}%", pct(r->self)), fmt::format("{:6.2f}%", pct(r->children)),
@@ -220,10 +141,7 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
 }
 
 Status RunReport(const CliContext& ctx, const ReportArgs& a) {
-  if (a.sort != "symbol" && a.sort != "dso" && a.sort != "pid" && a.sort != "tid" &&
-      a.sort != "comm") {
-    return InvalidArgument("--sort must be one of symbol, dso, pid, tid, comm");
-  }
+  RETURN_IF_ERROR(analysis::ParseReportKey(a.sort).status());
   RETURN_IF_ERROR(a.Options().status());
   ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
   ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
@@ -265,13 +183,7 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
   analysis::RecordInfo info;
   // Samples are buffered as (time, cpu, thread, label) so the window can be
   // taken from the samples when the record does not state it.
-  struct Point {
-    uint64_t t;
-    uint32_t cpu;
-    uint32_t pid, tid;
-    const std::string* label;
-  };
-  std::vector<Point> points;
+  std::vector<analysis::TimelinePoint> points;
   std::set<std::string> labels;
   std::map<std::pair<uint32_t, uint32_t>, std::string> comm_of;
   ASSIGN_OR_RETURN(auto stats, analysis::Replay(
@@ -289,19 +201,10 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
                                      comm_of[{s.pid, s.tid}] = s.comm;
                                      points.push_back({s.time_ns, s.cpu, s.pid, s.tid, &*it});
                                    }));
-  uint64_t start = info.window_start_ns, end = info.window_end_ns;
-  if (start == 0 || end <= start) {
-    start = UINT64_MAX;
-    end = 0;
-    for (const auto& p : points) {
-      start = std::min(start, p.t);
-      end = std::max(end, p.t + 1);
-    }
-  }
-  if (opts.since_ns) start = info.window_start_ns + static_cast<uint64_t>(*opts.since_ns);
-  if (opts.until_ns)
-    end = std::min(end, info.window_start_ns + static_cast<uint64_t>(*opts.until_ns));
-  if (points.empty() || end <= start) {
+  const analysis::Timeline timeline = analysis::BuildTimeline(
+      points, info.window_start_ns, info.window_end_ns, opts.since_ns, opts.until_ns, bins);
+  const uint64_t start = timeline.start_ns, end = timeline.end_ns;
+  if (timeline.empty) {
     if (a.json) {
       std::printf("%s\n", nlohmann::json{{"id", info.id},
                                          {"samples", 0},
@@ -317,14 +220,9 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
     }
     return OkStatus();
   }
-  const TimelineBins tb(start, end, bins);
-  std::map<uint32_t, TimelineLane> cpus;
-  std::map<std::pair<uint32_t, uint32_t>, TimelineLane> threads;
-  for (const auto& p : points) {
-    if (tb.Add(&cpus[p.cpu], p.t, *p.label)) tb.Add(&threads[{p.pid, p.tid}], p.t, *p.label);
-  }
-  std::erase_if(cpus, [](const auto& kv) { return kv.second.samples == 0; });
-  std::erase_if(threads, [](const auto& kv) { return kv.second.samples == 0; });
+  const analysis::TimelineBins& tb = timeline.bins.front();
+  const auto& cpus = timeline.cpus;
+  const auto& threads = timeline.threads;
   if (a.json) {
     nlohmann::json out = {{"id", info.id},
                           {"start_mono_ns", start},
@@ -350,10 +248,10 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
   }
   // Text: one character per bin, a letter per label (most samples first), '.'
   // for a bin without samples; the legend maps letters to labels.
-  std::vector<const TimelineLane*> every;  // each sample once: the CPU lanes
+  std::vector<const analysis::TimelineLane*> every;  // each sample once: the CPU lanes
   for (const auto& [cpu, lane] : cpus) every.push_back(&lane);
-  const TimelineLegend legend(every);
-  auto lane_text = [&](const TimelineLane& lane) { return legend.LaneText(lane); };
+  const analysis::TimelineLegend legend(every);
+  auto lane_text = [&](const analysis::TimelineLane& lane) { return legend.LaneText(lane); };
   const double width = tb.width_ns();
   std::printf("# record %s: %.3f s from %s, %d bins of %s, by %s\n",
               EscapeForTerminal(info.id).c_str(), (end - start) / 1e9,

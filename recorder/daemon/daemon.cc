@@ -14,10 +14,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/units.h"
-#include "recorder/module/module_backend.h"
+#include "recorder/capture/backend_factory.h"
 #include "recorder/perf/perf_backend.h"
-
-#include <linux/perf_event.h>
 
 #include <map>
 
@@ -34,55 +32,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   d->nonroot_dump_limiter_ = RateLimiter(options.dumps_per_hour - root_share, 3600'000'000'000LL);
   d->history_ = std::make_unique<attribution::SidebandHistory>(&d->cookies_);
 
-  std::string backend = options.backend;
-  bool module_present = access("/dev/flightrec", F_OK) == 0;
-  if (backend == "auto") backend = module_present ? "module" : "perf";
-  if (backend == "module") {
-    if (!module_present) {
-      return Unsupported(
-          "--backend module: /dev/flightrec does not exist (flightrec.ko is not loaded; this "
-          "kernel may not support modules). Use --backend perf");
-    }
-    // The module's event, rate, ring sizes and stack copy size are its load
-    // parameters; --call-graph chooses what records keep of them.
-    module::ModuleConfig mc;
-    mc.callchain = options.callchain;
-    mc.dwarf = options.dwarf_stack_bytes > 0;
-    mc.dwarf_stack_bytes = options.dwarf_size_given ? options.dwarf_stack_bytes : 0;
-    mc.marker_ttl_ns = options.history_ns;
-    ASSIGN_OR_RETURN(auto mb, module::ModuleBackend::Create(FLIGHTREC_DEVICE, mc));
-    d->backend_ = std::move(mb);
-  }
-  if (backend != "perf" && backend != "module") {
-    return InvalidArgument(fmt::format("unknown backend '{}' (auto, perf, module)", backend));
-  }
-  perf::PerfConfig pc;
-  pc.frequency_hz = options.frequency_hz;
-  pc.history_ns = options.history_ns;
-  pc.data_pages = options.data_pages;
-  pc.callchain = options.callchain;
-  pc.dwarf_stack_bytes = options.dwarf_stack_bytes;
-  if (!options.event.empty() && options.event != "auto") {
-    static const std::map<std::string, uint64_t> kSoftware = {
-        {"cpu-clock", PERF_COUNT_SW_CPU_CLOCK},
-        {"page-faults", PERF_COUNT_SW_PAGE_FAULTS},
-        {"context-switches", PERF_COUNT_SW_CONTEXT_SWITCHES},
-        {"task-clock", PERF_COUNT_SW_TASK_CLOCK}};
-    auto it = kSoftware.find(options.event);
-    if (it == kSoftware.end()) {
-      return InvalidArgument(fmt::format(
-          "unknown event '{}' (auto, cpu-clock, task-clock, page-faults, context-switches)",
-          options.event));
-    }
-    pc.event_type = PERF_TYPE_SOFTWARE;
-    pc.event_config = it->second;
-    bool clock = options.event == "cpu-clock" || options.event == "task-clock";
-    pc.event_period = clock ? 1'000'000'000ull / options.frequency_hz : options.event_period;
-  }
-  if (!d->backend_) {
-    ASSIGN_OR_RETURN(auto pb, perf::PerfBackend::Create(pc));
-    d->backend_ = std::move(pb);
-  }
+  ASSIGN_OR_RETURN(d->backend_, CreateBackend(options));
 
   store::StoreOptions so;
   ASSIGN_OR_RETURN(d->store_, store::Store::Open(options.store_dir, so));
@@ -146,21 +96,6 @@ constexpr size_t kMaxUidLimiters = 4096;     // idle ones are forgotten beyond t
 // before it starts the hook that asks, so a marker still missing after this
 // was dropped (every slot in use) or never taken.
 constexpr int64_t kCrashMarkerWaitNs = 250'000'000;
-
-// A crashed process's history: from its crash marker when the backend keeps
-// them (cut at the crash instant, however late the hook asks), else the live
-// rings as of now, saying why.
-StatusOr<Snapshot> CrashHistory(CaptureBackend& backend, const DumpRequest& req) {
-  auto snap = backend.TakeCrashSnapshot(req.crash_pid, req.last_ns, kCrashMarkerWaitNs);
-  if (snap.ok()) return snap;
-  auto live = backend.TakeSnapshot(req.last_ns);
-  if (live.ok() && snap.status().code() != StatusCode::kUnsupported) {
-    live->source["crash_marker"] = snap.status().message();
-    spdlog::warn("history of pid {}: {}; using the live rings", req.crash_pid,
-                 snap.status().message());
-  }
-  return live;
-}
 
 }  // namespace
 
@@ -344,7 +279,13 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req, uid_t budget_uid) {
   int64_t t0 = MonotonicNs();
   RETURN_IF_ERROR(ChargeDump(budget_uid, t0));
   Drain();  // the newest mappings must be in the table before we snapshot it
-  auto snap = req.crash_pid ? CrashHistory(*backend_, req) : backend_->TakeSnapshot(req.last_ns);
+  std::string fallback;
+  auto snap = req.crash_pid ? TakeCrashHistory(*backend_, req.crash_pid, req.last_ns,
+                                               kCrashMarkerWaitNs, &fallback)
+                            : backend_->TakeSnapshot(req.last_ns);
+  if (!fallback.empty()) {
+    spdlog::warn("history of pid {}: {}; using the live rings", req.crash_pid, fallback);
+  }
   if (!snap.ok()) {
     ++dump_failures_;
     return snap.status();

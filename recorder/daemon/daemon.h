@@ -14,33 +14,23 @@
 #include <vector>
 
 #include "recorder/attribution/attribution.h"
-#include "recorder/daemon/capture_backend.h"
-#include "recorder/daemon/dump_record.h"
+#include "recorder/capture/backend_factory.h"
+#include "recorder/capture/capture_backend.h"
 #include "recorder/daemon/rate_limiter.h"
 #include "recorder/daemon/uprobe_trigger.h"
 #include "recorder/ipc/ipc.h"
+#include "recorder/record/dump_record.h"
 #include "store/store.h"
 
 namespace flightrec::recorder {
 
-struct DaemonOptions {
+// The capture options (backend, event, rate, history, call graph) are the
+// backend factory's; the rest are the daemon's own.
+struct DaemonOptions : BackendOptions {
   std::string store_dir;
   std::string socket_path = "/run/flightrec/control.sock";
   std::string socket_group;
-  std::string backend = "auto";  // auto | perf | module
-  int64_t history_ns = 30'000'000'000;
-  uint32_t frequency_hz = 99;
   int64_t default_last_ns = 5'000'000'000;
-  size_t data_pages = 0;  // 0 = sized from history
-  bool callchain = true;
-  uint32_t dwarf_stack_bytes = 0;  // --call-graph dwarf,N (perf backend): N > 0
-  // --call-graph dwarf without a size: the module backend then keeps what
-  // flightrec.ko copies (its stack_bytes), perf takes 8192 bytes.
-  bool dwarf_size_given = false;
-  // "" = cycles, else cpu-clock; or a discrete software event sampled every
-  // `event_period` occurrences: page-faults, context-switches.
-  std::string event;
-  uint64_t event_period = 1;
   // Dump budgets, per sliding hour: all dumps together (manual, SIGUSR2,
   // triggers, the coredump hook's history), and each uid's share. A dump is
   // charged to the requesting peer's uid; the hook (a root peer) names the

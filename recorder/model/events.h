@@ -104,6 +104,4 @@ inline uint64_t EventTime(const Event& e) {
   return std::visit([](const auto& v) { return v.time_ns; }, e);
 }
 
-const char* LossCauseName(LossCause cause);
-
 }  // namespace flightrec::recorder

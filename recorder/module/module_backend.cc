@@ -20,14 +20,6 @@
 namespace flightrec::recorder::module {
 namespace {
 
-// Registers present in an AUX blob: all FLIGHTREC_NR_REGS, in the bit order
-// of arch/x86/include/uapi/asm/perf_regs.h, as perf's regs_mask.
-constexpr uint64_t kAuxRegsMask = (1ull << FLIGHTREC_NR_REGS) - 1;
-
-std::string PathOf(const flightrec_sideband& r) {
-  return std::string(r.path, strnlen(r.path, sizeof(r.path)));
-}
-
 // A load parameter of flightrec.ko from sysfs ("" if unreadable), at most
 // 255 bytes, one line.
 std::string ReadModuleParam(const char* name) {
@@ -47,214 +39,6 @@ Status Ioctl(int fd, unsigned long cmd, void* arg, const char* what) {
 }
 
 }  // namespace
-
-std::optional<Event> SidebandEvent(const flightrec_sideband& r) {
-  switch (r.type) {
-    case FLIGHTREC_SB_MMAP: {
-      MmapEvent m;
-      m.time_ns = r.time_ns;
-      m.pid = r.pid;
-      m.tid = r.tid;
-      m.start = r.start;
-      m.len = r.len;
-      m.pgoff = r.pgoff;
-      // new_encode_dev() (include/linux/kdev_t.h), as the module stores it.
-      m.maj = (r.dev & 0xfff00) >> 8;
-      m.min = (r.dev & 0xff) | ((r.dev >> 12) & 0xfff00);
-      m.ino = r.ino;
-      m.prot = PROT_READ | PROT_EXEC;  // the module reports executable mappings only
-      m.filename = PathOf(r);
-      return m;
-    }
-    case FLIGHTREC_SB_EXEC: {
-      CommEvent c;
-      c.time_ns = r.time_ns;
-      c.pid = r.pid;
-      c.tid = r.tid;
-      std::string path = PathOf(r);
-      c.comm = path.substr(path.rfind('/') + 1).substr(0, 15);
-      c.exec = true;
-      return c;
-    }
-    case FLIGHTREC_SB_LOST: {
-      // The ring was full: r.len records (mmap/exec/fork/exit) from r.start
-      // on are missing, so mappings made then are unknown. Kept in the
-      // sideband history like perf's PERF_RECORD_LOST, so a record covering
-      // that time says so.
-      LostEvent l;
-      l.time_ns = r.time_ns;
-      l.cause = LossCause::kSidebandLost;
-      l.count = r.len;
-      return l;
-    }
-    case FLIGHTREC_SB_FORK:
-    case FLIGHTREC_SB_EXIT: {
-      TaskEvent t;
-      t.time_ns = r.time_ns;
-      t.pid = r.pid;
-      t.tid = r.tid;
-      t.ppid = r.ppid;
-      t.ptid = r.ppid;
-      t.exit = r.type == FLIGHTREC_SB_EXIT;
-      return t;
-    }
-    default:
-      return std::nullopt;  // a newer module's record type: skipped
-  }
-}
-
-std::string CallGraphMode::ToString() const {
-  if (dwarf_stack_bytes > 0) return fmt::format("dwarf,{}", dwarf_stack_bytes);
-  return callchain ? "fp" : "none";
-}
-
-StatusOr<CallGraphMode> ResolveCallGraph(const ModuleConfig& config, uint32_t module_stack_bytes) {
-  CallGraphMode m;
-  m.callchain = config.callchain;
-  if (!config.dwarf) return m;
-  // The module copies whole 8-byte words (round_down(stack_bytes, 8)).
-  const uint32_t have = module_stack_bytes & ~7u;
-  if (have == 0) {
-    return InvalidArgument(
-        "--call-graph dwarf: flightrec.ko copies no user stack (its stack_bytes parameter is 0); "
-        "reload it with e.g. stack_bytes=8192, or use --call-graph fp");
-  }
-  if (config.dwarf_stack_bytes > have) {
-    return InvalidArgument(fmt::format(
-        "--call-graph dwarf,{}: flightrec.ko copies only {} bytes of user stack per sample (its "
-        "stack_bytes parameter); reload it with stack_bytes={} or ask for at most dwarf,{}",
-        config.dwarf_stack_bytes, have, config.dwarf_stack_bytes, have));
-  }
-  m.dwarf_stack_bytes = config.dwarf_stack_bytes ? config.dwarf_stack_bytes : have;
-  return m;
-}
-
-std::vector<SampleRecord> ParseDataRecords(const uint8_t* p, size_t len, uint64_t first,
-                                           uint64_t* malformed) {
-  std::vector<SampleRecord> out;
-  size_t off = 0;
-  *malformed = 0;
-  while (off < len) {
-    flightrec_sample h{};
-    const uint64_t pos = first + off;
-    const size_t left = len - off;
-    if (left < 8) break;
-    std::memcpy(&h, p + off, std::min(left, sizeof(h)));
-    // A record is a multiple of 8, inside the copy and inside its chunk.
-    if (h.size < 8 || h.size % 8 != 0 || h.size > left ||
-        pos / FLIGHTREC_DATA_CHUNK != (pos + h.size - 1) / FLIGHTREC_DATA_CHUNK) {
-      break;
-    }
-    if (h.type == FLIGHTREC_REC_PAD) {
-      off += h.size;
-      continue;
-    }
-    if (h.type != FLIGHTREC_REC_SAMPLE || h.seq != pos || h.nr_kframes > FLIGHTREC_MAX_KFRAMES ||
-        h.nr_uframes > FLIGHTREC_MAX_UFRAMES ||
-        h.size != sizeof(h) + 8 * (size_t{h.nr_kframes} + h.nr_uframes)) {
-      break;
-    }
-    SampleRecord& r = out.emplace_back();
-    r.h = h;
-    std::memcpy(r.kframes, p + off + sizeof(h), 8 * size_t{h.nr_kframes});
-    std::memcpy(r.uframes, p + off + sizeof(h) + 8 * size_t{h.nr_kframes},
-                8 * size_t{h.nr_uframes});
-    off += h.size;
-  }
-  *malformed = len - off;
-  return out;
-}
-
-Sample SampleFromRecord(const SampleRecord& rec, uint64_t period_ns, const flightrec_aux* aux,
-                        const uint8_t* stack, size_t stack_len, const CallGraphMode& mode) {
-  const flightrec_sample& r = rec.h;
-  Sample s;
-  s.time_ns = r.time_ns;
-  s.cpu = r.cpu;
-  s.pid = r.pid;
-  s.tid = r.tid;
-  s.ip = r.ip;
-  s.period = period_ns;
-  s.mode = r.mode == FLIGHTREC_MODE_KERNEL ? CpuMode::kKernel : CpuMode::kUser;
-  // --call-graph none: the sampled ip only, like a perf sample without
-  // PERF_SAMPLE_CALLCHAIN.
-  const size_t nk = mode.callchain ? std::min<size_t>(r.nr_kframes, FLIGHTREC_MAX_KFRAMES) : 0;
-  const size_t nu = mode.callchain ? std::min<size_t>(r.nr_uframes, FLIGHTREC_MAX_UFRAMES) : 0;
-  // Like a perf callchain: the chain of the sampled mode starts with the ip.
-  // kframes are return addresses only; uframes start with the user ip.
-  if (s.mode == CpuMode::kKernel && mode.callchain) {
-    s.kernel_chain.push_back(r.ip);
-    s.kernel_chain.insert(s.kernel_chain.end(), rec.kframes, rec.kframes + nk);
-  }
-  s.user_chain.assign(rec.uframes, rec.uframes + nu);
-  // The AUX blob only with --call-graph dwarf (fp records stay small and
-  // replay uses the frame-pointer chain, as with the perf backend); the copy
-  // starts at the stack pointer, so the first N bytes are the innermost.
-  // Only an x86_64 (ABI_64) blob goes to the unwinder, which walks 8-byte
-  // words with x86_64 CFI; a compat task's (ABI_32) keeps the frame-pointer
-  // chain the module walked in 4-byte words, as perf's unwinder refuses a
-  // regs_user abi it was not built for.
-  if (aux != nullptr && aux->abi == PERF_SAMPLE_REGS_ABI_64 && r.abi == PERF_SAMPLE_REGS_ABI_64 &&
-      mode.dwarf_stack_bytes > 0) {
-    stack_len = std::min<size_t>(stack_len, mode.dwarf_stack_bytes);
-    s.user_stack.regs_mask = kAuxRegsMask;
-    s.user_stack.regs.assign(aux->regs, aux->regs + FLIGHTREC_NR_REGS);
-    s.user_stack.stack.assign(stack, stack + stack_len);
-    s.user_stack.dyn_size = stack_len;
-  }
-  return s;
-}
-
-uint64_t AppendSamples(const CpuCopy& cpu, uint64_t window_start_ns, uint64_t period_ns,
-                       const CallGraphMode& mode, std::vector<Sample>* out) {
-  uint64_t outside = 0;
-  for (size_t i = 0; i < cpu.count; ++i) {
-    const flightrec_sample& r = cpu.records[i].h;
-    if (r.time_ns < window_start_ns) {
-      ++outside;
-      continue;
-    }
-    const flightrec_aux* ah = nullptr;
-    const uint8_t* stack = nullptr;
-    size_t stack_len = 0;
-    if (cpu.aux != nullptr && (r.flags & FLIGHTREC_SAMPLE_HAS_AUX) &&
-        r.aux_len >= sizeof(flightrec_aux) && r.aux_pos >= cpu.aux_first &&
-        r.aux_pos + r.aux_len <= cpu.aux_end) {
-      const uint8_t* p = cpu.aux + (r.aux_pos - cpu.aux_first);
-      ah = reinterpret_cast<const flightrec_aux*>(p);
-      if (ah->seq == r.seq && ah->len <= r.aux_len &&
-          sizeof(flightrec_aux) + ah->stack_len <= ah->len) {
-        stack = p + sizeof(flightrec_aux);
-        stack_len = ah->stack_len;
-      } else {
-        ah = nullptr;  // overwritten since: no stack for this one
-      }
-    }
-    out->push_back(SampleFromRecord(cpu.records[i], period_ns, ah, stack, stack_len, mode));
-  }
-  return outside;
-}
-
-const flightrec_marker* FindMarker(const std::vector<flightrec_marker>& markers, uint32_t pid,
-                                   uint64_t now_ns, int64_t ttl_ns) {
-  const flightrec_marker* best = nullptr;
-  for (const auto& m : markers) {
-    if (m.pid != pid) continue;
-    // An old marker of a reused pid is not this crash's.
-    if (m.time_ns + static_cast<uint64_t>(ttl_ns) < now_ns) continue;
-    if (best == nullptr || m.id > best->id) best = &m;
-  }
-  return best;
-}
-
-std::vector<flightrec_marker> StaleMarkers(const std::vector<flightrec_marker>& markers,
-                                           uint64_t now_ns, int64_t ttl_ns) {
-  std::vector<flightrec_marker> out;
-  for (const auto& m : markers) {
-    if (m.time_ns + static_cast<uint64_t>(ttl_ns) < now_ns) out.push_back(m);
-  }
-  return out;
-}
 
 StatusOr<std::unique_ptr<ModuleBackend>> ModuleBackend::Create(const std::string& device,
                                                                const ModuleConfig& config) {
@@ -333,42 +117,6 @@ Status ModuleBackend::DrainSideband(const std::function<void(const Event&)>& sin
   return OkStatus();
 }
 
-std::vector<Event> OrderSideband(std::vector<flightrec_sideband> batch) {
-  // The module reports an exec when it completes (sched_process_exec), after
-  // the new image's mappings were made (load_elf_binary maps them first).
-  // The process table clears an address space on exec, so the exec must
-  // come before those mappings: it is moved before the first mapping of the
-  // pid since the pid's previous fork/exec record. If none of them is in
-  // this batch (they were drained earlier), the exec only renames the
-  // process: clearing now would drop the new image's mappings.
-  std::vector<Event> out;
-  std::vector<std::optional<Event>> events;
-  for (const auto& r : batch) events.push_back(SidebandEvent(r));
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (batch[i].type != FLIGHTREC_SB_EXEC || !events[i]) continue;
-    size_t first_map = i;
-    for (size_t j = i; j-- > 0;) {
-      if (batch[j].pid != batch[i].pid) continue;
-      if (batch[j].type == FLIGHTREC_SB_FORK || batch[j].type == FLIGHTREC_SB_EXEC) break;
-      if (batch[j].type == FLIGHTREC_SB_MMAP) first_map = j;
-    }
-    if (first_map == i) {
-      std::get<CommEvent>(*events[i]).exec = false;
-      continue;
-    }
-    auto exec = std::move(events[i]);
-    events.erase(events.begin() + static_cast<std::ptrdiff_t>(i));
-    events.insert(events.begin() + static_cast<std::ptrdiff_t>(first_map), std::move(exec));
-    auto rec = batch[i];
-    batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(i));
-    batch.insert(batch.begin() + static_cast<std::ptrdiff_t>(first_map), rec);
-  }
-  for (auto& e : events) {
-    if (e) out.push_back(std::move(*e));
-  }
-  return out;
-}
-
 StatusOr<std::vector<flightrec_cpu_stats_ev>> ModuleBackend::ReadStats(flightrec_stats* global) {
   std::vector<flightrec_cpu_stats_ev> cpus(info_.nr_cpus);
   if (has_event_stats_) {
@@ -393,58 +141,12 @@ StatusOr<std::vector<flightrec_cpu_stats_ev>> ModuleBackend::ReadStats(flightrec
   return cpus;
 }
 
-std::string EventStateName(int32_t state) {
-  switch (state) {
-    case FLIGHTREC_EVSTATE_NONE:
-      return "none";
-    case FLIGHTREC_EVSTATE_ACTIVE:
-      return "active";
-    case FLIGHTREC_EVSTATE_INACTIVE:
-      return "inactive";
-    case FLIGHTREC_EVSTATE_OFF:
-      return "off";
-    case FLIGHTREC_EVSTATE_ERROR:
-      return "error";
-    default:
-      return "other";
-  }
-}
-
-std::string CrashHookReason(const flightrec_stats& s, const std::string& hook_param,
-                            const std::string& symbol_param) {
-  switch (s.crash_hook) {
-    case FLIGHTREC_HOOK_TRACEPOINT:
-    case FLIGHTREC_HOOK_KPROBE:
-    case FLIGHTREC_HOOK_UNKNOWN:
-      return "";
-    default:
-      break;
-  }
-  if (s.crash_hook_error == 0) {
-    return fmt::format("flightrec.ko was loaded with crash_hook={}",
-                       hook_param.empty() ? "none" : hook_param);
-  }
-  const int e = -s.crash_hook_error;
-  std::string what = hook_param == "kprobe" ? "its kprobe hook"
-                     : hook_param == "tracepoint"
-                         ? "its tracepoint hook (signal_deliver)"
-                         : "its tracepoint (signal_deliver) and kprobe hooks";
-  std::string sym = symbol_param.empty() ? "vfs_coredump/do_coredump" : symbol_param;
-  if (hook_param != "tracepoint") what += fmt::format(" on {}", sym);
-  return fmt::format("flightrec.ko could not attach {}: {} ({})", what, std::strerror(e),
-                     e == ENOENT ? "ENOENT: no such symbol or tracepoint in this kernel"
-                                 : fmt::format("errno {}", e));
-}
-
 StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
   ReleaseStaleMarkers();
   Snapshot snap;
   int64_t t0 = MonotonicNs();
   RETURN_IF_ERROR(Ioctl(fd_.get(), FLIGHTREC_IOC_FREEZE, nullptr, "FREEZE"));
-  snap.freeze_time_ns = static_cast<uint64_t>(MonotonicNs());
-  snap.window_start_ns = last_ns > 0 && static_cast<uint64_t>(last_ns) < snap.freeze_time_ns
-                             ? snap.freeze_time_ns - static_cast<uint64_t>(last_ns)
-                             : 0;
+  snap.SetWindow(static_cast<uint64_t>(MonotonicNs()), last_ns);
   struct Thaw {
     int fd;
     ~Thaw() { ioctl(fd, FLIGHTREC_IOC_THAW, nullptr); }
@@ -452,11 +154,16 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
   flightrec_stats global{};
   ASSIGN_OR_RETURN(auto cpus, ReadStats(&global));
   const uint64_t period = SamplePeriodNs();
-  uint64_t produced = 0, overwritten = 0, frozen = 0, size = 0, torn = 0, outside = 0, kept = 0;
-  uint64_t malformed_bytes = 0;
+  LossLedger& total = snap.counters;
+  for (LossCounter c : {LossCounter::kProduced, LossCounter::kInWindow, LossCounter::kOutsideWindow,
+                        LossCounter::kOverwritten, LossCounter::kPaused, LossCounter::kSize,
+                        LossCounter::kTornBytes, LossCounter::kMalformedBytes, LossCounter::kInRing,
+                        LossCounter::kThrottled}) {
+    total.Set(c, 0);
+  }
   std::vector<uint8_t> data(info_.data_ring_bytes);
   std::vector<uint8_t> aux(info_.aux_ring_bytes + 4096);
-  uint64_t throttled = 0, not_active = 0;
+  uint64_t not_active = 0;
   for (const auto& ce : cpus) {
     const flightrec_cpu_stats& c = ce.s;
     if (!c.online && c.data_head == 0) continue;
@@ -478,7 +185,7 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
     uint64_t bad = 0;
     std::vector<SampleRecord> recs =
         ParseDataRecords(data.data() + rd.data_offset, rd.bytes, rd.first, &bad);
-    malformed_bytes += bad;
+    total.Add(LossCounter::kMalformedBytes, bad);
     size_t n = recs.size();
     // AUX: the whole ring once, sliced per sample.
     flightrec_read ra{};
@@ -502,18 +209,19 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
     size_t before = snap.samples.size();
     uint64_t cpu_outside = AppendSamples(copy, snap.window_start_ns, period, mode_, &snap.samples);
     uint64_t cpu_kept = snap.samples.size() - before;
-    produced += c.produced;
-    overwritten += c.overwritten;
-    frozen += c.dropped_frozen;
-    size += c.dropped_size;
+    total.Add(LossCounter::kProduced, c.produced);
+    total.Add(LossCounter::kOverwritten, c.overwritten);
+    total.Add(LossCounter::kPaused, c.dropped_frozen);
+    total.Add(LossCounter::kSize, c.dropped_size);
     // Bytes this read lost to the writer (torn_on_read is the module's
     // lifetime count over every reader's copies). Their records are already
     // in `overwritten`: the writer counts a chunk's records when it starts
     // to reuse it.
-    torn += rd.data_offset;
-    outside += cpu_outside;
-    kept += cpu_kept;
-    throttled += ce.throttled;
+    total.Add(LossCounter::kTornBytes, rd.data_offset);
+    total.Add(LossCounter::kOutsideWindow, cpu_outside);
+    total.Add(LossCounter::kInWindow, cpu_kept);
+    total.Add(LossCounter::kInRing, cpu_kept + cpu_outside);
+    total.Add(LossCounter::kThrottled, ce.throttled);
     // An online CPU whose counter is not counting (ERROR: a pinned event
     // that could not be scheduled) samples nothing, and no counter says so.
     if (c.online && has_event_stats_ && ce.event_state != FLIGHTREC_EVSTATE_ACTIVE) ++not_active;
@@ -542,25 +250,15 @@ StatusOr<Snapshot> ModuleBackend::TakeSnapshot(int64_t last_ns) {
       pc["time_running_ns"] = ce.time_running;
     }
   }
-  std::sort(snap.samples.begin(), snap.samples.end(),
-            [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
-  if (!snap.samples.empty()) snap.oldest_sample_ns = snap.samples.front().time_ns;
-  snap.counters = {{"produced", produced},
-                   {"in_window", kept},
-                   {"outside_window", outside},
-                   {"overwritten", overwritten},
-                   {"paused", frozen},
-                   {"size", size},
-                   {"torn_bytes", torn},
-                   {"malformed_bytes", malformed_bytes},
-                   {"in_ring", kept + outside},
-                   {"throttled", throttled},
-                   {"cpus_not_counting", not_active},
-                   {"sideband_lost", sideband_lost_}};
+  snap.SortSamples();
+  total.Set(LossCounter::kCpusNotCounting, not_active);
+  total.Set(LossCounter::kSidebandLost, sideband_lost_);
   // The module's counters are exact: produced == written + frozen + size,
   // and written == in ring + overwritten (frozen, read whole).
-  snap.unaccounted = static_cast<int64_t>(produced) -
-                     static_cast<int64_t>(kept + outside + overwritten + frozen + size);
+  using C = LossCounter;
+  snap.unaccounted = static_cast<int64_t>(total.Get(C::kProduced)) -
+                     static_cast<int64_t>(total.Get(C::kInRing) + total.Get(C::kOverwritten) +
+                                          total.Get(C::kPaused) + total.Get(C::kSize));
   snap.copy_ns = MonotonicNs() - t0;
   return snap;
 }
@@ -640,12 +338,16 @@ StatusOr<Snapshot> ModuleBackend::TakeCrashSnapshot(uint32_t pid, int64_t last_n
 StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, int64_t last_ns) {
   Snapshot snap;
   const int64_t t0 = MonotonicNs();
-  snap.freeze_time_ns = m.time_ns;  // the history ends at the crash
-  snap.window_start_ns = last_ns > 0 && static_cast<uint64_t>(last_ns) < m.time_ns
-                             ? m.time_ns - static_cast<uint64_t>(last_ns)
-                             : 0;
+  snap.SetWindow(m.time_ns, last_ns);  // the history ends at the crash
   const uint64_t period = SamplePeriodNs();
-  uint64_t in_marker = 0, overwritten_bytes = 0, malformed_bytes = 0, outside = 0, kept = 0;
+  // At the crash instant the module keeps ring positions, not its drop
+  // counters: samples dropped while frozen or for size before the crash are
+  // not known here (they are in the module's live counters).
+  LossLedger& total = snap.counters;
+  for (LossCounter c : {LossCounter::kInRing, LossCounter::kInWindow, LossCounter::kOutsideWindow,
+                        LossCounter::kOverwrittenBytes, LossCounter::kMalformedBytes}) {
+    total.Set(c, 0);
+  }
   uint64_t crasher_last = 0;
   uint32_t crasher_cpu = 0;
   bool crasher_last_on_cpu = false;
@@ -676,7 +378,7 @@ StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, 
     if (!possible) continue;
     uint64_t bad = 0;
     std::vector<SampleRecord> recs = ParseDataRecords(data.data(), data.size(), rd.first, &bad);
-    malformed_bytes += bad;
+    total.Add(LossCounter::kMalformedBytes, bad);
     CpuCopy copy;
     copy.records = recs.data();
     copy.count = recs.size();
@@ -702,10 +404,10 @@ StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, 
     // The marker keeps DATA positions (bytes), not record counts: what lies
     // below `first` was overwritten before the crash or while the kernel
     // copied the other CPUs' rings, a number of records it does not keep.
-    in_marker += copy.count;
-    overwritten_bytes += rd.first;
-    outside += cpu_outside;
-    kept += cpu_kept;
+    total.Add(LossCounter::kInRing, copy.count);
+    total.Add(LossCounter::kOverwrittenBytes, rd.first);
+    total.Add(LossCounter::kOutsideWindow, cpu_outside);
+    total.Add(LossCounter::kInWindow, cpu_kept);
     snap.per_cpu.push_back({{"cpu", cpu},
                             {"position_at_crash", rd.end},
                             {"in_marker", copy.count},
@@ -713,17 +415,7 @@ StatusOr<Snapshot> ModuleBackend::SnapshotFromMarker(const flightrec_marker& m, 
                             {"outside_window", cpu_outside},
                             {"overwritten_bytes", rd.first}});
   }
-  std::sort(snap.samples.begin(), snap.samples.end(),
-            [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
-  if (!snap.samples.empty()) snap.oldest_sample_ns = snap.samples.front().time_ns;
-  // At the crash instant the module keeps ring positions, not its drop
-  // counters: samples dropped while frozen or for size before the crash are
-  // not known here (they are in the module's live counters).
-  snap.counters = {{"in_ring", in_marker},
-                   {"in_window", kept},
-                   {"outside_window", outside},
-                   {"overwritten_bytes", overwritten_bytes},
-                   {"malformed_bytes", malformed_bytes}};
+  snap.SortSamples();
   snap.unaccounted = 0;  // positions only: nothing to check the records against
   snap.copy_ns = MonotonicNs() - t0;
   snap.source = {{"kind", "crash_marker"},

@@ -27,7 +27,7 @@
 
 #include "common/scoped_fd.h"
 #include "module/uapi/flightrec.h"
-#include "recorder/daemon/capture_backend.h"
+#include "recorder/capture/capture_backend.h"
 
 namespace flightrec::recorder::module {
 

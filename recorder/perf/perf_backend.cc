@@ -315,10 +315,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   // samples that cannot be written are counted as lost by the kernel
   // (perf_output_begin: `if (unlikely(rb->paused)) { local_inc(&rb->lost) ...}`).
   for (auto& c : cpus_) ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, 1);
-  snap.freeze_time_ns = static_cast<uint64_t>(MonotonicNs());
-  snap.window_start_ns = last_ns > 0 && static_cast<uint64_t>(last_ns) < snap.freeze_time_ns
-                             ? snap.freeze_time_ns - static_cast<uint64_t>(last_ns)
-                             : 0;
+  snap.SetWindow(static_cast<uint64_t>(MonotonicNs()), last_ns);
   struct PerCpu {
     int cpu;
     Counts counts;
@@ -368,9 +365,6 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   }
   snap.copy_ns = MonotonicNs() - t0;
 
-  uint64_t tot_produced = 0, tot_in_ring = 0, tot_window = 0, tot_outside = 0, tot_paused = 0,
-           tot_over = 0, tot_ring_lost = 0, tot_malformed = 0, tot_lost_window = 0,
-           tot_over_window = 0, tot_paused_window = 0, tot_ring_lost_window = 0;
   int64_t tot_unaccounted = 0;
   for (size_t i = 0; i < copies.size(); ++i) {
     auto& p = copies[i];
@@ -391,9 +385,6 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
         if (s->time_ns < snap.window_start_ns) {
           ++outside;
           continue;
-        }
-        if (snap.oldest_sample_ns == 0 || s->time_ns < snap.oldest_sample_ns) {
-          snap.oldest_sample_ns = s->time_ns;
         }
         if (oldest_in_window == 0 || s->time_ns < oldest_in_window) oldest_in_window = s->time_ns;
         snap.samples.push_back(std::move(*s));
@@ -442,60 +433,39 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
       if (p.counts.lost > ended) paused_in_window[i] += p.counts.lost - ended;
     }
     const uint64_t lost_window = over_window + paused_in_window[i] + ring_lost_window;
-    snap.per_cpu.push_back({{"cpu", p.cpu},
-                            {"count", p.counts.value},
-                            {"produced", produced},
-                            {"in_ring", in_ring},
-                            {"in_window", in_ring - outside},
-                            {"outside_window", outside},
-                            {"paused", p.counts.lost},
-                            {"overwritten", overwritten},
-                            {"unaccounted", unaccounted},
-                            {"ring_lost_records", ring_lost},
-                            {"overwritten_in_window", over_window},
-                            {"paused_in_window", paused_in_window[i]},
-                            {"ring_lost_in_window", ring_lost_window},
-                            {"lost_in_window", lost_window},
-                            {"throttle_records", throttles},
-                            {"malformed", malformed},
-                            {"bytes_written", p.copy.total_written},
-                            {"bytes_present", p.copy.bytes_present},
-                            {"overwritten_bytes", overwritten_bytes},
-                            {"sample_bytes_present", sample_bytes},
-                            {"time_enabled_ns", p.counts.enabled},
-                            {"time_running_ns", p.counts.running}});
-    tot_produced += produced;
-    tot_in_ring += in_ring;
-    tot_window += in_ring - outside;
-    tot_outside += outside;
-    tot_paused += p.counts.lost;
-    tot_over += overwritten;
+    LossLedger cpu;
+    cpu.Set(LossCounter::kProduced, produced);
+    cpu.Set(LossCounter::kInRing, in_ring);
+    cpu.Set(LossCounter::kInWindow, in_ring - outside);
+    cpu.Set(LossCounter::kOutsideWindow, outside);
+    cpu.Set(LossCounter::kPaused, p.counts.lost);
+    cpu.Set(LossCounter::kOverwritten, overwritten);
+    cpu.Set(LossCounter::kRingLostRecords, ring_lost);
+    cpu.Set(LossCounter::kMalformed, malformed);
+    cpu.Set(LossCounter::kLostInWindow, lost_window);
+    cpu.Set(LossCounter::kOverwrittenInWindow, over_window);
+    cpu.Set(LossCounter::kPausedInWindow, paused_in_window[i]);
+    cpu.Set(LossCounter::kRingLostInWindow, ring_lost_window);
+    snap.counters += cpu;
     tot_unaccounted += unaccounted;
-    tot_ring_lost += ring_lost;
-    tot_malformed += malformed;
-    tot_lost_window += lost_window;
-    tot_over_window += over_window;
-    tot_paused_window += paused_in_window[i];
-    tot_ring_lost_window += ring_lost_window;
+    nlohmann::json pc = cpu.ToJson();
+    pc.update({{"cpu", p.cpu},
+               {"count", p.counts.value},
+               {"unaccounted", unaccounted},
+               {"throttle_records", throttles},
+               {"bytes_written", p.copy.total_written},
+               {"bytes_present", p.copy.bytes_present},
+               {"overwritten_bytes", overwritten_bytes},
+               {"sample_bytes_present", sample_bytes},
+               {"time_enabled_ns", p.counts.enabled},
+               {"time_running_ns", p.counts.running}});
+    snap.per_cpu.push_back(std::move(pc));
   }
   uint64_t side_lost = 0;
   for (const auto& c : cpus_) side_lost += c.sideband_lost;
-  std::sort(snap.samples.begin(), snap.samples.end(),
-            [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  snap.SortSamples();
   snap.unaccounted = tot_unaccounted;
-  snap.counters = {{"produced", tot_produced},
-                   {"in_ring", tot_in_ring},
-                   {"in_window", tot_window},
-                   {"outside_window", tot_outside},
-                   {"paused", tot_paused},
-                   {"overwritten", tot_over},
-                   {"ring_lost_records", tot_ring_lost},
-                   {"malformed", tot_malformed},
-                   {"sideband_lost", side_lost},
-                   {"lost_in_window", tot_lost_window},
-                   {"overwritten_in_window", tot_over_window},
-                   {"paused_in_window", tot_paused_window},
-                   {"ring_lost_in_window", tot_ring_lost_window}};
+  snap.counters.Set(LossCounter::kSidebandLost, side_lost);
   return snap;
 }
 

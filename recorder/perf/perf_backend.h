@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/scoped_fd.h"
-#include "recorder/daemon/capture_backend.h"
+#include "recorder/capture/capture_backend.h"
 #include "recorder/perf/ring_buffer.h"
 
 namespace flightrec::recorder::perf {

@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "common/units.h"
-#include "recorder/daemon/dump_record.h"
 #include "recorder/ipc/ipc.h"
+#include "recorder/record/dump_record.h"
 #include "store/store.h"
 #include "tests/cli/run_util.h"
 #include "tests/recorder/daemon_util.h"

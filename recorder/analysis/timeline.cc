@@ -1,8 +1,8 @@
-#include "recorder/cli/timeline.h"
+#include "recorder/analysis/timeline.h"
 
 #include <algorithm>
 
-namespace flightrec::recorder::cli {
+namespace flightrec::recorder::analysis {
 
 TimelineBins::TimelineBins(uint64_t start_ns, uint64_t end_ns, int bins)
     : start_(start_ns),
@@ -73,4 +73,33 @@ std::string TimelineLegend::LaneText(const TimelineLane& lane) const {
   return s;
 }
 
-}  // namespace flightrec::recorder::cli
+Timeline BuildTimeline(const std::vector<TimelinePoint>& points, uint64_t window_start_ns,
+                       uint64_t window_end_ns, std::optional<int64_t> since_ns,
+                       std::optional<int64_t> until_ns, int bins) {
+  Timeline out;
+  uint64_t start = window_start_ns, end = window_end_ns;
+  if (start == 0 || end <= start) {
+    start = UINT64_MAX;
+    end = 0;
+    for (const auto& p : points) {
+      start = std::min(start, p.t);
+      end = std::max(end, p.t + 1);
+    }
+  }
+  if (since_ns) start = window_start_ns + static_cast<uint64_t>(*since_ns);
+  if (until_ns) end = std::min(end, window_start_ns + static_cast<uint64_t>(*until_ns));
+  out.start_ns = start;
+  out.end_ns = end;
+  if (points.empty() || end <= start) return out;
+  out.empty = false;
+  const TimelineBins& tb = out.bins.emplace_back(start, end, bins);
+  for (const auto& p : points) {
+    if (tb.Add(&out.cpus[p.cpu], p.t, *p.label))
+      tb.Add(&out.threads[{p.pid, p.tid}], p.t, *p.label);
+  }
+  std::erase_if(out.cpus, [](const auto& kv) { return kv.second.samples == 0; });
+  std::erase_if(out.threads, [](const auto& kv) { return kv.second.samples == 0; });
+  return out;
+}
+
+}  // namespace flightrec::recorder::analysis

@@ -12,7 +12,8 @@
 
 #include "common/status.h"
 #include "recorder/attribution/attribution.h"
-#include "recorder/daemon/capture_backend.h"
+#include "recorder/capture/capture_backend.h"
+#include "recorder/record/sections.h"
 #include "store/store.h"
 
 namespace flightrec::recorder {
@@ -33,7 +34,7 @@ struct DumpRequest {
   int64_t last_ns = 5'000'000'000;
   std::vector<uint32_t> pids;  // empty = every process
   std::string reason = "manual";
-  std::string kind = "dump";
+  std::string kind = kKindDump;
   // The coredump hook's request: the history of this crashed process, from
   // its crash marker when the backend keeps them (0: none).
   uint32_t crash_pid = 0;

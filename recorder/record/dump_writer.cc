@@ -1,4 +1,4 @@
-#include "recorder/daemon/dump_record.h"
+#include "recorder/record/dump_record.h"
 
 #include <fmt/format.h>
 #include <time.h>
@@ -15,6 +15,7 @@
 #include "common/units.h"
 #include "recorder/attribution/vdso.h"
 #include "recorder/model/event_codec.h"
+#include "recorder/record/sections.h"
 #include "recorder/unwind/dwarf_unwinder.h"
 
 namespace flightrec::recorder {
@@ -280,20 +281,13 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     break;
   }
   const int64_t to_wall = MonotonicToWallOffset();
-  nlohmann::json loss = snap.counters;
-  loss["filtered_pid"] = filtered;
+  snap.counters.Set(LossCounter::kFilteredPid, filtered);
+  nlohmann::json loss = snap.counters.ToJson();
   loss["unaccounted"] = snap.unaccounted;
   loss["per_cpu"] = snap.per_cpu;
   // The loss inside the requested window when the backend measures it (the
   // perf backend); else its lifetime counters (flightrec.ko's).
-  uint64_t lost = 0;
-  if (snap.counters.count("lost_in_window")) {
-    lost = snap.counters.at("lost_in_window");
-  } else {
-    lost = snap.counters.count("paused") ? snap.counters.at("paused") : 0;
-    if (snap.counters.count("overwritten")) lost += snap.counters.at("overwritten");
-    if (snap.counters.count("ring_lost_records")) lost += snap.counters.at("ring_lost_records");
-  }
+  uint64_t lost = snap.counters.LostInWindow();
   nlohmann::json config = {{"backend", backend_description},
                            {"last_ns", req.last_ns},
                            {"pids", req.pids},
@@ -314,17 +308,17 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
 
   ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
   if (!live_text.empty()) {
-    RETURN_IF_ERROR(rec->writer().AddSection("live_attribution", live_text));
+    RETURN_IF_ERROR(rec->writer().AddSection(kSectionLiveAttribution, live_text));
   }
-  RETURN_IF_ERROR(rec->writer().AddSection("events", enc.buffer()));
+  RETURN_IF_ERROR(rec->writer().AddSection(kSectionEvents, enc.buffer()));
   if (!redact) {
-    RETURN_IF_ERROR(rec->writer().AddSection("kallsyms", ksyms.Subset(kaddrs)));
+    RETURN_IF_ERROR(rec->writer().AddSection(kSectionKallsyms, ksyms.Subset(kaddrs)));
   } else if (req.kernel_frames == KernelFrames::kSymbolized) {
-    RETURN_IF_ERROR(rec->writer().AddSection("kernel_names", redactor.NamesJson()));
+    RETURN_IF_ERROR(rec->writer().AddSection(kSectionKernelNames, redactor.NamesJson()));
   }
-  if (!vdso.empty()) RETURN_IF_ERROR(rec->writer().AddSection("vdso", vdso));
-  RETURN_IF_ERROR(rec->writer().AddSection("config", json::Dump(config)));
-  RETURN_IF_ERROR(rec->writer().AddSection("loss", loss.dump()));
+  if (!vdso.empty()) RETURN_IF_ERROR(rec->writer().AddSection(kSectionVdso, vdso));
+  RETURN_IF_ERROR(rec->writer().AddSection(kSectionConfig, json::Dump(config)));
+  RETURN_IF_ERROR(rec->writer().AddSection(kSectionLoss, loss.dump()));
   uint64_t start_mono = snap.oldest_sample_ns ? snap.oldest_sample_ns : snap.window_start_ns;
   nlohmann::json meta = {{"reason", req.reason},
                          {"start_ns", static_cast<int64_t>(start_mono) + to_wall},
@@ -349,56 +343,6 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   r.lost = lost;
   r.took_ns = MonotonicNs() - started_ns;
   return r;
-}
-
-StatusOr<attribution::KernelSymbols> LoadedDump::Kernel() const {
-  if (kernel_names.empty()) return attribution::KernelSymbols::FromText(kallsyms);
-  return attribution::KernelSymbols::FromNames(kernel_names);
-}
-
-StatusOr<LoadedDump> LoadDump(const store::RecordReader& reader, bool decode_events,
-                              bool read_events) {
-  LoadedDump d;
-  if (reader.FindSection("events") == nullptr) {
-    return InvalidArgument(fmt::format("record {} ({}) has no event history to report on",
-                                       reader.header().id, reader.header().kind));
-  }
-  std::string events;
-  if (read_events) {
-    ASSIGN_OR_RETURN(events, reader.ReadSection("events"));
-  }
-  EventDecoder dec(events);
-  for (; read_events && decode_events;) {
-    Event e;
-    auto more = dec.Next(&e);
-    if (!more.ok()) {
-      return more.status().Annotate(fmt::format("record {}", reader.display_name()));
-    }
-    if (!*more) break;
-    d.events.push_back(std::move(e));
-  }
-  if (!decode_events) d.events_raw = std::move(events);
-  if (reader.FindSection("kallsyms")) {
-    ASSIGN_OR_RETURN(d.kallsyms, reader.ReadSection("kallsyms"));
-  }
-  if (reader.FindSection("vdso")) {
-    ASSIGN_OR_RETURN(d.vdso, reader.ReadSection("vdso", attribution::kMaxVdsoBytes));
-  }
-  if (reader.FindSection("kernel_names")) {
-    // 2^24 names of at most 512 bytes would be 8 GiB: a real table is far
-    // smaller, so a bigger section is refused before it is read.
-    ASSIGN_OR_RETURN(d.kernel_names, reader.ReadSection("kernel_names", 64u << 20));
-  }
-  for (auto [name, target] : {std::pair{"config", &d.config}, std::pair{"loss", &d.loss}}) {
-    if (!reader.FindSection(name)) continue;
-    ASSIGN_OR_RETURN(std::string text, reader.ReadSection(name));
-    *target = json::ParseBounded(text);  // untrusted: depth-bounded
-    if (target->is_discarded()) {
-      return Corrupt(
-          fmt::format("{}: section '{}' is not valid JSON", reader.display_name(), name));
-    }
-  }
-  return d;
 }
 
 }  // namespace flightrec::recorder

@@ -6,13 +6,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-namespace flightrec::recorder::cli {
+namespace flightrec::recorder::analysis {
 
 // One row of a timeline: for each bin, how often each label ran.
 struct TimelineLane {
@@ -60,4 +61,25 @@ class TimelineLegend {
   std::map<std::string, char> letter_;
 };
 
-}  // namespace flightrec::recorder::cli
+// `recorder timeline`'s aggregation: samples as (time, cpu, thread, label)
+// into one lane per CPU and one per thread over a window: the record's
+// stated window (else the samples' span), cut to [since, until) (offsets from
+// the window start). Lanes without a sample in the window are left out.
+struct TimelinePoint {
+  uint64_t t;
+  uint32_t cpu;
+  uint32_t pid, tid;
+  const std::string* label;  // owned by the caller (one string per label)
+};
+struct Timeline {
+  uint64_t start_ns = 0, end_ns = 0;
+  bool empty = true;               // no points, or an empty window: no bins
+  std::vector<TimelineBins> bins;  // one element unless empty
+  std::map<uint32_t, TimelineLane> cpus;
+  std::map<std::pair<uint32_t, uint32_t>, TimelineLane> threads;
+};
+Timeline BuildTimeline(const std::vector<TimelinePoint>& points, uint64_t window_start_ns,
+                       uint64_t window_end_ns, std::optional<int64_t> since_ns,
+                       std::optional<int64_t> until_ns, int bins);
+
+}  // namespace flightrec::recorder::analysis

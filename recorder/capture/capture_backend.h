@@ -7,35 +7,16 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "recorder/capture/snapshot.h"
 #include "recorder/model/events.h"
 
 namespace flightrec::recorder {
-
-// The history copied out of the rings for one dump.
-struct Snapshot {
-  uint64_t freeze_time_ns = 0;    // CLOCK_MONOTONIC instant the rings were frozen
-  uint64_t window_start_ns = 0;   // freeze_time - requested window
-  uint64_t oldest_sample_ns = 0;  // oldest sample kept (0 if none)
-  std::vector<Sample> samples;    // all CPUs, sorted by time, inside the window
-  // Exact loss accounting by cause (LossCauseName → count), plus "produced".
-  std::map<std::string, uint64_t> counters;
-  nlohmann::json per_cpu = nlohmann::json::array();
-  int64_t copy_ns = 0;  // time the rings were frozen
-  // produced - (in ring + each loss cause): 0 for discrete events; timer
-  // periods without a sample for cpu-clock.
-  int64_t unaccounted = 0;
-  // Where the history comes from: {"kind": "live_rings"} (frozen at the dump)
-  // or {"kind": "crash_marker", ...} (preserved at a crash instant in kernel
-  // context: marker time, pid/tid/signal, how long after the crash it was read).
-  nlohmann::json source = {{"kind", "live_rings"}};
-};
 
 class CaptureBackend {
  public:

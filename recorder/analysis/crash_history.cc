@@ -1,0 +1,109 @@
+#include "recorder/analysis/crash_history.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/checked_json.h"
+#include "recorder/analysis/replay.h"
+#include "recorder/analysis/timeline.h"
+
+namespace flightrec::recorder::analysis {
+
+nlohmann::json SummarizeThreadHistory(std::vector<std::pair<uint64_t, std::string>> points,
+                                      uint64_t window_start_ns, uint64_t window_end_ns, int bins) {
+  std::sort(points.begin(), points.end());
+  std::map<std::string, uint64_t> top;
+  for (const auto& [t, f] : points) ++top[f];
+  const uint64_t total = points.size();
+  const uint64_t first = total ? points.front().first : 0, last = total ? points.back().first : 0;
+  std::vector<std::pair<uint64_t, std::string>> sorted;
+  for (const auto& [f, n] : top) sorted.emplace_back(n, f);
+  std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
+  nlohmann::json tj = nlohmann::json::array();
+  for (size_t i = 0; i < sorted.size() && i < 10; ++i) {
+    tj.push_back({{"function", sorted[i].second},
+                  {"samples", sorted[i].first},
+                  {"pct", total ? 100.0 * sorted[i].first / total : 0}});
+  }
+  nlohmann::json lj = nlohmann::json::array();
+  for (size_t i = total > 10 ? total - 10 : 0; i < total; ++i) {
+    lj.push_back({{"time_ns", points[i].first}, {"function", points[i].second}});
+  }
+  // The window the daemon froze (the last N seconds before it was asked);
+  // the samples' own span when the record does not say.
+  uint64_t start = window_start_ns, end = window_end_ns;
+  if (start == 0 || end <= start) {
+    start = first;
+    end = last + 1;
+  }
+  const TimelineBins tb(start, end, bins);
+  TimelineLane lane;
+  for (const auto& [t, label] : points) tb.Add(&lane, t, label);
+  if (lane.bins.empty()) lane.bins.resize(tb.bins());
+  const TimelineLegend legend({&lane});
+  nlohmann::json legend_json = nlohmann::json::array();
+  for (const auto& [label, n] : legend.order()) {
+    legend_json.push_back(
+        {{"letter", std::string(1, legend.Letter(label))}, {"function", label}, {"samples", n}});
+  }
+  return nlohmann::json{{"samples", total},
+                        {"top", tj},
+                        {"last", lj},
+                        {"span_s", total ? (last - first) / 1e9 : 0.0},
+                        {"first_ns", first},
+                        {"last_ns", last},
+                        {"window_start_ns", start},
+                        {"window_end_ns", end},
+                        {"window_s", (end - start) / 1e9},
+                        {"timeline",
+                         {{"bins", tb.bins()},
+                          {"bin_ns", static_cast<uint64_t>(tb.width_ns())},
+                          {"lane", tb.LaneJson(lane)},
+                          {"text", legend.LaneText(lane)},
+                          {"legend", legend_json}}}};
+}
+
+StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
+                                      const nlohmann::json& crash, const std::string& hid,
+                                      int bins) {
+  ReplayOptions ro;
+  ro.pid = json::Get<uint32_t>(crash, "pid", 0);
+  // Samples carry tids of the initial pid namespace, so the thread is %I
+  // (global_tid), not %i.
+  const uint32_t tid =
+      json::Get<uint32_t>(crash, "global_tid", json::Get<uint32_t>(crash, "tid", 0));
+  if (tid != 0) ro.tid = tid;
+  ro.progress = false;
+  RecordInfo info;
+  std::vector<std::pair<uint64_t, std::string>> points;
+  // The thread's name at its last sample (pthread_setname_np names, not the
+  // process's).
+  std::string comm;
+  uint64_t comm_time = 0;
+  ASSIGN_OR_RETURN(auto stats, Replay(
+                                   hreader, ro, [&](const RecordInfo& i) { info = i; },
+                                   [&](const ResolvedSample& rs) {
+                                     points.emplace_back(
+                                         rs.sample->time_ns,
+                                         rs.stack.empty() ? "[no frames]" : rs.stack[0]->Display());
+                                     if (rs.sample->time_ns >= comm_time) {
+                                       comm_time = rs.sample->time_ns;
+                                       comm = rs.sample->comm;
+                                     }
+                                   }));
+  (void)stats;
+  nlohmann::json out =
+      SummarizeThreadHistory(std::move(points), info.window_start_ns, info.window_end_ns, bins);
+  out["id"] = hid;
+  out["tid"] = tid;
+  out["comm"] = comm;
+  // Where recorderd took it from: a crash marker (cut at the crash in kernel
+  // context) or its live rings.
+  out["source"] = json::Field(info.config, "history_source");
+  out["end_mono_ns"] = info.window_end_ns;
+  return out;
+}
+
+}  // namespace flightrec::recorder::analysis

@@ -1,0 +1,214 @@
+// recorder crash info: the crash's metadata, each thread's backtrace and the
+// crashing thread's last seconds (analysis::CrashHistory). Everything printed
+// comes from a record: escaped for the terminal.
+#include <cstdio>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/checked_json.h"
+#include "common/terminal_escape.h"
+#include "common/units.h"
+#include "recorder/analysis/crash_history.h"
+#include "recorder/cli/crash_internal.h"
+#include "recorder/record/crash_record.h"
+
+namespace flightrec::recorder::cli {
+namespace {
+
+void PrintFrames(const nlohmann::json& frames, size_t max) {
+  size_t n = 0;
+  for (const auto& f : frames) {
+    if (n == max) {
+      std::printf("      ... %zu more\n", frames.size() - max);
+      break;
+    }
+    // Function, file and DSO names come from the crashed program's binary.
+    std::string fn = json::Str(f, "function");
+    if (fn.empty()) {
+      fn = fmt::format("{}+0x{:x}", json::Str(f, "dso", "?"), json::Get<uint64_t>(f, "offset", 0));
+    }
+    std::string where =
+        json::Field(f, "file").is_null()
+            ? ""
+            : fmt::format(" at {}:{}", json::Str(f, "file"), json::Get<int64_t>(f, "line", 0));
+    std::printf("    #%-2zu 0x%016llx %s%s (%s)%s\n", n,
+                static_cast<unsigned long long>(json::Get<uint64_t>(f, "ip", 0)),
+                EscapeForTerminal(fn).c_str(),
+                json::Get<bool>(f, "inlined", false) ? " [inlined]" : "",
+                EscapeForTerminal(json::Str(f, "dso")).c_str(), EscapeForTerminal(where).c_str());
+    ++n;
+  }
+}
+
+}  // namespace
+
+Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
+                      const store::RecordReader& reader, const std::string& hid,
+                      const store::RecordReader* hreader, std::string history_error, bool as_json,
+                      bool show_maps, int bins) {
+  using json::Array;
+  using json::Field;
+  using json::Get;
+  using json::Object;
+  using json::Str;
+  // The crash's own sections (each optional; see record/crash_record.h).
+  const nlohmann::json crash = Object(meta, "crash");
+  ASSIGN_OR_RETURN(CrashSections sections, ReadCrashSections(reader));
+  nlohmann::json& md = sections.metadata;
+  nlohmann::json& bt = sections.backtrace;
+  const std::string& maps = sections.maps;
+  nlohmann::json history = nullptr;
+  if (hreader != nullptr) {
+    auto h = analysis::CrashHistory(*hreader, crash, hid, bins);
+    if (h.ok()) {
+      history = std::move(*h);
+    } else {
+      history_error = h.status().message();
+    }
+  }
+  // Each backtrace thread is named from the metadata's /proc read at the
+  // crash (by global tid), so a reader of the JSON need not join the two.
+  std::map<int64_t, std::string> thread_names;
+  for (const auto& t : Array(md, "threads")) {
+    thread_names[Get<int64_t>(t, "tid", 0)] = json::RawText(t, "comm");
+  }
+  if (bt.contains("threads") && bt["threads"].is_array()) {
+    for (auto& t : bt["threads"]) {
+      if (!t.is_object()) continue;
+      auto name = thread_names.find(Get<int64_t>(t, "tid", Get<int64_t>(t, "index", 0)));
+      if (name != thread_names.end()) json::SetText(t, "comm", name->second);
+    }
+  }
+  if (as_json) {
+    nlohmann::json out = {{"id", id},        {"crash", crash},     {"metadata", md},
+                          {"backtrace", bt}, {"history", history}, {"maps", maps}};
+    if (!history_error.empty()) out["history_error"] = history_error;
+    std::printf("%s\n", json::Dump(out, 2).c_str());
+    return OkStatus();
+  }
+  // Everything below is text from the record: escaped for the terminal.
+  auto E = [](const std::string& s) { return EscapeForTerminal(s); };
+  std::printf("           ID: %s\n", E(id).c_str());
+  const int64_t pid = Get<int64_t>(crash, "pid", 0), tid = Get<int64_t>(crash, "tid", 0);
+  std::printf(
+      "          PID: %lld (thread %lld; %lld in its pid namespace)\n", static_cast<long long>(pid),
+      static_cast<long long>(Get<int64_t>(crash, "global_tid", tid)), static_cast<long long>(tid));
+  std::printf("          UID: %lld  GID: %lld\n",
+              static_cast<long long>(Get<int64_t>(crash, "uid", 0)),
+              static_cast<long long>(Get<int64_t>(crash, "gid", 0)));
+  std::printf("       Signal: %s\n", E(Str(crash, "signal_name")).c_str());
+  std::printf("    Timestamp: %s\n", FormatTimeNs(Get<int64_t>(crash, "time_ns", 0)).c_str());
+  // The process's exact bytes (`_hex` when they are not UTF-8), escaped.
+  std::printf("   Executable: %s\n", E(json::RawText(crash, "exe")).c_str());
+  std::printf(" Command Line: %s\n", E(json::RawText(md, "cmdline")).c_str());
+  std::printf("          CWD: %s\n", E(json::RawText(md, "cwd")).c_str());
+  std::printf("     Build-ID: %s\n", E(Str(md, "build_id")).c_str());
+  std::printf("         Core: %s%s\n",
+              Get<bool>(crash, "core_stored", false)
+                  ? FormatBytes(Get<uint64_t>(crash, "core_size", 0)).c_str()
+                  : "not stored",
+              Get<bool>(crash, "truncated", false) ? " (truncated at the size limit)" : "");
+  for (const auto& n : Array(crash, "notes")) {
+    std::printf("         Note: %s\n", E(n.is_string() ? Str(n) : json::Dump(n)).c_str());
+  }
+  if (bt.contains("threads")) {
+    std::printf("\nBacktrace (crashing thread first):\n");
+    bool firstt = true;
+    for (const auto& t : Array(bt, "threads")) {
+      const int64_t ttid = Get<int64_t>(t, "tid", Get<int64_t>(t, "index", 0));
+      auto name = thread_names.find(ttid);
+      std::printf("  thread %lld%s%s:\n", static_cast<long long>(ttid),
+                  name == thread_names.end() ? "" : (" " + E(name->second)).c_str(),
+                  firstt ? " (crashed)" : "");
+      PrintFrames(Array(t, "frames"), firstt ? 32 : 12);
+      firstt = false;
+    }
+  } else {
+    std::printf("\nBacktrace: none (%s)\n", E(Str(bt, "error", "see notes")).c_str());
+  }
+  if (!history.is_null()) {
+    // Built by CrashHistory above: its shape is ours, its strings are not.
+    const auto& h = history;
+    std::printf(
+        "\nHistory %s: %llu samples of thread %u%s in the %.2f s before the crash (spanning "
+        "%.2f s)\n",
+        E(Str(h, "id")).c_str(), static_cast<unsigned long long>(Get<uint64_t>(h, "samples", 0)),
+        Get<uint32_t>(h, "tid", 0),
+        Str(h, "comm").empty() ? "" : (" (" + E(Str(h, "comm")) + ")").c_str(),
+        Get<double>(h, "window_s", 0), Get<double>(h, "span_s", 0));
+    const nlohmann::json& source = Field(h, "source");
+    if (Str(source, "kind") == "crash_marker") {
+      std::printf("  from crash marker %llu, taken in the kernel as the core dump began",
+                  static_cast<unsigned long long>(Get<uint64_t>(source, "marker_id", 0)));
+      if (source.contains("crashing_thread_gap_ns")) {
+        std::printf("; the thread's last sample %.3f ms before it",
+                    Get<uint64_t>(source, "crashing_thread_gap_ns", 0) / 1e6);
+      }
+      std::printf("\n");
+    } else if (source.is_object() && source.contains("crash_marker")) {
+      std::printf("  from the live rings (%s)\n", E(Str(source, "crash_marker")).c_str());
+    }
+    std::printf("  top functions:\n");
+    for (const auto& t : Array(h, "top")) {
+      std::printf("  %6.2f%%  %s\n", Get<double>(t, "pct", 0), E(Str(t, "function")).c_str());
+    }
+    const auto& tl = Object(h, "timeline");
+    std::printf(
+        "  timeline (%d bins of %s, oldest left, the crash at the right; letter = what "
+        "the thread ran most, . = not running):\n    |%s|\n",
+        Get<int>(tl, "bins", 0),
+        FormatDurationNs(static_cast<int64_t>(Get<uint64_t>(tl, "bin_ns", 0))).c_str(),
+        E(Str(tl, "text")).c_str());
+    for (const auto& l : Array(tl, "legend")) {
+      std::printf("    %s  %s (%llu)\n", E(Str(l, "letter")).c_str(), E(Str(l, "function")).c_str(),
+                  static_cast<unsigned long long>(Get<uint64_t>(l, "samples", 0)));
+    }
+    std::printf("  last samples:");
+    for (const auto& l : Array(h, "last")) std::printf(" %s", E(Str(l, "function")).c_str());
+    std::printf("\n  (recorder report %s --pid %lld, recorder timeline %s for more)\n",
+                E(Str(h, "id")).c_str(), static_cast<long long>(pid), E(Str(h, "id")).c_str());
+  } else {
+    std::printf("\nHistory: none%s\n",
+                history_error.empty() ? "" : (" (" + E(history_error) + ")").c_str());
+  }
+  if (show_maps) {
+    std::printf("\nMappings (/proc/%lld/maps at the crash):\n", static_cast<long long>(pid));
+    if (maps.empty()) {
+      std::printf("  (not recorded)\n");
+    } else {
+      // Line by line: the newlines are the file's own, the rest is escaped.
+      size_t pos = 0;
+      while (pos < maps.size()) {
+        size_t nl = maps.find('\n', pos);
+        if (nl == std::string::npos) nl = maps.size();
+        std::printf("%s\n", E(maps.substr(pos, nl - pos)).c_str());
+        pos = nl + 1;
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args) {
+  if (args.bins < 1 || args.bins > 1000) return InvalidArgument("--bins must be 1 to 1000");
+  ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, args.id));
+  auto& [row, reader] = found;
+  RETURN_IF_ERROR(CheckAccess(row.meta));
+  const std::string hid = json::Str(json::Object(row.meta, "crash"), "history");
+  std::unique_ptr<store::RecordReader> hreader;
+  std::string history_error;
+  if (!hid.empty()) {
+    auto h = OpenHistory(ctx, hid);
+    if (h.ok()) {
+      hreader = std::move(*h);
+    } else {
+      history_error = h.status().message();
+    }
+  }
+  return PrintCrashInfo(row.id, row.meta, *reader, hid, hreader.get(), history_error, args.json,
+                        args.maps, args.bins);
+}
+
+}  // namespace flightrec::recorder::cli

@@ -1,0 +1,173 @@
+// recorder crash list (modelled on coredumpctl list), and finding one crash
+// for the other crash commands.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/checked_json.h"
+#include "common/units.h"
+#include "recorder/cli/crash_internal.h"
+#include "recorder/record/sections.h"
+
+namespace flightrec::recorder::cli {
+
+std::optional<uint32_t> VisibleUid() {
+  if (geteuid() == 0) return std::nullopt;
+  return static_cast<uint32_t>(getuid());
+}
+
+Status CheckAccess(const nlohmann::json& meta) {
+  auto uid = VisibleUid();
+  if (!uid) return OkStatus();
+  const auto& c = json::Object(meta, "crash");
+  if (json::Get<uint32_t>(c, "uid", UINT32_MAX) != *uid || !json::Get<bool>(c, "dumpable", true)) {
+    return Status(StatusCode::kPermissionDenied, "that crash belongs to another user");
+  }
+  return OkStatus();
+}
+
+StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::ListQuery& q) {
+  std::vector<CrashRow> out;
+  if (!VisibleUid()) {
+    ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+    ASSIGN_OR_RETURN(auto rows, store->List(q));
+    for (auto& r : rows) out.push_back({r.id, r.created_ns, r.file_size, std::move(r.meta)});
+    return out;
+  }
+  // The store is not listable by others: the hook links each user's
+  // records in by-uid/<uid>/.
+  ASSIGN_OR_RETURN(auto files, store::GrantedRecordFiles(ctx.store_dir, *VisibleUid()));
+  for (const auto& f : files) {
+    auto reader = store::OpenGrantedRecord(ctx.store_dir, f);
+    if (!reader.ok()) continue;  // another user's, or root's
+    const auto& meta = (*reader)->meta();
+    const auto& c = json::Object(meta, "crash");
+    if ((*reader)->header().kind != kKindCrash ||
+        json::Get<uint32_t>(c, "uid", UINT32_MAX) != *VisibleUid())
+      continue;
+    if (q.pid && json::Get<uint32_t>(c, "pid", 0) != *q.pid) continue;
+    if (q.exe && json::Str(c, "exe") != *q.exe) continue;
+    if (q.since_ns && (*reader)->header().created_ns < *q.since_ns) continue;
+    out.push_back(
+        {(*reader)->header().id, (*reader)->header().created_ns, (*reader)->file_size(), meta});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CrashRow& a, const CrashRow& b) { return a.created_ns < b.created_ns; });
+  return out;
+}
+
+StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
+    const CliContext& ctx, const std::string& id) {
+  if (!VisibleUid()) {
+    ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+    std::string want = id;
+    if (id == "-1") {
+      store::ListQuery q;
+      q.kind = kKindCrash;
+      ASSIGN_OR_RETURN(auto rows, store->List(q));
+      if (rows.empty()) return NotFound("no crashes in the store");
+      want = rows.back().id;
+    }
+    ASSIGN_OR_RETURN(auto row, store->Get(want));
+    if (row.kind != kKindCrash) {
+      return InvalidArgument(fmt::format("{} is a {}, not a crash", want, row.kind));
+    }
+    ASSIGN_OR_RETURN(auto reader, store->OpenRecord(want));
+    return std::make_pair(CrashRow{row.id, row.created_ns, row.file_size, row.meta},
+                          std::move(reader));
+  }
+  store::ListQuery q;
+  ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
+  // The same rule as the store's index: exact id, else a unique substring.
+  const CrashRow* found = nullptr;
+  std::vector<const CrashRow*> matches;
+  for (const auto& r : rows) {
+    if (id == "-1" || r.id == id) found = &r;
+    if (r.id.find(id) != std::string::npos) matches.push_back(&r);
+  }
+  if (found == nullptr && matches.size() == 1) found = matches[0];
+  if (found == nullptr && matches.size() > 1) {
+    std::string names;
+    for (size_t i = 0; i < matches.size() && i < 8; ++i)
+      names += (names.empty() ? "" : ", ") + matches[i]->id;
+    if (matches.size() > 8) names += fmt::format(" and {} more", matches.size() - 8);
+    return InvalidArgument(
+        fmt::format("'{}' is ambiguous: {} crashes match ({}); give more of "
+                    "the id",
+                    id, matches.size(), names));
+  }
+  if (found == nullptr) {
+    return Status(StatusCode::kNotFound,
+                  fmt::format("no crash {} of yours (other users' crashes are not shown)", id));
+  }
+  ASSIGN_OR_RETURN(auto reader, store::OpenGrantedRecord(ctx.store_dir, found->id + ".frec"));
+  return std::make_pair(*found, std::move(reader));
+}
+
+StatusOr<std::unique_ptr<store::RecordReader>> OpenHistory(const CliContext& ctx,
+                                                           const std::string& hid) {
+  if (!VisibleUid()) {
+    ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
+    return store->OpenRecord(hid);
+  }
+  auto reader = store::OpenGrantedRecord(ctx.store_dir, hid + ".frec");
+  if (!reader.ok() && reader.status().code() == StatusCode::kNotFound) {
+    return NotFound("history record " + hid + " is gone");
+  }
+  return reader;
+}
+
+Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
+  store::ListQuery q;
+  q.kind = kKindCrash;
+  if (a.pid >= 0) q.pid = static_cast<uint32_t>(a.pid);
+  if (!a.exe.empty()) q.exe = a.exe;
+  if (!a.since.empty()) {
+    ASSIGN_OR_RETURN(int64_t t, ParseTimeNs(a.since, WallClockNs()));
+    q.since_ns = t;
+  }
+  q.uid = VisibleUid();
+  ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
+  if (a.newest && rows.size() > 1) rows.erase(rows.begin(), rows.end() - 1);
+  return PrintCrashList(rows, a.json);
+}
+
+Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
+  if (as_json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows) {
+      nlohmann::json c = json::Object(r.meta, "crash");
+      c["id"] = r.id;
+      c["created_ns"] = r.created_ns;
+      c["stored_bytes"] = r.file_size;
+      out.push_back(std::move(c));
+    }
+    std::printf("%s\n", json::Dump(out, 2).c_str());
+    return OkStatus();
+  }
+  // (FormatTable escapes every cell for the terminal.)
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows) {
+    const auto& c = json::Object(r.meta, "crash");
+    std::string core = json::Get<bool>(c, "core_stored", false)
+                           ? FormatBytes(json::Get<uint64_t>(c, "core_size", 0)) +
+                                 (json::Get<bool>(c, "truncated", false) ? " (truncated)" : "")
+                           : "none";
+    const std::string history = json::Str(c, "history");
+    table.push_back({r.id, FormatTimeNs(r.created_ns),
+                     std::to_string(json::Get<int64_t>(c, "pid", 0)),
+                     std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
+                     json::RawText(c, "exe"), core, history.empty() ? "-" : history});
+  }
+  std::fputs(
+      FormatTable({"ID", "TIME", "PID", "UID", "SIG", "EXE", "CORE", "HISTORY"}, table).c_str(),
+      stdout);
+  if (rows.empty()) std::printf("(no crashes)\n");
+  return OkStatus();
+}
+
+}  // namespace flightrec::recorder::cli

@@ -1,0 +1,22 @@
+// The names of record kinds and sections: part of the record format
+// (docs/FORMAT.md), written by the daemon and the coredump hook, read by every
+// query command. One place, so writer and reader cannot drift.
+#pragma once
+
+namespace flightrec::recorder {
+
+// Record kinds (store::Store::BeginRecord).
+inline constexpr const char* kKindDump = "dump";
+inline constexpr const char* kKindCrash = "crash";
+
+// A dump record (recorder/record/dump_record.h); the crash record's sections
+// are named in recorder/record/crash_record.h.
+inline constexpr const char* kSectionEvents = "events";
+inline constexpr const char* kSectionKallsyms = "kallsyms";
+inline constexpr const char* kSectionKernelNames = "kernel_names";
+inline constexpr const char* kSectionVdso = "vdso";
+inline constexpr const char* kSectionConfig = "config";
+inline constexpr const char* kSectionLoss = "loss";
+inline constexpr const char* kSectionLiveAttribution = "live_attribution";
+
+}  // namespace flightrec::recorder
