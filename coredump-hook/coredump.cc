@@ -38,6 +38,7 @@
 #include "common/units.h"
 #include "coredump-hook/core_reducer.h"
 #include "recorder/attribution/attribution.h"
+#include "recorder/symbolize/symbolizer.h"
 #include "recorder/ipc/ipc.h"
 #include "store/store.h"
 
