@@ -20,6 +20,8 @@
 #include "common/units.h"
 #include "recorder/model/event_codec.h"
 #include "recorder/record/dump_record.h"
+#include "recorder/symbolize/debuginfo.h"
+#include "recorder/symbolize/symbolizer.h"
 #include "recorder/unwind/dwarf_unwinder.h"
 
 namespace flightrec::recorder::analysis {
@@ -79,6 +81,7 @@ class Resolver {
       : symbolizer_(cookies, ksyms) {
     symbolizer_.set_want_lines(source_lines);
     symbolizer_.set_vdso(vdso);
+    symbolizer_.set_decompress_cache(symbolize::DefaultDecompressCacheDir());
   }
 
   std::span<const attribution::Symbol* const> Stack(const attribution::AttributedSample& as) {

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include "recorder/elf/build_id.h"
+#include "recorder/elf/elf_handle.h"
+
 namespace flightrec::recorder::attribution {
 
 StatusOr<std::string> ReadOwnVdso() {
@@ -25,6 +28,12 @@ StatusOr<std::string> ReadOwnVdso() {
     return std::string(reinterpret_cast<const char*>(start), end - start);
   }
   return NotFound("no [vdso] mapping in /proc/self/maps");
+}
+
+std::string VdsoBuildId(const std::string& image) {
+  std::string copy = image;  // elf_memory wants a writable buffer
+  elf::ElfPtr e = elf::ElfFromMemory(&copy);
+  return e ? elf::HexBuildId(elf::BuildIdOf(e.get())) : "";
 }
 
 }  // namespace flightrec::recorder::attribution

@@ -8,14 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "common/scoped_fd.h"
+#include "recorder/elf/elf_handle.h"
 
 namespace flightrec::recorder {
 namespace {
-
-struct ElfCloser {
-  void operator()(Elf* e) const { elf_end(e); }
-};
 
 // Finds the symbol's virtual address in one symbol table section type.
 bool FindSymbol(Elf* elf, Elf64_Word type, const std::string& name, uint64_t* vaddr) {
@@ -64,24 +60,24 @@ StatusOr<UprobeTarget> ResolveUprobeTarget(const std::string& spec) {
     }
     return t;
   }
-  ScopedFd fd(open(t.path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return ErrnoStatus(fmt::format("uprobe '{}': cannot open {}", spec, t.path));
-  elf_version(EV_CURRENT);
-  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
-  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) {
-    return InvalidArgument(fmt::format("uprobe '{}': {} is not an ELF file", spec, t.path));
+  elf::ElfFile file = elf::ElfFile::Open(t.path);
+  if (!file && file.open_errno() != 0) {
+    return ErrnoStatus(file.open_errno(), fmt::format("uprobe '{}': cannot open {}", spec, t.path));
   }
+  if (!file)
+    return InvalidArgument(fmt::format("uprobe '{}': {} is not an ELF file", spec, t.path));
+  Elf* elf = file.elf();
   uint64_t vaddr = 0;
-  if (!FindSymbol(elf.get(), SHT_SYMTAB, t.symbol, &vaddr) &&
-      !FindSymbol(elf.get(), SHT_DYNSYM, t.symbol, &vaddr)) {
+  if (!FindSymbol(elf, SHT_SYMTAB, t.symbol, &vaddr) &&
+      !FindSymbol(elf, SHT_DYNSYM, t.symbol, &vaddr)) {
     return NotFound(
         fmt::format("uprobe '{}': no function '{}' in {} (stripped?)", spec, t.symbol, t.path));
   }
   size_t nphdr = 0;
-  elf_getphdrnum(elf.get(), &nphdr);
+  elf_getphdrnum(elf, &nphdr);
   for (size_t i = 0; i < nphdr; ++i) {
     GElf_Phdr ph;
-    if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD) {
+    if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD) {
       continue;
     }
     if (vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz) {

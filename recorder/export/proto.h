@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/leb128.h"
+
 namespace flightrec::recorder::exporter {
 
 class ProtoWriter {
@@ -36,13 +38,7 @@ class ProtoWriter {
 
  private:
   void Tag(uint32_t field, uint32_t wire) { Raw((static_cast<uint64_t>(field) << 3) | wire); }
-  void Raw(uint64_t v) {
-    while (v >= 0x80) {
-      buf_.push_back(static_cast<char>(v | 0x80));
-      v >>= 7;
-    }
-    buf_.push_back(static_cast<char>(v));
-  }
+  void Raw(uint64_t v) { AppendUleb128(&buf_, v); }
   std::string buf_;
 };
 

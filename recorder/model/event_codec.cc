@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "common/leb128.h"
+
 namespace flightrec::recorder {
 namespace {
 
@@ -31,13 +33,7 @@ uint64_t ZigZag(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
 }
 
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
+void PutVarint(std::string* out, uint64_t v) { AppendUleb128(out, v); }
 
 void PutSigned(std::string* out, int64_t v) { PutVarint(out, ZigZag(v)); }
 
@@ -162,18 +158,11 @@ std::string EventEncoder::Take() {
 }
 
 bool EventDecoder::GetVarintSlow(uint64_t* v) {
-  uint64_t result = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (pos_ >= data_.size()) return false;
-    uint8_t b = static_cast<uint8_t>(data_[pos_++]);
-    if (shift == 63 && b > 1) return false;  // would overflow 64 bits
-    result |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *v = result;
-      return true;
-    }
-  }
-  return false;
+  const auto* begin = reinterpret_cast<const uint8_t*>(data_.data());
+  const uint8_t* p = begin + pos_;
+  bool ok = ReadUleb128(&p, begin + data_.size(), v);
+  pos_ = static_cast<size_t>(p - begin);
+  return ok;
 }
 
 bool EventDecoder::GetBytes(std::string* s, size_t max) {

@@ -5,7 +5,8 @@
 // CFI of the files the record's cookie table names, each verified by
 // build-id: .eh_frame through its .eh_frame_hdr search table, .eh_frame
 // without one (a table is built), and .debug_frame (converted to .eh_frame
-// form, see LoadImage in the .cc for why and how).
+// form: cfi_scan.cc reads the CFI, overlay.cc says why and how it is
+// converted; dwarf_unwinder.cc holds the libunwind accessors).
 //
 // Why libunwind remote rather than libdw's dwfl_frame: the remote API lets
 // every memory access be answered from the sample's copy or from an mmap of

@@ -198,14 +198,21 @@ __attribute__((noinline)) void CaptureFromLibrary(void* arg) {
 // Unwinds a stack captured below `outer` (a library's two frames) and
 // checks that both of the library's return addresses come out, in order,
 // right after the callback's.
-void ExpectUnwoundThrough(int (*outer)(cfi_callback, void*, void**), const char* what) {
+// Captures a stack below `outer` (ret gets the library's two return
+// addresses) and unwinds it with this process's mappings.
+std::vector<uint64_t> CaptureAndUnwind(int (*outer)(cfi_callback, void*, void**), void* ret[2],
+                                       attribution::UnwindNote* note) {
   Captured c;
-  void* ret[2] = {nullptr, nullptr};
   outer(&CaptureFromLibrary, &c, ret);
   attribution::Attributor a = TableOfThisProcess();
   auto u = MakeDwarfUnwinder();
+  return u->Unwind(c.sample, a.table(), a.cookies(), note);
+}
+
+void ExpectUnwoundThrough(int (*outer)(cfi_callback, void*, void**), const char* what) {
+  void* ret[2] = {nullptr, nullptr};
   attribution::UnwindNote note;
-  auto ips = u->Unwind(c.sample, a.table(), a.cookies(), &note);
+  auto ips = CaptureAndUnwind(outer, ret, &note);
   // ips: the sampled ip in Capture, then the return addresses into
   // CaptureFromLibrary, <lib>inner, <lib>outer (ret[0]), this function
   // (ret[1]), ...

@@ -1,0 +1,229 @@
+#include "coredump-hook/submit.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "common/checked_json.h"
+#include "common/terminal_escape.h"
+#include "common/units.h"
+#include "recorder/ipc/ipc.h"
+
+namespace flightrec::coredump {
+namespace {
+
+// Asks recorderd for the process's last seconds; returns the record id or
+// sets *why.
+std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why,
+                       std::string* file) {
+  // One deadline for connecting and dumping: the crashed process (and the
+  // core in the pipe) waits for us meanwhile.
+  auto timeout = std::chrono::milliseconds(o.history_timeout_ms);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto client = recorder::ipc::Client::Connect(o.socket_path, timeout);
+  if (!client.ok()) {
+    *why = "recorderd is not reachable: " + client.status().message();
+    return "";
+  }
+  nlohmann::json params = {
+      {"last_ns", o.history_ns},
+      {"pids", {a.pid}},
+      {"crash_pid", a.pid},
+      // recorderd budgets histories per crashed user, and leaves kernel addresses
+      // out of a record that is granted to a user.
+      {"for_uid", a.uid},
+      // comm is bytes; the request is JSON (UTF-8). The crash record keeps
+      // the exact name.
+      {"reason", ToValidUtf8(fmt::format("history of {} ({}) killed by SIG{}", a.comm, a.pid,
+                                         sigabbrev_np(a.signal) ? sigabbrev_np(a.signal) : "?"))}};
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  auto r = (*client)->Call("dump", params, std::max(left, std::chrono::milliseconds(1)));
+  if (!r.ok()) {
+    *why = fmt::format("recorderd did not give history within {} ms: {}", o.history_timeout_ms,
+                       r.status().message());
+    return "";
+  }
+  // Checked reads: an answer of the wrong shape is no history, not an
+  // exception that takes the crash with it.
+  *file = json::Str(*r, "file");
+  std::string id = json::Str(*r, "id");
+  if (id.empty()) *why = "recorderd's answer names no history record";
+  return id;
+}
+
+}  // namespace
+
+// The store and every directory above it must be the hook's own (or
+// root's) and writable by nobody else: the hook is root, and in a directory
+// another user controls, that user could swap in symlinks or plant records
+// for it to index, open and delete (a store configured under /tmp or a
+// user's home). Missing directories are created first, so that a user
+// cannot create one before the hook does.
+Status CheckStoreDir(const std::string& dir) {
+  if (dir.empty() || dir[0] != '/') {
+    return InvalidArgument(fmt::format("store {} is not an absolute path", dir));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // 0700 under the hook's umask
+  std::filesystem::path p(dir);
+  for (std::filesystem::path d = p;; d = d.parent_path()) {
+    struct stat sb;
+    if (lstat(d.c_str(), &sb) != 0) return ErrnoStatus(fmt::format("store {}", dir));
+    if (!S_ISDIR(sb.st_mode)) {
+      return InvalidArgument(
+          fmt::format("store {}: {} is not a directory (symlinks are refused)", dir, d.string()));
+    }
+    if (sb.st_uid != 0 && sb.st_uid != geteuid()) {
+      return Status(
+          StatusCode::kPermissionDenied,
+          fmt::format("store {}: {} belongs to uid {}, not root", dir, d.string(), sb.st_uid));
+    }
+    // A sticky directory (/tmp) lets nobody rename or remove root's entries.
+    if ((sb.st_mode & 022) != 0 && (d == p || (sb.st_mode & S_ISVTX) == 0)) {
+      return Status(StatusCode::kPermissionDenied,
+                    fmt::format("store {}: {} is writable by other users", dir, d.string()));
+    }
+    if (d == d.parent_path()) break;
+  }
+  return OkStatus();
+}
+
+void RequestHistory(const HookOptions& o, Crash* c) {
+  std::string why;
+  c->history_id = AskHistory(c->a, o, &why, &c->history_file);
+  if (!why.empty()) c->notes.push_back(why);
+}
+
+Status StreamCore(int core_fd, const HookOptions& o, store::PendingRecord* rec,
+                  SandboxedBacktrace* unwinder, Crash* c) {
+  // The core goes into the record, and to the sandboxed unwinder, which
+  // keeps what unwinding needs of it in the temporary file.
+  auto& w = rec->writer();
+  Status core_io = w.BeginSection("core");
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    if (c->core_size >= o.max_core_bytes) {
+      char probe;
+      c->truncated = read(core_fd, &probe, 1) > 0;
+      break;
+    }
+    size_t want =
+        static_cast<size_t>(std::min<uint64_t>(buf.size(), o.max_core_bytes - c->core_size));
+    ssize_t n = read(core_fd, buf.data(), want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      c->notes.push_back(std::string("reading the core failed: ") + std::strerror(errno));
+      break;
+    }
+    if (n == 0) break;
+    // Past a failed write the core is still read to its end: the
+    // unwinder needs it, and a backtrace is worth more than a core.
+    if (core_io.ok()) core_io = w.Write(std::string_view(buf.data(), static_cast<size_t>(n)));
+    unwinder->Feed(buf.data(), static_cast<size_t>(n));
+    c->core_size += static_cast<uint64_t>(n);
+  }
+  if (core_io.ok()) core_io = w.EndSection();
+  if (c->truncated) {
+    c->notes.push_back(fmt::format("core truncated at {} bytes (limit)", c->core_size));
+  }
+  if (c->core_size == 0) c->notes.push_back("the kernel sent an empty core");
+  return core_io;
+}
+
+namespace {
+
+// Why a core that could not be written is missing, like systemd-coredump's
+// entries without one.
+std::string CoreMissing(const Status& why, uint64_t core_size) {
+  return why.code() == StatusCode::kNoSpace
+             ? fmt::format("core not stored: no space left in the store for its {} ({})",
+                           FormatBytes(core_size), why.ToString())
+             : fmt::format("core not stored: {}", why.ToString());
+}
+
+// Finishes `r` (holding the core or not) with the metadata, the maps and
+// the backtrace, and commits it.
+StatusOr<store::RecordRow> Finish(store::Store& st, std::unique_ptr<store::PendingRecord> r,
+                                  bool with_core, const Crash& c) {
+  const HookArgs& a = c.a;
+  auto& w = r->writer();
+  // comm and exe are the process's bytes: SetText below.
+  nlohmann::json crash = {{"pid", a.pid},
+                          {"tid", a.tid},
+                          {"global_tid", a.global_tid},
+                          {"signal", a.signal},
+                          {"signal_name", c.signame},
+                          {"time_ns", a.time_s * 1'000'000'000LL},
+                          {"uid", a.uid},
+                          {"gid", a.gid},
+                          {"dumpable", a.dumpable},
+                          {"core_size", c.core_size},
+                          {"truncated", c.truncated},
+                          {"core_stored", with_core},
+                          {"rate_limited", c.limited},
+                          {"history", c.history_id},
+                          {"notes", nlohmann::json::array()}};
+  json::SetText(crash, "comm", a.comm);
+  json::SetText(crash, "exe", c.exe);
+  // Notes quote names and paths: readable UTF-8 (the exact bytes are in
+  // the fields above).
+  for (const auto& n : c.notes) crash["notes"].push_back(ToValidUtf8(n));
+  RETURN_IF_ERROR(w.AddSection("metadata", json::Dump(c.md)));
+  // The address space at the crash, as /proc showed it (text).
+  if (!c.maps.empty()) RETURN_IF_ERROR(w.AddSection("maps", c.maps));
+  if (!c.backtrace.is_null()) RETURN_IF_ERROR(w.AddSection("backtrace", json::Dump(c.backtrace)));
+  nlohmann::json process = {{"pid", a.pid}, {"uid", a.uid}};
+  json::SetText(process, "comm", a.comm);
+  json::SetText(process, "exe", c.exe);
+  nlohmann::json meta = {
+      {"reason", ToValidUtf8(fmt::format("{} ({}) killed by {}", a.comm, a.pid, c.signame))},
+      {"crash", crash},
+      {"pids", {a.pid}},
+      {"processes", {process}},
+      {"start_ns", a.time_s * 1'000'000'000LL},
+      {"end_ns", a.time_s * 1'000'000'000LL}};
+  return st.Commit(std::move(r), meta);
+}
+
+}  // namespace
+
+StatusOr<store::RecordRow> CommitCrash(store::Store& st, std::unique_ptr<store::PendingRecord> rec,
+                                       const Status& core_io, bool* core_stored, Crash* c) {
+  // Without the core, in a fresh record: the failed one's temporary file
+  // (and the space its part of the core took) goes first.
+  auto finish_without_core = [&](const Status& why) -> StatusOr<store::RecordRow> {
+    c->notes.push_back(CoreMissing(why, c->core_size));
+    *core_stored = false;
+    rec.reset();
+    ASSIGN_OR_RETURN(auto fresh, st.BeginRecord("crash"));
+    return Finish(st, std::move(fresh), false, *c);
+  };
+  StatusOr<store::RecordRow> row =
+      core_io.ok() ? Finish(st, std::move(rec), *core_stored, *c) : finish_without_core(core_io);
+  // A commit that failed with the core (its end, the index) is tried once
+  // more without it.
+  if (!row.ok() && *core_stored) row = finish_without_core(row.status());
+  return row;
+}
+
+void GrantCrashedUser(store::Store& st, const store::RecordRow& row, const Crash& c) {
+  // An ACL on the root-owned file, as systemd-coredump does, and a link in
+  // by-uid/<uid>/ so the user finds it in a store they may not list. Cores
+  // of processes that were not dumpable (setuid and the like) stay root's.
+  if (c.a.uid == 0 || !c.a.dumpable) return;
+  for (const std::string& f : {row.file, c.history_file}) {
+    if (f.empty() || f.find('/') != std::string::npos) continue;
+    Status acl = st.GrantReader(f, c.a.uid);
+    if (!acl.ok()) Log(fmt::format("{}: {}", row.id, acl.message()));
+  }
+}
+
+}  // namespace flightrec::coredump

@@ -1,0 +1,38 @@
+// Storing the crash (systemd-coredump's coredump-submit): history from
+// recorderd, the core streamed into a `crash` record, the commit (without
+// the core when it cannot be written) and the crashed user's read access.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+#include "coredump-hook/context.h"
+#include "coredump-hook/sandbox.h"
+#include "store/store.h"
+
+namespace flightrec::coredump {
+
+// The store directory and every one above it must be root's and writable
+// by nobody else; missing ones are created.
+Status CheckStoreDir(const std::string& dir);
+
+// Asks recorderd for the process's last seconds: c->history_id and
+// history_file, or why not in c->notes.
+void RequestHistory(const HookOptions& o, Crash* c);
+
+// Copies the core from core_fd into the record's "core" section (up to the
+// size limit) and to the unwinder. Returns the status of the record's writes
+// (a failed write still reads the core to its end for the unwinder).
+Status StreamCore(int core_fd, const HookOptions& o, store::PendingRecord* rec,
+                  SandboxedBacktrace* unwinder, Crash* c);
+
+// Commits `rec` with the crash's metadata, maps and backtrace; without the
+// core, in a fresh record, when core_io failed or the commit with the core
+// does. *core_stored says which.
+StatusOr<store::RecordRow> CommitCrash(store::Store& st, std::unique_ptr<store::PendingRecord> rec,
+                                       const Status& core_io, bool* core_stored, Crash* c);
+
+// The crashed user may read this record (and only this one).
+void GrantCrashedUser(store::Store& st, const store::RecordRow& row, const Crash& c);
+
+}  // namespace flightrec::coredump

@@ -1,0 +1,73 @@
+// The processes, threads and mappings the sideband has described so far.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "recorder/attribution/cookie_table.h"
+#include "recorder/model/events.h"
+
+namespace flightrec::recorder::attribution {
+
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t pgoff = 0;
+  uint32_t cookie = 0;  // 0 = anonymous / special ([heap], [stack], //anon)
+  bool exec = false;
+  std::string name;  // for special mappings like [vdso]
+};
+
+// A thread other than the main one: its own name (pthread_setname_np,
+// PR_SET_NAME) is what its samples show, not the process's.
+struct Thread {
+  std::string comm;
+  bool exited = false;
+  uint64_t exit_time_ns = 0;
+};
+
+struct Process {
+  uint32_t pid = 0;
+  std::string comm;                    // the main thread's (tid == pid) name
+  std::map<uint32_t, Thread> threads;  // by tid, the other threads
+  std::string exe;                     // path of the first executable mapping after exec
+  bool exited = false;
+  uint64_t exit_time_ns = 0;
+  std::map<uint64_t, Mapping> maps;  // by start address
+};
+
+// Applies sideband events. perf never reports munmap, so a mapping lives
+// until an overlapping mmap replaces it, an exec clears the address space, or
+// the process exits — exited processes stay until Prune, so samples inside
+// the history window still attribute (the dlopen/dlclose/exit case).
+class ProcessTable {
+ public:
+  explicit ProcessTable(CookieTable* cookies) : cookies_(cookies) {}
+  const CookieTable& cookies() const { return *cookies_; }
+  void Apply(const Event& e);
+  const Process* Find(uint32_t pid) const;
+  // The name thread tid of process pid has now (comm events are applied in
+  // time order, so a thread renamed later keeps its old name for the samples
+  // before): its own, else the process's, else "".
+  const std::string& ThreadComm(uint32_t pid, uint32_t tid) const;
+  // Mapping containing ip in pid's address space, or nullptr.
+  const Mapping* Lookup(uint32_t pid, uint64_t ip) const;
+  // Drops processes (and threads) that exited before cutoff_ns.
+  void Prune(uint64_t cutoff_ns);
+  size_t size() const { return procs_.size(); }
+  // Re-creates the events that rebuild pid's current state (for records):
+  // its exec, its mappings, then each live thread's name.
+  std::vector<Event> StateEvents(uint32_t pid, uint64_t time_ns) const;
+
+ private:
+  Process& Get(uint32_t pid);
+  CookieTable* cookies_;
+  std::unordered_map<uint32_t, Process> procs_;
+  std::unordered_map<uint32_t, uint32_t> tid_to_pid_;
+  std::unordered_map<uint32_t, std::vector<MmapEvent>> mmaps_;  // per pid, for StateEvents
+};
+
+}  // namespace flightrec::recorder::attribution
