@@ -33,20 +33,15 @@
 #include "common/scoped_fd.h"
 #include "common/terminal_escape.h"
 #include "store/record_file.h"
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/daemon.h"
+#include "tests/support/files.h"
+#include "tests/support/run.h"
 
 namespace flightrec::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-std::string ReadFile(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 constexpr const char* kPatternFile = "/proc/sys/kernel/core_pattern";
 constexpr const char* kPipeLimitFile = "/proc/sys/kernel/core_pipe_limit";
@@ -110,7 +105,7 @@ class CoredumpTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     guard_ = new PatternGuard();
-    dir_ = new store::testing::TempDir();
+    dir_ = new TempDir();
     chmod(dir_->path().c_str(), 0755);
     // Every test's crashes are root's and most want their history: the
     // daemon's per-uid dump budget (20 an hour by default) is not what this
@@ -173,12 +168,12 @@ class CoredumpTest : public ::testing::Test {
   }
 
   static PatternGuard* guard_;
-  static store::testing::TempDir* dir_;
+  static TempDir* dir_;
   static Daemon* daemon_;
 };
 
 PatternGuard* CoredumpTest::guard_ = nullptr;
-store::testing::TempDir* CoredumpTest::dir_ = nullptr;
+TempDir* CoredumpTest::dir_ = nullptr;
 Daemon* CoredumpTest::daemon_ = nullptr;
 
 struct Case {
@@ -625,7 +620,7 @@ pid_t CrashNoAslr(const std::string& core_dir) {
 }
 
 TEST_F(CoredumpTest, StoredCoreIsTheKernelsCoreByteForByte) {
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   const std::string hook = fs::canonical(BuildPath("coredump-hook/recorder-coredump")).string();
   // 1. Exactly the kernel's bytes: a core_pattern handler that copies the
@@ -676,7 +671,7 @@ TEST_F(CoredumpTest, StoredCoreIsTheKernelsCoreByteForByte) {
 }
 
 TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
-  store::testing::TempDir tmp;
+  TempDir tmp;
   const std::string store = tmp.path() + "/store";
   const std::string nosock = tmp.path() + "/no.sock";
   // A live process whose metadata the hook can read.
@@ -807,7 +802,7 @@ TEST_F(CoredumpTest, BadInputIsStoredOrRefusedWithAReasonNeverACrash) {
 }
 
 TEST_F(CoredumpTest, APidThatWasReusedGetsNoMetadata) {
-  store::testing::TempDir tmp;
+  TempDir tmp;
   const std::string store = tmp.path() + "/store", nosock = tmp.path() + "/no.sock";
   const std::string input = tmp.path() + "/garbage";
   std::ofstream(input) << std::string(4096, 'x');
@@ -855,7 +850,7 @@ TEST_F(CoredumpTest, APidThatWasReusedGetsNoMetadata) {
 }
 
 TEST_F(CoredumpTest, ASilentDaemonDelaysTheCoreOnlyUpToTheTimeout) {
-  store::testing::TempDir tmp;
+  TempDir tmp;
   const std::string store = tmp.path() + "/store", sock = tmp.path() + "/silent.sock";
   // Listens, never accepts nor answers: a hung recorderd.
   ScopedFd srv(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -880,7 +875,7 @@ TEST_F(CoredumpTest, ASilentDaemonDelaysTheCoreOnlyUpToTheTimeout) {
 }
 
 TEST_F(CoredumpTest, ACrashOfTheHookItselfIsNotHandled) {
-  store::testing::TempDir tmp;
+  TempDir tmp;
   const std::string store = tmp.path() + "/store";
   const std::string input = tmp.path() + "/garbage";
   std::ofstream(input) << std::string(4096, 'x');
@@ -977,7 +972,7 @@ TEST_F(CoredumpTest, UsersSeeAndReadOnlyTheirOwnCrashes) {
   // Two ordinary users (nobody and daemon, both in Debian's base passwd)
   // and root.
   constexpr uid_t kNobody = 65534, kDaemon = 1;
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0777);
   const std::string prog = tmp.path() + "/fr_crash", rec = tmp.path() + "/recorder";
   fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
@@ -1197,7 +1192,7 @@ TEST_F(CoredumpTest, CrashDebugRunsGdbOnTheCoreInAPrivateDirectoryAndRemovesIt) 
   pid_t pid = Crash("segv", &sig, 0);
   auto crash = WaitForCrash(pid);
   ASSERT_FALSE(crash.is_null());
-  store::testing::TempDir tmp;
+  TempDir tmp;
   const std::string rec = BuildPath("recorder/cli/recorder");
   auto r = RunCommand(
       {rec, "--store", daemon_->store(), "crash", "debug", crash["id"], "-A",
@@ -1239,7 +1234,7 @@ TEST_F(CoredumpTest, CrashDebugRunsGdbOnTheCoreInAPrivateDirectoryAndRemovesIt) 
 
 TEST_F(CoredumpTest, TheHookDropsItsPrivilegesAndTheUnwinderRunsAsTheCrashedUser) {
   constexpr uid_t kNobody = 65534;
-  store::testing::TempDir tmp;
+  TempDir tmp;
   const std::string store = tmp.path() + "/store";
   // A real core to feed it, and a live process of nobody's as "the crash".
   int sig = 0;
@@ -1367,7 +1362,7 @@ TEST_F(CoredumpTest, AReducedCopyStillUnwindsThroughSharedLibrariesAndEveryThrea
   // budget (through a core_pattern wrapper that passes the option): abort()
   // is in libc, so the walk must cross it (ELF headers kept), and both
   // threads of `threads` must still unwind (both stacks kept).
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   const std::string hook = fs::canonical(BuildPath("coredump-hook/recorder-coredump")).string();
   const std::string wrapper = tmp.path() + "/small-budget-hook";
@@ -1436,7 +1431,7 @@ TEST_F(CoredumpTest, ACrashingProgramsNameIsNeverAnOptionOfTheHook) {
   // `--store=tmp` would make /tmp the store (its recovery removing
   // temporaries there and indexing planted records), `-h` would end the hook
   // before storing anything, `--socket=` would pick the daemon.
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   const std::string planted_tmp = "/tmp/.tmp-flightrec-coredump-test-planted";
   const std::string planted_rec = "/tmp/flightrec-coredump-test-planted.frec";
@@ -1529,7 +1524,7 @@ TEST_F(CoredumpTest, AFullStoreKeepsTheCrashWithoutItsCoreAndSaysWhy) {
   // A 24 MiB store, full but for 4 MiB, and a crash whose core is 8 MiB of
   // noise: the core cannot be written, but the crash (metadata, backtrace,
   // history) is stored, with a note saying why the core is missing.
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   ScopedTmpfs small(tmp.path() + "/store", "24m");
   ASSERT_TRUE(small.ok());
@@ -1604,7 +1599,7 @@ TEST_F(CoredumpTest, OneUserCannotUseUpEveryonesCoreBudget) {
   constexpr uid_t kNobody = 65534, kDaemon = 1;
   ScopedHookConfig config(*daemon_, {{"max_per_uid_per_hour", 4}});
   ASSERT_TRUE(config.ok());
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   for (int i = 0; i < 6; ++i) {
     SCOPED_TRACE(i);
@@ -1642,7 +1637,7 @@ TEST_F(CoredumpTest, OneUserCannotUseUpEveryonesCoreBudget) {
 TEST_F(CoredumpTest, ProgramsNamedLikeTheHookOrTheCliAreRecorded) {
   // Only the hook's own crashes are left alone (by its executable), not
   // every program whose name starts like it.
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   for (const std::string name : {"recorder", "recorder-coredump", "recorderd"}) {
     SCOPED_TRACE(name);
@@ -1660,7 +1655,7 @@ TEST_F(CoredumpTest, ProgramsNamedLikeTheHookOrTheCliAreRecorded) {
 TEST_F(CoredumpTest, AnExecutableDeeperThanPathMaxKeepsItsMetadata) {
   // /proc/PID/exe cannot name a file deeper than PATH_MAX (readlink fails
   // with ENAMETOOLONG), yet the process is alive and its metadata readable.
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   const std::string component(200, 'd');
   std::vector<int> fds = {open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
@@ -1722,7 +1717,7 @@ TEST_F(CoredumpTest, NamesPathsAndArgvThatAreNotUtf8AreStoredExactly) {
   // and nlohmann's dump() throws on anything else: the root hook died on
   // such a crash (losing it) when it sent recorderd the history request, and
   // again when it wrote the metadata and the record's table of contents.
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   const std::string dir = tmp.path() + "/d\xff\x80ir";
   ASSERT_TRUE(fs::create_directory(dir));
@@ -1845,7 +1840,7 @@ TEST_F(CoredumpTest, AMistypedConfigOrAMisshapenDaemonAnswerLosesNoCrash) {
   // nlohmann's value() throws on a value of another type, and an uncaught
   // throw aborts the root hook: every later crash would be lost to one
   // hand-edited setting, or to one answer of the wrong shape on the socket.
-  store::testing::TempDir tmp;
+  TempDir tmp;
   const std::string store = tmp.path() + "/store";
   pid_t sleeper = Spawn({"/bin/sleep", "60"});
   const std::string input = tmp.path() + "/core";
@@ -1882,7 +1877,7 @@ TEST_F(CoredumpTest, TheHookStoresOnlyInADirectoryNoOtherUserControls) {
   // in a directory a user owns or may write (a store configured under a
   // user's home or a shared directory), that user could plant records and
   // symlinks for it. Such a store is refused with a log line.
-  store::testing::TempDir tmp;
+  TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
   pid_t sleeper = Spawn({"/bin/sleep", "60"});
   const std::string input = tmp.path() + "/core";
