@@ -33,19 +33,6 @@ uint64_t GetLe64(const char* p) {
   return v;
 }
 
-// The header checksum covers the first 16 bytes of the prefix (magic,
-// versions, length) and the header JSON, so no byte before the sections can
-// change unnoticed. Bytes 24-31 are reserved and must be zero.
-uint64_t HeaderHash(const char* prefix, const std::string& hjson) {
-  XXH3_state_t* s = XXH3_createState();
-  XXH3_64bits_reset(s);
-  XXH3_64bits_update(s, prefix, 16);
-  XXH3_64bits_update(s, hjson.data(), hjson.size());
-  uint64_t h = XXH3_64bits_digest(s);
-  XXH3_freeState(s);
-  return h;
-}
-
 std::string Hex64(uint64_t v) { return fmt::format("{:016x}", v); }
 
 XXH3_state_t* NewHash() {
@@ -71,6 +58,16 @@ Status PreadFull(int fd, void* buf, size_t len, uint64_t off, const std::string&
 }
 
 }  // namespace
+
+uint64_t HeaderChecksum(const char* prefix, const std::string& header_json) {
+  XXH3_state_t* s = XXH3_createState();
+  XXH3_64bits_reset(s);
+  XXH3_64bits_update(s, prefix, 16);
+  XXH3_64bits_update(s, header_json.data(), header_json.size());
+  uint64_t h = XXH3_64bits_digest(s);
+  XXH3_freeState(s);
+  return h;
+}
 
 nlohmann::json RecordHeader::ToJson() const {
   return {{"id", id},     {"kind", kind},     {"created_ns", created_ns},
@@ -112,7 +109,7 @@ StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(ScopedFd fd, std::s
   PutLe16(prefix + 8, header.major);
   PutLe16(prefix + 10, header.minor);
   PutLe32(prefix + 12, static_cast<uint32_t>(hjson.size()));
-  PutLe64(prefix + 16, HeaderHash(prefix, hjson));
+  PutLe64(prefix + 16, HeaderChecksum(prefix, hjson));
   RETURN_IF_ERROR(w->WriteRaw(prefix, sizeof(prefix)));
   RETURN_IF_ERROR(w->WriteRaw(hjson.data(), hjson.size()));
   return w;
@@ -319,7 +316,7 @@ StatusOr<std::unique_ptr<RecordReader>> RecordReader::OpenFd(ScopedFd fd, std::s
   }
   std::string hjson(hlen, '\0');
   RETURN_IF_ERROR(PreadFull(r->fd_.get(), hjson.data(), hlen, kPrefixSize, display + ": header"));
-  if (HeaderHash(prefix, hjson) != GetLe64(prefix + 16) || GetLe64(prefix + 24) != 0) {
+  if (HeaderChecksum(prefix, hjson) != GetLe64(prefix + 16) || GetLe64(prefix + 24) != 0) {
     return Corrupt(fmt::format("{}: header: checksum mismatch", display));
   }
   // Every field is type-checked: the file is untrusted (a hostile .frec

@@ -46,6 +46,12 @@ inline constexpr size_t kMaxSections = 1024;
 inline constexpr size_t kMaxFrames = 65536;
 inline constexpr size_t kMaxHeaderFieldBytes = 4096;
 
+// The header checksum (docs/FORMAT.md, "File layout"): XXH3-64 over the first
+// 16 bytes of the prefix (magic, versions, header length) and the header
+// JSON, so that no byte before the sections can change unnoticed. (Bytes
+// 24-31 of the prefix are reserved and must be zero.)
+uint64_t HeaderChecksum(const char* prefix, const std::string& header_json);
+
 struct RecordHeader {
   std::string id;
   std::string kind;        // "dump", "crash", ...

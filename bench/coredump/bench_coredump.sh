@@ -8,22 +8,18 @@
 #      attached) and without it.
 # The kernel's core_pattern is restored on exit.
 # Usage: bench/coredump/bench_coredump.sh [SIZE_MIB] [ROUNDS]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-B=${FLIGHTREC_BUILD_DIR:-build}
+source "$(dirname "$0")/../common.sh"
 SIZE=${1:-2048}
 ROUNDS=${2:-2}
-work=$(mktemp -d /var/tmp/flightrec-bench-core.XXXXXX)
 old_pattern=$(cat /proc/sys/kernel/core_pattern)
 old_limit=$(cat /proc/sys/kernel/core_pipe_limit)
-restore() {
+bench_cleanup() {
   echo "$old_pattern" > /proc/sys/kernel/core_pattern
   echo "$old_limit" > /proc/sys/kernel/core_pipe_limit
   [ -n "${DPID:-}" ] && kill "$DPID" 2>/dev/null || true
   [ -n "${SLEEPER:-}" ] && kill "$SLEEPER" 2>/dev/null || true
-  rm -rf "$work"
 }
-trap restore EXIT
+bench_workdir /var/tmp/flightrec-bench-core.XXXXXX
 HOOK=$(readlink -f "$B/coredump-hook/recorder-coredump")
 R="$B/recorder/cli/recorder --store $work/store --socket $work/sock"
 
@@ -73,7 +69,6 @@ listed_ms() {  # prints ms from start to listed for one crash
   done
   echo $(( ($(date +%s%N) - t0) / 1000000 ))
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 with=$(for i in 1 2 3 4 5; do listed_ms; done | median)
 kill "$DPID"; wait "$DPID" 2>/dev/null || true; DPID=
 without=$(for i in 1 2 3 4 5; do listed_ms; done | median)

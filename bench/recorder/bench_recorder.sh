@@ -8,15 +8,12 @@
 #      `perf record --overwrite --switch-output=signal` writing its file after
 #      SIGUSR2.
 # Usage: bench/recorder/bench_recorder.sh [ROUNDS] [ITERATIONS]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-B=${FLIGHTREC_BUILD_DIR:-build}
+source "$(dirname "$0")/../common.sh"
 ROUNDS=${1:-5}
 ITERS=${2:-300000000}
 RATE=99   # recorderd's default (-F)
-work=$(mktemp -d /tmp/flightrec-bench.XXXXXX)
-trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$work"' EXIT
-ncpu=$(nproc)
+bench_cleanup() { pkill -P $$ 2>/dev/null || true; }
+bench_workdir /tmp/flightrec-bench.XXXXXX
 R="$B/recorder/cli/recorder --store $work/store --socket $work/sock"
 
 run_job() {  # one bench_work per CPU at once; prints the slowest wall time
@@ -33,8 +30,6 @@ start_recorderd() {
   echo "recorderd did not start" >&2; cat "$work/d.log" >&2; exit 1
 }
 stop_pid() { kill -INT "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "== overhead: $ncpu x bench_work $ITERS, $ROUNDS rounds, alternating order"
 : > "$work/base"; : > "$work/rec"; : > "$work/perf"

@@ -5,15 +5,11 @@
 #   recorded at the same rate, with the same number of samples (±5%).
 # Prints samples per second of each, their ratio, and peak RSS of each.
 # Usage: bench/report/bench_report.sh [SECONDS] [HZ] [ROUNDS]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-B=${FLIGHTREC_BUILD_DIR:-build}
+source "$(dirname "$0")/../common.sh"
 SECS=${1:-32}
 HZ=${2:-20000}
 ROUNDS=${3:-3}
-work=$(mktemp -d /tmp/flightrec-bench-report.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-ncpu=$(nproc)
+bench_workdir /tmp/flightrec-bench-report.XXXXXX
 R="$B/recorder/cli/recorder --store $work/store"
 # One fr_spin per CPU (spin_a ~70%, spin_b ~30%), so both tools see the same
 # mix of user, library and kernel frames.
@@ -48,7 +44,6 @@ for r in $(seq "$ROUNDS"); do
     measure $R report -1 >> "$work/ours"
   fi
 done
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ot=$(awk '{print $1}' "$work/ours" | median); om=$(awk '{print $2}' "$work/ours" | sort -n | tail -1)
 tt=$(awk '{print $1}' "$work/theirs" | median); tm=$(awk '{print $2}' "$work/theirs" | sort -n | tail -1)
 python3 - "$ours" "$ot" "$om" "$theirs_exact" "$tt" "$tm" <<'PY'

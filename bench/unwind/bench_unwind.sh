@@ -18,18 +18,14 @@
 #      what each mode costs in ring memory for the default 30 s history (for
 #      recorderd, and whether unprivileged `recorder record` can have it).
 # Usage: bench/unwind/bench_unwind.sh [SAMPLES] [HZ] [STACK_BYTES] [ROUNDS] [ITERATIONS] [HIGH_HZ]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-B=${FLIGHTREC_BUILD_DIR:-build}
+source "$(dirname "$0")/../common.sh"
 TARGET=${1:-250000}
 HZ=${2:-10000}
 STACK=${3:-2048}
 ROUNDS=${4:-5}
 ITERS=${5:-4000000000}
 HIGH_HZ=${6:-4999}
-work=$(mktemp -d /var/tmp/flightrec-bench-unwind.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-ncpu=$(nproc)
+bench_workdir /var/tmp/flightrec-bench-unwind.XXXXXX
 R="$B/recorder/cli/recorder --store $work/store"
 for f in "$B/tests/unwind/fr_deep" "$B/bench/recorder/bench_work" "$B/recorder/cli/recorder" \
   "$B/recorder/daemon/recorderd"; do
@@ -38,7 +34,6 @@ done
 echo "# $(date -u +%FT%TZ), $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')), $(uname -r)," \
   "$(perf version), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 # Runs a command, prints "wall_seconds peak_rss_kb cpu_seconds" (from
 # /usr/bin/time -v; CPU = user + system). On this shared 2-CPU VM the wall
 # time includes waiting for a CPU; the CPU time does not.

@@ -10,6 +10,7 @@
 
 #include "recorder/export/export.h"
 #include "recorder/export/proto.h"
+#include "tests/support/proto_wire.h"
 
 namespace flightrec::recorder::exporter {
 namespace {
@@ -245,40 +246,10 @@ TEST(ExportTest, PprofMarksIncompleteStacksWithAFrameAndLabels) {
   EXPECT_NE(raw.find("stack copy of 256 bytes ends at sp+0x100"), std::string::npos);
 }
 
-// A minimal protobuf reader for the checks below: (field, varint or bytes).
-struct Field {
-  uint32_t number = 0;
-  uint64_t num = 0;
-  std::string bytes;
-};
-std::vector<Field> Fields(const std::string& msg) {
-  std::vector<Field> out;
-  size_t i = 0;
-  auto varint = [&]() {
-    uint64_t v = 0;
-    for (int shift = 0; i < msg.size() && shift < 64; shift += 7) {
-      uint8_t b = static_cast<uint8_t>(msg[i++]);
-      v |= uint64_t{b & 0x7fu} << shift;
-      if (!(b & 0x80)) break;
-    }
-    return v;
-  };
-  while (i < msg.size()) {
-    uint64_t tag = varint();
-    Field f;
-    f.number = static_cast<uint32_t>(tag >> 3);
-    if ((tag & 7) == 0) {
-      f.num = varint();
-    } else if ((tag & 7) == 2) {
-      uint64_t len = varint();
-      if (len > msg.size() - i) return {};
-      f.bytes = msg.substr(i, len);
-      i += len;
-    } else {
-      return {};
-    }
-    out.push_back(std::move(f));
-  }
+// The fields of a message, none if it is malformed.
+std::vector<flightrec::testing::WireField> Fields(const std::string& msg) {
+  std::vector<flightrec::testing::WireField> out;
+  if (!flightrec::testing::ParseWire(msg, &out)) return {};
   return out;
 }
 
@@ -323,10 +294,10 @@ TEST(ExportTest, PprofLabelsAreNumericWithUnitsAndMappingsHaveBuildIds) {
         std::string key;
         uint64_t num = 0, unit = 0, sx = 0;
         for (const auto& lf : Fields(l.bytes)) {
-          if (lf.number == 1) key = str(lf.num);
-          if (lf.number == 2) sx = lf.num;
-          if (lf.number == 3) num = lf.num;
-          if (lf.number == 4) unit = lf.num;
+          if (lf.number == 1) key = str(lf.varint);
+          if (lf.number == 2) sx = lf.varint;
+          if (lf.number == 3) num = lf.varint;
+          if (lf.number == 4) unit = lf.varint;
         }
         if (key == "comm") {
           EXPECT_EQ(str(sx), "x");
@@ -346,7 +317,7 @@ TEST(ExportTest, PprofLabelsAreNumericWithUnitsAndMappingsHaveBuildIds) {
     if (t.number == 3) {
       ++mappings;
       std::map<uint32_t, uint64_t> mf;
-      for (const auto& x : Fields(t.bytes)) mf[x.number] = x.num;
+      for (const auto& x : Fields(t.bytes)) mf[x.number] = x.varint;
       EXPECT_EQ(str(mf[5]), "/bin/x");
       EXPECT_EQ(str(mf[6]), "deadbeef");
       EXPECT_GT(mf[2], 0u);

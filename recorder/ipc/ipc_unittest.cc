@@ -6,9 +6,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <thread>
 
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
 
 namespace flightrec::recorder::ipc {
 namespace {
@@ -40,7 +41,7 @@ class ServerFixture : public ::testing::Test {
     if (thread_.joinable()) thread_.join();
   }
   std::string path() const { return dir_.path() + "/s.sock"; }
-  store::testing::TempDir dir_;
+  flightrec::testing::TempDir dir_;
   boost::asio::io_context io_;
   std::unique_ptr<Server> server_;
   std::thread thread_;
@@ -86,7 +87,7 @@ TEST_F(ServerFixture, SocketIsPrivateAndASecondServerIsRefused) {
 }
 
 TEST(IpcTest, StaleSocketIsReplacedAndClientsSaySo) {
-  store::testing::TempDir d;
+  flightrec::testing::TempDir d;
   std::string p = d.path() + "/stale.sock";
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un a{};

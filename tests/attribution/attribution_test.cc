@@ -4,6 +4,7 @@
 // the binaries unstripped, stripped with separate debug files (build-id tree
 // for the library, .gnu_debuglink for the executable), stripped without debug
 // files, rebuilt with different code, and deleted.
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,12 +17,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/run_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/run.h"
 
 namespace flightrec::testing {
 namespace {
@@ -30,15 +32,10 @@ namespace fs = std::filesystem;
 
 std::string Recorder() { return BuildPath("recorder/cli/recorder"); }
 
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // Line number of the first source line containing marker (so the test never
 // hard-codes line numbers).
 uint32_t LineOf(const std::string& file, const std::string& marker) {
-  std::ifstream in(std::string(std::getenv("FLIGHTREC_SOURCE_DIR")) + "/tests/attribution/" + file);
+  std::ifstream in(SourcePath("tests/attribution/" + file));
   std::string line;
   for (uint32_t n = 1; std::getline(in, line); ++n) {
     if (line.find(marker) != std::string::npos) return n;
@@ -155,7 +152,7 @@ class AttributionTest : public ::testing::Test {
     EXPECT_GT(checked_lib, 50u);
   }
 
-  store::testing::TempDir tmp_;
+  TempDir tmp_;
 };
 
 TEST_F(AttributionTest, UnstrippedBinariesNameInlinedFunctionsWithFileAndLine) {
@@ -307,7 +304,7 @@ TEST_F(AttributionTest, RecordWhoseBinariesAreAllGoneSaysSoAndFails) {
     EXPECT_NE(q.exit_code, 0) << cmd[0];
     EXPECT_NE(q.err.find("none of the recorded programs"), std::string::npos) << q.err;
   }
-  EXPECT_NE(ReadFileOrEmpty(out).find("fr_attr_main+0x"), std::string::npos);
+  EXPECT_NE(ReadFile(out).find("fr_attr_main+0x"), std::string::npos);
 }
 
 // A record names files by path; whoever can write there since can put a FIFO
@@ -348,8 +345,8 @@ TEST_F(AttributionTest, FifoInPlaceOfARecordedLibraryIsReportedMissingNotOpened)
   waitpid(pid, &status, 0);
   ASSERT_EQ(ready, 1) << "`recorder report` still running after 120 s: it opened the FIFO";
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  auto j = nlohmann::json::parse(ReadFileOrEmpty(out_path), nullptr, false);
-  ASSERT_TRUE(j.is_object()) << ReadFileOrEmpty(out_path);
+  auto j = nlohmann::json::parse(ReadFile(out_path), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << ReadFile(out_path);
   EXPECT_EQ(j["files_missing"], nlohmann::json::array({lib})) << j.dump();
   // The executable is still there and still symbolized.
   EXPECT_NE(Find(j["rows"], "main_inline_helper"), nullptr) << j.dump();

@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "store/record_file.h"
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/daemon.h"
+#include "tests/support/files.h"
+#include "tests/support/run.h"
 
 namespace flightrec::testing {
 namespace {
@@ -34,10 +34,8 @@ uint32_t FreePid() {
 
 // Runs fr_spin for `seconds` and waits for it to exit; returns its pid.
 pid_t SpinToTheEnd(const std::string& seconds) {
-  pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), seconds});
-  int st = 0;
-  waitpid(spin, &st, 0);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  pid_t spin = 0;
+  EXPECT_TRUE(RunToSuccess({BuildPath("tests/programs/fr_spin"), seconds}, &spin));
   return spin;
 }
 
@@ -49,7 +47,7 @@ nlohmann::json Json(const RunResult& r) {
 }
 
 TEST(RecorderCliTest, ExportFlamegraphAndVerifyPrintJsonAndIdsMatchByAnyPart) {
-  store::testing::TempDir dir;
+  TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   pid_t spin = SpinToTheEnd("1");
@@ -96,7 +94,7 @@ TEST(RecorderCliTest, ExportFlamegraphAndVerifyPrintJsonAndIdsMatchByAnyPart) {
 }
 
 TEST(RecorderCliTest, StoreAndSocketOptionsGoBeforeOrAfterTheCommand) {
-  store::testing::TempDir dir;
+  TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   const std::string recorder = BuildPath("recorder/cli/recorder");
@@ -116,7 +114,7 @@ TEST(RecorderCliTest, StoreAndSocketOptionsGoBeforeOrAfterTheCommand) {
 }
 
 TEST(RecorderCliTest, DumpOfAPidThatNeverRanIsAnError) {
-  store::testing::TempDir dir;
+  TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   const uint32_t nobody = FreePid();
@@ -137,7 +135,7 @@ TEST(RecorderCliTest, DumpOfAPidThatNeverRanIsAnError) {
 }
 
 TEST(RecorderCliTest, DumpLostCountsOnlyTheLossInsideTheWindow) {
-  store::testing::TempDir dir;
+  TempDir dir;
   // A ring of 4 pages per CPU holds some tens of ms at 999 Hz: it has
   // wrapped (overwritten samples) long before the first dump.
   Daemon d(dir.path(), {"--ring-pages", "4"});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -11,8 +12,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/run_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/records.h"
+#include "tests/support/run.h"
 
 namespace flightrec {
 namespace {
@@ -40,7 +42,7 @@ class StoreCliTest : public ::testing::Test {
     args.insert(args.begin(), {BuildPath("recorder/cli/recorder"), "--store", dir_.path()});
     return RunCommand(args);
   }
-  store::testing::TempDir dir_;
+  testing::TempDir dir_;
   store::RecordRow a_, b_;
 };
 
@@ -259,7 +261,7 @@ TEST_F(StoreCliTest, HostileRecordFilesAreQuarantinedByList) {
 // Item 7 of issue 11: retention took the oldest record whoever owned it, so
 // one user's crashes evicted root's. Now the heaviest user pays first.
 TEST(StoreCliRetentionTest, VacuumTakesFromTheHeaviestUserFirst) {
-  store::testing::TempDir d;
+  testing::TempDir d;
   auto s = store::Store::Open(d.path(), store::testing::TestOptions());
   ASSERT_TRUE(s.ok());
   std::string noise(40000, '\0');
@@ -318,7 +320,7 @@ TEST_F(StoreCliTest, SqlHasATimeAndAnOutputLimit) {
 }
 
 TEST_F(StoreCliTest, SqlOnACopiedStoreChangesNothing) {
-  store::testing::TempDir copy;
+  testing::TempDir copy;
   std::filesystem::copy(
       dir_.path(), copy.path(),
       std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
@@ -392,7 +394,7 @@ TEST_F(StoreCliTest, ListAsAnotherUserShowsOnlyTheirGrantedRecords) {
 }
 
 TEST(StoreCliNoStoreTest, EmptyStoreListsNothingAndUnknownCommandFails) {
-  store::testing::TempDir d;
+  testing::TempDir d;
   auto r = RunCommand({BuildPath("recorder/cli/recorder"), "--store", d.path() + "/none", "list"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.err.find("No records"), std::string::npos);

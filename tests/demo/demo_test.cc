@@ -4,21 +4,19 @@
 // and puts the core_pattern back. It changes core_pattern while it runs:
 // never run it alongside coredump_test.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <regex>
 #include <string>
 
-#include "tests/cli/run_util.h"
+#include "tests/support/files.h"
+#include "tests/support/run.h"
 
 namespace flightrec::testing {
 namespace {
-
-std::string ReadFile(const std::string& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The percentage in a report row "SELF% CHILDREN% SAMPLES SYMBOL DSO".
 double SelfPercent(const std::string& out, const std::string& symbol) {

@@ -17,55 +17,27 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/proto_wire.h"
+#include "tests/support/recording.h"
+#include "tests/support/run.h"
 
 namespace flightrec::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-class ExportTest : public ::testing::Test {
+class ExportTest : public RecordedSuite<ExportTest> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new store::testing::TempDir();
-    daemon_ = new Daemon(dir_->path());
-    ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
     // Pinned to CPU 0 (taskset execs in place, so the pid is the spinner's):
     // the CPU 0 samples the pprof label test looks for then always exist.
-    pid_t spin = Spawn({"/usr/bin/taskset", "-c", "0", BuildPath("tests/programs/fr_spin"), "2"});
-    int st = 0;
-    waitpid(spin, &st, 0);
-    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    spin_pid_ = spin;
-    auto r = daemon_->Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    id_ = nlohmann::json::parse(r.out)["id"];
+    Record({"/usr/bin/taskset", "-c", "0", BuildPath("tests/programs/fr_spin"), "2"});
   }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    delete dir_;
-  }
-  static std::string Out(const std::string& name) { return dir_->path() + "/" + name; }
   static RunResult Export(const std::string& format, const std::string& file) {
     return daemon_->Cli({"export", id_, "--format", format, "-o", Out(file)});
   }
-  static std::string Slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
-  static store::testing::TempDir* dir_;
-  static Daemon* daemon_;
-  static std::string id_;
-  static pid_t spin_pid_;
 };
-
-store::testing::TempDir* ExportTest::dir_ = nullptr;
-Daemon* ExportTest::daemon_ = nullptr;
-std::string ExportTest::id_;
-pid_t ExportTest::spin_pid_ = 0;
 
 TEST_F(ExportTest, GoToolPprofShowsTheSameTopFunctionsAsReport) {
   auto r = Export("pprof", "profile.pb.gz");
@@ -168,20 +140,20 @@ TEST_F(ExportTest, GoToolPprofFiltersNumericLabelsAndShowsMappings) {
   // `report --pid` gives, and at least one sample.  (Not the count of a regex
   // on its comm: a sample taken between fork and exec has the spinner's pid
   // and the test binary's comm.)
-  auto by_pid = pprof({"-raw", "-tagfocus=pid=" + std::to_string(spin_pid_)});
+  auto by_pid = pprof({"-raw", "-tagfocus=pid=" + std::to_string(pid_)});
   ASSERT_EQ(by_pid.exit_code, 0) << by_pid.err;
   // pprof says it took the value as a number, not a regexp.
   EXPECT_NE(by_pid.err.find("as range"), std::string::npos) << by_pid.err;
   const uint64_t pid_samples = samples(by_pid.out);
   EXPECT_GT(pid_samples, 0u) << by_pid.out << by_pid.err;
-  auto rep = daemon_->Cli({"report", id_, "--json", "--pid", std::to_string(spin_pid_)});
+  auto rep = daemon_->Cli({"report", id_, "--json", "--pid", std::to_string(pid_)});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   EXPECT_EQ(pid_samples, nlohmann::json::parse(rep.out)["samples"].get<uint64_t>()) << rep.out;
   // A pid nobody has selects nothing (pprof then refuses to show anything).
   auto none = pprof({"-raw", "-tagfocus=pid=4194305"});
   EXPECT_EQ(samples(none.out), 0u) << none.out;
   // tid= works the same way: the spinner's threads all belong to it.
-  auto by_tid = pprof({"-raw", "-tagfocus=tid=" + std::to_string(spin_pid_)});
+  auto by_tid = pprof({"-raw", "-tagfocus=tid=" + std::to_string(pid_)});
   ASSERT_EQ(by_tid.exit_code, 0) << by_tid.err;
   EXPECT_GT(samples(by_tid.out), 0u) << by_tid.out;
   EXPECT_LE(samples(by_tid.out), pid_samples);
@@ -261,7 +233,7 @@ TEST_F(ExportTest, ReportReadsEachFileOnce) {
 TEST_F(ExportTest, ChromeTraceHasRequiredFieldsAndOrderedLanes) {
   auto r = Export("chrome", "trace.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto j = nlohmann::json::parse(Slurp(Out("trace.json")));
+  auto j = nlohmann::json::parse(ReadFile(Out("trace.json")));
   ASSERT_TRUE(j["traceEvents"].is_array());
   std::map<std::pair<int64_t, int64_t>, double> last_ts;
   std::map<std::pair<int64_t, int64_t>, int> depth;
@@ -287,7 +259,7 @@ TEST_F(ExportTest, ChromeTraceHasRequiredFieldsAndOrderedLanes) {
     if (ph == "B") {
       ASSERT_TRUE(e["name"].is_string()) << e.dump();
       ++depth[lane];
-      if (e["name"] == "spin_a" && lane.first == spin_pid_) ++spin_slices;
+      if (e["name"] == "spin_a" && lane.first == pid_) ++spin_slices;
     } else {
       ASSERT_GT(depth[lane], 0) << "E without B: " << e.dump();
       --depth[lane];
@@ -299,41 +271,10 @@ TEST_F(ExportTest, ChromeTraceHasRequiredFieldsAndOrderedLanes) {
   EXPECT_TRUE(thread_names.count("CPU 0") || thread_names.count("CPU 1"));
 }
 
-// Minimal protobuf wire reader for the Perfetto check.
-struct Field {
-  uint32_t number = 0;
-  uint64_t varint = 0;
-  std::string bytes;
-};
-std::vector<Field> Parse(const std::string& s) {
-  std::vector<Field> out;
-  size_t p = 0;
-  auto varint = [&](uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; p < s.size() && shift < 64; shift += 7) {
-      uint8_t b = static_cast<uint8_t>(s[p++]);
-      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) return true;
-    }
-    return false;
-  };
-  while (p < s.size()) {
-    uint64_t tag;
-    if (!varint(&tag)) throw std::runtime_error("bad tag");
-    Field f;
-    f.number = static_cast<uint32_t>(tag >> 3);
-    if ((tag & 7) == 0) {
-      if (!varint(&f.varint)) throw std::runtime_error("bad varint");
-    } else if ((tag & 7) == 2) {
-      uint64_t n;
-      if (!varint(&n) || n > s.size() - p) throw std::runtime_error("bad length");
-      f.bytes = s.substr(p, n);
-      p += n;
-    } else {
-      throw std::runtime_error("unexpected wire type");
-    }
-    out.push_back(std::move(f));
-  }
+// The fields of a message; throws (failing the test) if it is malformed.
+std::vector<WireField> Parse(const std::string& s) {
+  std::vector<WireField> out;
+  if (!ParseWire(s, &out)) throw std::runtime_error("malformed protobuf message");
   return out;
 }
 
@@ -344,7 +285,7 @@ TEST_F(ExportTest, PerfettoTraceDecodesWithDescribedOrderedTracks) {
   std::map<uint64_t, uint64_t> last_ts;
   std::map<uint64_t, int> depth;
   size_t spin = 0, events = 0;
-  for (const auto& packet : Parse(Slurp(Out("trace.pftrace")))) {
+  for (const auto& packet : Parse(ReadFile(Out("trace.pftrace")))) {
     ASSERT_EQ(packet.number, 1u);  // Trace.packet
     uint64_t ts = 0;
     for (const auto& f : Parse(packet.bytes)) {
@@ -391,10 +332,10 @@ TEST_F(ExportTest, FlameGraphIsWellFormedSvgAndFoldedHasTheStacks) {
                          Out("fg.svg")});
   ASSERT_EQ(xml.exit_code, 0) << xml.err;
   EXPECT_NE(xml.out.find("spin_a ("), std::string::npos) << xml.out;
-  EXPECT_NE(Slurp(Out("fg.svg")).find("a &lt;title&gt; &amp; more"), std::string::npos);
+  EXPECT_NE(ReadFile(Out("fg.svg")).find("a &lt;title&gt; &amp; more"), std::string::npos);
   auto f = Export("folded", "stacks.folded");
   ASSERT_EQ(f.exit_code, 0) << f.err;
-  std::string folded = Slurp(Out("stacks.folded"));
+  std::string folded = ReadFile(Out("stacks.folded"));
   EXPECT_NE(folded.find("fr_spin;"), std::string::npos);
   EXPECT_NE(folded.find(";spin_a "), std::string::npos) << folded;
 }
@@ -412,7 +353,7 @@ TEST_F(ExportTest, BadRequestsFailCleanlyAndLeaveNoFile) {
   EXPECT_NE(r.err.find("no record"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(Out("y.json")));
   // A record that fails to replay halfway leaves no partial output either.
-  store::testing::TempDir copy;
+  TempDir copy;
   fs::copy(daemon_->store(), copy.path() + "/s", fs::copy_options::recursive);
   for (const auto& e : fs::directory_iterator(copy.path() + "/s")) {
     if (e.path().filename().string().find(id_) == std::string::npos) continue;

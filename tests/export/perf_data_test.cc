@@ -17,49 +17,26 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/recording.h"
 
 namespace flightrec::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-class PerfDataTest : public ::testing::Test {
+class PerfDataTest : public RecordedSuite<PerfDataTest> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new store::testing::TempDir();
-    daemon_ = new Daemon(dir_->path());
-    ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
-    pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "2"});
-    int st = 0;
-    waitpid(spin, &st, 0);
-    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    auto r = daemon_->Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    id_ = nlohmann::json::parse(r.out)["id"];
-    r = daemon_->Cli({"export", id_, "-f", "perf", "-o", File()});
+    ASSERT_NO_FATAL_FAILURE(Record({BuildPath("tests/programs/fr_spin"), "2"}));
+    auto r = daemon_->Cli({"export", id_, "-f", "perf", "-o", File()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    delete dir_;
-  }
-  static std::string File() { return dir_->path() + "/perf.data"; }
+  static std::string File() { return Out("perf.data"); }
   static RunResult Perf(std::vector<std::string> args) {
     args.insert(args.begin(), "/usr/bin/perf");
     return RunCommand(args, {"HOME=" + dir_->path(), "PAGER=cat"});
   }
-
-  static store::testing::TempDir* dir_;
-  static Daemon* daemon_;
-  static std::string id_;
 };
-
-store::testing::TempDir* PerfDataTest::dir_ = nullptr;
-Daemon* PerfDataTest::daemon_ = nullptr;
-std::string PerfDataTest::id_;
 
 struct PerfRow {
   double pct = 0;
@@ -208,7 +185,7 @@ TEST_F(PerfDataTest, StdoutMustBeAFileNotAPipe) {
 TEST_F(PerfDataTest, AFailedExportLeavesNoFile) {
   // A record cut short fails to replay: the export is an error and leaves
   // neither the file nor its temporary.
-  store::testing::TempDir copy;
+  TempDir copy;
   fs::copy(daemon_->store(), copy.path() + "/s", fs::copy_options::recursive);
   for (const auto& e : fs::directory_iterator(copy.path() + "/s")) {
     if (e.path().filename().string().find(id_) == std::string::npos) continue;

@@ -34,9 +34,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/protoc.h"
+#include "tests/support/recording.h"
 
 namespace flightrec::testing {
 namespace {
@@ -135,41 +134,22 @@ Node ParseText(const std::string& text) {
   return root;
 }
 
-class PerfettoExportTest : public ::testing::Test {
+class PerfettoExportTest : public RecordedSuite<PerfettoExportTest> {
  protected:
+  // Record() in steps, to read the wall clock around the spinner's run.
   static void SetUpTestSuite() {
-    dir_ = new store::testing::TempDir();
-    daemon_ = new Daemon(dir_->path());
-    ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
+    ASSERT_NO_FATAL_FAILURE(StartDaemon());
     wall_before_ = Now(CLOCK_REALTIME);
-    pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "2"});
-    int st = 0;
-    waitpid(spin, &st, 0);
+    pid_t spin = 0;
+    const bool ok = RunToSuccess({BuildPath("tests/programs/fr_spin"), "2"}, &spin);
     wall_after_ = Now(CLOCK_REALTIME);
-    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    spin_pid_ = spin;
-    auto r = daemon_->Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    id_ = nlohmann::json::parse(r.out)["id"];
-  }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    delete dir_;
+    ASSERT_TRUE(ok);
+    pid_ = spin;
+    DumpLast5s(*daemon_, spin, {}, &id_);
   }
 
-  static store::testing::TempDir* dir_;
-  static Daemon* daemon_;
-  static std::string id_;
-  static pid_t spin_pid_;
-  static int64_t wall_before_, wall_after_;
+  static inline int64_t wall_before_ = 0, wall_after_ = 0;
 };
-
-store::testing::TempDir* PerfettoExportTest::dir_ = nullptr;
-Daemon* PerfettoExportTest::daemon_ = nullptr;
-std::string PerfettoExportTest::id_;
-pid_t PerfettoExportTest::spin_pid_ = 0;
-int64_t PerfettoExportTest::wall_before_ = 0;
-int64_t PerfettoExportTest::wall_after_ = 0;
 
 // A sample as both sides describe it: time, cpu, pid, tid and the stack's
 // names, outermost first.
@@ -179,9 +159,7 @@ TEST_F(PerfettoExportTest, ProtocDecodesSamplesInternedStacksAndOneClock) {
   const std::string file = dir_->path() + "/trace.pftrace";
   auto r = daemon_->Cli({"export", id_, "--format", "perfetto", "-o", file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // The file is an argument of the shell, never part of its script.
-  auto raw =
-      RunCommand({"/bin/sh", "-c", "exec /usr/bin/protoc --decode_raw < \"$1\"", "sh", file});
+  auto raw = ProtocDecodeRaw(file);
   ASSERT_EQ(raw.exit_code, 0) << raw.err;
   if (const char* keep = std::getenv("FLIGHTREC_KEEP_DECODED")) std::ofstream(keep) << raw.out;
   Node trace = ParseText(raw.out);
@@ -191,19 +169,16 @@ TEST_F(PerfettoExportTest, ProtocDecodesSamplesInternedStacksAndOneClock) {
   // happen to parse as one (a raw build-id may), so the interned strings are
   // read by a second decode with a schema naming just those fields (numbers
   // as in recorder/export/perfetto.cc); the rest of it stays by number.
-  const std::string schema = dir_->path() + "/interned_strings.proto";
-  std::ofstream(schema) << "syntax = \"proto2\";\n"
-                        << "message InternedString { optional uint64 iid = 1; "
-                        << "optional bytes str = 2; }\n"
-                        << "message InternedData { repeated InternedString function_names = 5; "
-                        << "repeated InternedString build_ids = 16; "
-                        << "repeated InternedString mapping_paths = 17; }\n"
-                        << "message TracePacket { optional InternedData interned_data = 12; }\n"
-                        << "message Trace { repeated TracePacket packet = 1; }\n";
-  auto typed = RunCommand({"/bin/sh", "-c",
-                           "exec /usr/bin/protoc --proto_path=\"$1\" --decode=Trace "
-                           "interned_strings.proto < \"$2\"",
-                           "sh", dir_->path(), file});
+  auto typed = ProtocDecode(dir_->path(), "interned_strings.proto",
+                            "syntax = \"proto2\";\n"
+                            "message InternedString { optional uint64 iid = 1; "
+                            "optional bytes str = 2; }\n"
+                            "message InternedData { repeated InternedString function_names = 5; "
+                            "repeated InternedString build_ids = 16; "
+                            "repeated InternedString mapping_paths = 17; }\n"
+                            "message TracePacket { optional InternedData interned_data = 12; }\n"
+                            "message Trace { repeated TracePacket packet = 1; }\n",
+                            file);
   ASSERT_EQ(typed.exit_code, 0) << typed.err;
   std::map<std::string, std::map<uint64_t, std::string>> strings;  // by table
   const Node typed_trace = ParseText(typed.out);

@@ -13,27 +13,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/recording.h"
 
 namespace flightrec::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string SourcePath(const std::string& rel) {
-  const char* s = std::getenv("FLIGHTREC_SOURCE_DIR");
-  return std::string(s ? s : ".") + "/" + rel;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The trace itself, read as chrome://tracing and speedscope read it: every
 // slice event names its frame (the E too), frame names carry no JSON (the
@@ -85,16 +74,13 @@ void CheckTraceShape(const nlohmann::json& j, pid_t spin_pid) {
 }
 
 TEST(SpeedscopeTest, ChromeTraceRendersInSpeedscopeLikeReport) {
-  store::testing::TempDir dir;
+  TempDir dir;
   Daemon daemon(dir.path());
   ASSERT_TRUE(daemon.ready()) << daemon.Log();
-  pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "2"});
-  int st = 0;
-  waitpid(spin, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  auto dump = daemon.Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"});
-  ASSERT_EQ(dump.exit_code, 0) << dump.err;
-  const std::string id = nlohmann::json::parse(dump.out)["id"];
+  pid_t spin = 0;
+  ASSERT_TRUE(RunToSuccess({BuildPath("tests/programs/fr_spin"), "2"}, &spin));
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(DumpLast5s(daemon, spin, {}, &id));
   const std::string trace = dir.path() + "/trace.json";
   auto ex = daemon.Cli({"export", id, "--format", "chrome", "-o", trace});
   ASSERT_EQ(ex.exit_code, 0) << ex.err;
@@ -109,7 +95,7 @@ TEST(SpeedscopeTest, ChromeTraceRendersInSpeedscopeLikeReport) {
   fs::create_directories(out_dir);
   fs::copy_file(trace, out_dir + "/trace.json");
   std::cout << "exported trace: " << out_dir << "/trace.json\n";
-  CheckTraceShape(nlohmann::json::parse(Slurp(trace)), spin);
+  CheckTraceShape(nlohmann::json::parse(ReadFile(trace)), spin);
   // The driver bounds itself (deadline, browser memory cap); timeout(1) is
   // the last resort should node itself hang.
   auto run = RunCommand({"/usr/bin/timeout", "-k", "5", "200", "/usr/bin/node",

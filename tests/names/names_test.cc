@@ -9,6 +9,7 @@
 // metadata) and perf.data (perf script) exports: each names the workers'
 // own tids after them.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,47 +26,26 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/proc.h"
+#include "tests/support/protoc.h"
+#include "tests/support/recording.h"
 
 namespace flightrec::testing {
 namespace {
 
-class NamesTest : public ::testing::Test {
+class NamesTest : public RecordedSuite<NamesTest> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new store::testing::TempDir();
-    daemon_ = new Daemon(dir_->path());
-    ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
-    pid_t p = Spawn({BuildPath("tests/names/fr_names"), "2"});
-    int st = 0;
-    waitpid(p, &st, 0);
-    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    pid_ = p;
-    auto r = daemon_->Cli(
-        {"dump", "--last", "5s", "--pid", std::to_string(p), "--live-attribution", "--json"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    id_ = nlohmann::json::parse(r.out)["id"];
+    Record({BuildPath("tests/names/fr_names"), "2"}, {"--live-attribution"});
   }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    delete dir_;
-  }
-  static std::string Out(const std::string& name) { return dir_->path() + "/" + name; }
   // Report rows as key -> self samples.
   static std::map<std::string, uint64_t> Rows(const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"report", id_, "--json"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto r = daemon_->Cli(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    std::map<std::string, uint64_t> rows;
-    if (r.exit_code != 0) return rows;
-    const auto report = nlohmann::json::parse(r.out);
-    for (const auto& row : report["rows"]) {
-      rows[row["key"].get<std::string>()] += row["self"].get<uint64_t>();
-    }
-    return rows;
+    if (r.exit_code != 0) return {};
+    return SelfByKey(r.out);
   }
   // script --json: for each comm, the leaf functions of its samples.
   static std::map<std::string, std::map<std::string, int>> LeavesByComm(bool live) {
@@ -117,17 +97,7 @@ class NamesTest : public ::testing::Test {
     }
     return best;
   }
-
-  static store::testing::TempDir* dir_;
-  static Daemon* daemon_;
-  static std::string id_;
-  static pid_t pid_;
 };
-
-store::testing::TempDir* NamesTest::dir_ = nullptr;
-Daemon* NamesTest::daemon_ = nullptr;
-std::string NamesTest::id_;
-pid_t NamesTest::pid_ = 0;
 
 TEST_F(NamesTest, ReportSortedByCommShowsEachThreadsName) {
   auto rows = Rows({"--sort", "comm"});
@@ -223,23 +193,20 @@ TEST_F(NamesTest, PerfettoThreadTracksCarryEachThreadsName) {
   // process fields (numbers as in recorder/export/perfetto.cc, from
   // Perfetto's track_descriptor.proto, thread_descriptor.proto and
   // process_descriptor.proto): the names as strings, not --decode_raw's
-  // guesses. The file is an argument of the shell, never part of its script.
-  const std::string schema = dir_->path() + "/tracks.proto";
-  std::ofstream(schema)
-      << "syntax = \"proto2\";\n"
-      << "message ThreadDescriptor { optional int32 pid = 1; "
-      << "optional int32 tid = 2; optional string thread_name = 5; }\n"
-      << "message ProcessDescriptor { optional int32 pid = 1; "
-      << "optional string process_name = 6; }\n"
-      << "message TrackDescriptor { optional uint64 uuid = 1; "
-      << "optional ProcessDescriptor process = 3; "
-      << "optional ThreadDescriptor thread = 4; }\n"
-      << "message TracePacket { optional TrackDescriptor track_descriptor = 60; }\n"
-      << "message Trace { repeated TracePacket packet = 1; }\n";
-  auto typed = RunCommand({"/bin/sh", "-c",
-                           "exec /usr/bin/protoc --proto_path=\"$1\" --decode=Trace "
-                           "tracks.proto < \"$2\"",
-                           "sh", dir_->path(), file});
+  // guesses.
+  auto typed =
+      ProtocDecode(dir_->path(), "tracks.proto",
+                   "syntax = \"proto2\";\n"
+                   "message ThreadDescriptor { optional int32 pid = 1; "
+                   "optional int32 tid = 2; optional string thread_name = 5; }\n"
+                   "message ProcessDescriptor { optional int32 pid = 1; "
+                   "optional string process_name = 6; }\n"
+                   "message TrackDescriptor { optional uint64 uuid = 1; "
+                   "optional ProcessDescriptor process = 3; "
+                   "optional ThreadDescriptor thread = 4; }\n"
+                   "message TracePacket { optional TrackDescriptor track_descriptor = 60; }\n"
+                   "message Trace { repeated TracePacket packet = 1; }\n",
+                   file);
   ASSERT_EQ(typed.exit_code, 0) << typed.err;
   // thread { pid: P tid: T thread_name: "N" }, one field a line.
   std::map<uint32_t, std::string> names;  // the last name each tid's track was given
@@ -277,8 +244,7 @@ TEST_F(NamesTest, PerfettoThreadTracksCarryEachThreadsName) {
   // Every sampled tid has a named track, the one script gives it.
   for (const auto& [t, c] : by_tid) EXPECT_EQ(names[t], c) << "tid " << t;
   // The raw decode agrees: PerfSample (66) tids are these tracks' tids.
-  auto raw =
-      RunCommand({"/bin/sh", "-c", "exec /usr/bin/protoc --decode_raw < \"$1\"", "sh", file});
+  auto raw = ProtocDecodeRaw(file);
   ASSERT_EQ(raw.exit_code, 0) << raw.err;
   EXPECT_NE(raw.out.find("5: \"worker-one\""), std::string::npos);
 }
@@ -351,7 +317,7 @@ TEST_F(NamesTest, PerfScriptShowsEachThreadsNameWithItsTid) {
 // Threads named before recorderd started are known from its /proc scan
 // (/proc/PID/task/TID/comm), not only from later COMM records.
 TEST(NamesBeforeTheDaemonTest, ThreadsNamedBeforeTheDaemonStartedKeepTheirNames) {
-  store::testing::TempDir dir;
+  TempDir dir;
   pid_t p = Spawn({BuildPath("tests/names/fr_names"), "120"});  // ended below
   // Wait (bounded) until the threads have named themselves.
   auto named = [&] {
@@ -376,34 +342,19 @@ TEST(NamesBeforeTheDaemonTest, ThreadsNamedBeforeTheDaemonStartedKeepTheirNames)
   ASSERT_EQ(waitpid(p, &st, WNOHANG), 0) << "fr_names ended before recorderd was ready";
   // Let its threads run for two CPU seconds under recorderd (bounded), then
   // end it.
-  auto cpu_ticks = [&] {
-    std::ifstream in("/proc/" + std::to_string(p) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(in)), {});
-    std::istringstream f(text.substr(text.rfind(')') + 2));
-    std::string field;
-    uint64_t utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && f >> field; ++i) {
-      if (i == 14) utime = std::stoull(field);
-      if (i == 15) stime = std::stoull(field);
-    }
-    return utime + stime;
-  };
-  const uint64_t start = cpu_ticks(), hz = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  const uint64_t start = CpuTicks(p), hz = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (cpu_ticks() < start + 2 * hz && std::chrono::steady_clock::now() < deadline) {
+  while (CpuTicks(p) < start + 2 * hz && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   kill(p, SIGTERM);
   ASSERT_EQ(waitpid(p, &st, 0), p);
   ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
-  auto r = daemon.Cli({"dump", "--last", "5s", "--pid", std::to_string(p), "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string id = nlohmann::json::parse(r.out)["id"];
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(DumpLast5s(daemon, p, {}, &id));
   auto rep = daemon.Cli({"report", id, "--sort", "comm", "--json"});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
-  std::map<std::string, uint64_t> rows;
-  const auto report = nlohmann::json::parse(rep.out);
-  for (const auto& row : report["rows"]) rows[row["key"]] = row["self"];
+  auto rows = SelfByKey(rep.out);
   EXPECT_GE(rows["worker-one"], 20u) << rep.out;
   EXPECT_GE(rows["worker-two"], 20u) << rep.out;
   // The main thread (fr_names) only sleeps and joins.

@@ -16,7 +16,7 @@
 
 #include "common/units.h"
 #include "recorder/perf/perf_event.h"
-#include "tests/cli/run_util.h"
+#include "tests/support/run.h"
 
 namespace flightrec::recorder::perf {
 namespace {

@@ -20,15 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fr_cpu.h"
+
 volatile unsigned long sink;
 volatile int zero = 0;
 volatile int one = 1;
-
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 __attribute__((noinline)) void spin_a(double seconds) {
   double end = cpu_now() + seconds;

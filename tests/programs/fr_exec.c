@@ -6,13 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
-volatile unsigned long sink;
+#include "fr_cpu.h"
 
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+volatile unsigned long sink;
 
 __attribute__((noinline)) void exec_spin(double seconds) {
   double end = cpu_now() + seconds;

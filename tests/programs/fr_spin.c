@@ -16,11 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "fr_cpu.h"
 
 volatile unsigned long sink;
 

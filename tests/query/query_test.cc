@@ -17,9 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/record_file.h"
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/recording.h"
 
 namespace flightrec::testing {
 namespace {
@@ -29,12 +27,10 @@ namespace fs = std::filesystem;
 // One recording shared by the tests of this file: fr_spin (spin_a/spin_b) and
 // fr_dlopen (a library dlopened, burned in, dlclosed; the process exits
 // before the dump) — the mapping changes attribution has to get right.
-class QueryTest : public ::testing::Test {
+class QueryTest : public RecordedSuite<QueryTest> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new store::testing::TempDir();
-    daemon_ = new Daemon(dir_->path());
-    ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
+    ASSERT_NO_FATAL_FAILURE(StartDaemon());
     pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "1.5"});
     pid_t dl = Spawn({BuildPath("tests/programs/fr_dlopen"),
                       BuildPath("tests/programs/libfr_plugin.so"), "0.5"});
@@ -51,30 +47,12 @@ class QueryTest : public ::testing::Test {
     waitpid(spin, &st, 0);
     ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     spin_pid_ = spin;
-    auto r = daemon_->Cli({"dump", "--last", "5s", "--live-attribution", "--json"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    id_ = nlohmann::json::parse(r.out)["id"];
-  }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    delete dir_;
+    DumpLast5s(*daemon_, 0, {"--live-attribution"}, &id_);
   }
   static RunResult Cli(const std::vector<std::string>& args) { return daemon_->Cli(args); }
 
-  static store::testing::TempDir* dir_;
-  static Daemon* daemon_;
-  static std::string id_;
-  static pid_t spin_pid_;
-  static pid_t exec_pid_;
-  static pid_t dl_pid_;
+  static inline pid_t spin_pid_ = 0, exec_pid_ = 0, dl_pid_ = 0;
 };
-
-store::testing::TempDir* QueryTest::dir_ = nullptr;
-Daemon* QueryTest::daemon_ = nullptr;
-std::string QueryTest::id_;
-pid_t QueryTest::spin_pid_ = 0;
-pid_t QueryTest::exec_pid_ = 0;
-pid_t QueryTest::dl_pid_ = 0;
 
 std::vector<std::string> Lines(const std::string& s) {
   std::vector<std::string> out;
@@ -356,7 +334,7 @@ std::string DamagedStore(const std::string& from, const std::string& to, const s
 }
 
 TEST_F(QueryTest, CorruptAndForeignRecordsAreClearErrors) {
-  store::testing::TempDir tmp;
+  TempDir tmp;
   struct Case {
     std::string name, needle;
     std::function<void(const std::string&)> damage;

@@ -32,9 +32,10 @@
 #include "recorder/ipc/ipc.h"
 #include "recorder/model/event_codec.h"
 #include "store/store.h"
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/daemon.h"
+#include "tests/support/files.h"
+#include "tests/support/records.h"
+#include "tests/support/run.h"
 
 namespace flightrec {
 namespace {
@@ -286,7 +287,7 @@ class KernelRedactionTest : public ::testing::Test {
     if (!policy.empty()) a.push_back("--kernel-frames-for-users=" + policy);
     return a;
   }
-  store::testing::TempDir dir_;
+  flightrec::testing::TempDir dir_;
   pid_t loop_ = -1;
 };
 

@@ -21,14 +21,17 @@
 #include "recorder/ipc/ipc.h"
 #include "recorder/record/dump_record.h"
 #include "store/store.h"
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/recording.h"
+#include "tests/support/records.h"
+#include "tests/support/run.h"
+#include "tests/support/unix_socket.h"
 
 namespace flightrec {
 namespace {
 
 using testing::BuildPath;
+using testing::ConnectUnix;
 using testing::Daemon;
 using testing::RunCommand;
 using testing::Spawn;
@@ -44,7 +47,7 @@ uint64_t CpuNs(pid_t pid) {
 }
 
 TEST(RecorderE2ETest, SpinWorkloadDumpHasTheWindowTheSplitAndTheRate) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "8"});
@@ -152,7 +155,7 @@ TEST(RecorderE2ETest, SpinWorkloadDumpHasTheWindowTheSplitAndTheRate) {
 // samples produced) and fixed-size records (no call chains, so overwritten
 // samples are measured from the ring's byte positions, not inferred).
 TEST(RecorderE2ETest, RecordLossCountersAddUpExactlyWithATinyRing) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path(), {"--event", "page-faults", "--period", "1", "--call-graph", "none",
                         "--ring-pages", "2"});
   ASSERT_TRUE(d.ready()) << d.Log();
@@ -200,17 +203,15 @@ TEST(RecorderE2ETest, RecordLossCountersAddUpExactlyWithATinyRing) {
 }
 
 TEST(RecorderE2ETest, DlopenedLibraryOfAnExitedProcessIsStillAttributed) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
-  pid_t p = Spawn(
-      {BuildPath("tests/programs/fr_dlopen"), BuildPath("tests/programs/libfr_plugin.so"), "0.5"});
-  int st;
-  waitpid(p, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  auto r = d.Cli({"dump", "--last", "5s", "--pid", std::to_string(p), "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::string id = nlohmann::json::parse(r.out)["id"];
+  pid_t p = 0;
+  ASSERT_TRUE(testing::RunToSuccess(
+      {BuildPath("tests/programs/fr_dlopen"), BuildPath("tests/programs/libfr_plugin.so"), "0.5"},
+      &p));
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(testing::DumpLast5s(d, p, {}, &id));
   auto rep = d.Cli({"report", id, "--json"});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   auto rj = nlohmann::json::parse(rep.out);
@@ -221,21 +222,8 @@ TEST(RecorderE2ETest, DlopenedLibraryOfAnExitedProcessIsStillAttributed) {
   EXPECT_GT(rj["rows"][0]["self_pct"].get<double>(), 60.0);
 }
 
-// Opens a raw connection to the control socket.
-int RawConnect(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 TEST(RecorderE2ETest, ControlSocketSurvivesHostileClientsAndRefusesStrangers) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   // Open the socket file to everyone so that the refusal below comes from the
@@ -268,7 +256,7 @@ TEST(RecorderE2ETest, ControlSocketSurvivesHostileClientsAndRefusesStrangers) {
                                            "\xff\xfe{",
                                            "{\"method\":\"trigger_add\",\"params\":{}}"};
   for (int i = 0; i < 10000; ++i) {
-    int fd = RawConnect(d.sock());
+    int fd = ConnectUnix(d.sock());
     ASSERT_GE(fd, 0) << "daemon stopped accepting at request " << i;
     std::string msg;
     switch (i % 4) {
@@ -296,7 +284,7 @@ TEST(RecorderE2ETest, ControlSocketSurvivesHostileClientsAndRefusesStrangers) {
   // 100 slow clients: connect and send half a header, then hold on.
   std::vector<int> slow;
   for (int i = 0; i < 100; ++i) {
-    int fd = RawConnect(d.sock());
+    int fd = ConnectUnix(d.sock());
     ASSERT_GE(fd, 0);
     (void)!send(fd, "\0\0", 2, MSG_NOSIGNAL);
     slow.push_back(fd);
@@ -322,7 +310,7 @@ TEST(RecorderE2ETest, ControlSocketSurvivesHostileClientsAndRefusesStrangers) {
 }
 
 TEST(RecorderE2ETest, UprobeTriggerDumpsOncePerAllowedFiringAndRespectsItsLimit) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   std::string spec = BuildPath("tests/programs/fr_spin") + ":spin_b";
@@ -367,7 +355,7 @@ TEST(RecorderE2ETest, UprobeTriggerDumpsOncePerAllowedFiringAndRespectsItsLimit)
 // with a message; with the perf backend (no crash markers) the history comes
 // from the live rings, as before, and the record says so.
 TEST(RecorderE2ETest, CrashPidDumpsRefuseBadPidsAndUseTheLiveRingsWithPerf) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   auto c = recorder::ipc::Client::Connect(d.sock(), 5s);
@@ -393,7 +381,7 @@ TEST(RecorderE2ETest, CrashPidDumpsRefuseBadPidsAndUseTheLiveRingsWithPerf) {
 }
 
 TEST(RecorderE2ETest, ClearErrorsWhenTheDaemonIsDownOrTheIdIsUnknown) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   auto r = RunCommand({BuildPath("recorder/cli/recorder"), "--socket", dir.path() + "/none.sock",
                        "dump", "--last", "5s"});
   EXPECT_NE(r.exit_code, 0);
@@ -406,7 +394,7 @@ TEST(RecorderE2ETest, ClearErrorsWhenTheDaemonIsDownOrTheIdIsUnknown) {
 }
 
 TEST(RecorderE2ETest, RecordModeWorksUnprivilegedAndDumpsWhenTheCommandCrashes) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   chmod(dir.path().c_str(), 0777);
   const std::string st = dir.path() + "/store";
   // Copies the user can reach whatever the checkout's parent directories allow.
@@ -444,7 +432,7 @@ TEST(RecorderE2ETest, RecordModeWorksUnprivilegedAndDumpsWhenTheCommandCrashes) 
 }
 
 TEST(RecorderE2ETest, SigusrTwoDumpsAndSigtermStopsCleanly) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   auto d = std::make_unique<Daemon>(dir.path());
   ASSERT_TRUE(d->ready());
   kill(d->pid(), SIGUSR2);

@@ -25,37 +25,29 @@
 
 #include "common/units.h"
 #include "recorder/ipc/ipc.h"
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/daemon.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
+#include "tests/support/run.h"
+#include "tests/support/unix_socket.h"
 
 namespace flightrec {
 namespace {
 
 using testing::BuildPath;
+using testing::ConnectUnix;
+using testing::CpuTicks;
 using testing::Daemon;
 using namespace std::chrono_literals;
 
 constexpr uid_t kNobody = 65534;
 constexpr gid_t kNogroup = 65534;
 
-int RawConnect(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Sends `payload` as one frame on a new connection and returns the daemon's
 // one answer, or nullopt if none came within the timeout.
 std::optional<nlohmann::json> RawCall(const std::string& sock, const std::string& payload,
                                       std::chrono::milliseconds timeout = 10s) {
-  int fd = RawConnect(sock);
+  int fd = ConnectUnix(sock);
   if (fd < 0) return std::nullopt;
   std::string out = recorder::ipc::Frame(payload);
   int64_t deadline = MonotonicNs() + timeout.count() * 1'000'000;
@@ -124,20 +116,6 @@ uint64_t VmRssKb(pid_t pid) {
   return 0;
 }
 
-// utime + stime of a process, in clock ticks.
-uint64_t CpuTicks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), {});
-  std::istringstream rest(s.substr(s.rfind(')') + 2));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return utime + stime;
-}
-
 size_t OpenFds(pid_t pid) {
   size_t n = 0;
   for ([[maybe_unused]] const auto& e :
@@ -148,7 +126,7 @@ size_t OpenFds(pid_t pid) {
 
 // The socket file (and its directory) open to everyone, so that a refusal
 // comes from the daemon's SO_PEERCRED policy, not from file permissions.
-void OpenSocketToAll(const store::testing::TempDir& dir, const Daemon& d) {
+void OpenSocketToAll(const flightrec::testing::TempDir& dir, const Daemon& d) {
   chmod(dir.path().c_str(), 0755);
   chmod(d.sock().c_str(), 0666);
 }
@@ -161,7 +139,7 @@ std::string NestedIdRequest(size_t depth) {
 // Item 2: ~400 KB of nested arrays in `id` overflowed the daemon's stack,
 // even from a uid the policy refuses.
 TEST(RecorderdLimitsTest, NestedJsonIdIsRefusedAndTheDaemonSurvives) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   OpenSocketToAll(dir, d);
@@ -208,7 +186,7 @@ TEST(RecorderdLimitsTest, NestedJsonIdIsRefusedAndTheDaemonSurvives) {
 // Item 10: 256 connections declaring 1 MiB frames raised the RSS by 230 MB,
 // and a refused peer's frame was read and parsed before its refusal.
 TEST(RecorderdLimitsTest, DeclaredFramesCostNoMemoryUntilTheirBytesArrive) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   OpenSocketToAll(dir, d);
@@ -216,7 +194,7 @@ TEST(RecorderdLimitsTest, DeclaredFramesCostNoMemoryUntilTheirBytesArrive) {
   const char header[4] = {0, 0x10, 0, 0};  // 1 MiB declared, nothing follows
   std::vector<int> fds;
   for (int i = 0; i < 200; ++i) {
-    int fd = RawConnect(d.sock());
+    int fd = ConnectUnix(d.sock());
     ASSERT_GE(fd, 0);
     ASSERT_EQ(send(fd, header, 4, MSG_NOSIGNAL), 4);
     fds.push_back(fd);
@@ -239,7 +217,7 @@ TEST(RecorderdLimitsTest, DeclaredFramesCostNoMemoryUntilTheirBytesArrive) {
     std::vector<int> mine;
     std::string frame = std::string(header, 4) + std::string(1 << 20, '[');
     for (int i = 0; i < 20; ++i) {
-      int fd = RawConnect(d.sock());
+      int fd = ConnectUnix(d.sock());
       if (fd < 0) return 6;
       if (send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size()))
         return 7;
@@ -259,7 +237,7 @@ TEST(RecorderdLimitsTest, DeclaredFramesCostNoMemoryUntilTheirBytesArrive) {
 TEST(RecorderdLimitsTest, OneUidCannotHoldEveryConnection) {
   for (bool member : {false, true}) {
     SCOPED_TRACE(member ? "nobody in the socket's group" : "nobody refused by the policy");
-    store::testing::TempDir dir;
+    flightrec::testing::TempDir dir;
     std::vector<std::string> extra;
     if (member) extra = {"--group", "nogroup"};
     Daemon d(dir.path(), extra);
@@ -273,7 +251,7 @@ TEST(RecorderdLimitsTest, OneUidCannotHoldEveryConnection) {
       if (setgroups(0, nullptr) != 0 || setgid(kNogroup) != 0 || setuid(kNobody) != 0) _exit(100);
       std::vector<int> held;
       for (int i = 0; i < 300; ++i) {
-        int fd = RawConnect(d.sock());
+        int fd = ConnectUnix(d.sock());
         if (fd >= 0) held.push_back(fd);
       }
       char c = 1;
@@ -299,7 +277,7 @@ TEST(RecorderdLimitsTest, OneUidCannotHoldEveryConnection) {
 // Item 10: 7 990 uprobe triggers exhausted the daemon's descriptors, after
 // which `status` outgrew the answer limit and SIGTERM took seconds.
 TEST(RecorderdLimitsTest, TriggerFloodHitsPerUidAndTotalLimits) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path(),
            {"--group", "nogroup", "--max-triggers", "6", "--max-triggers-per-uid", "4"});
   ASSERT_TRUE(d.ready()) << d.Log();
@@ -356,7 +334,7 @@ TEST(RecorderdLimitsTest, StatusListsABoundedNumberOfTriggers) {
   if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need) lim.rlim_max = need;
   lim.rlim_cur = std::max<rlim_t>(lim.rlim_cur, need);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lim), 0);  // recorderd inherits it
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path(), {"--max-triggers", "1000", "--max-triggers-per-uid", "1000"});
   ASSERT_TRUE(d.ready()) << d.Log();
   std::string spec = BuildPath("tests/programs/fr_spin") + ":spin_b";
@@ -385,7 +363,7 @@ TEST(RecorderdLimitsTest, StatusListsABoundedNumberOfTriggers) {
 // come back. Here its RLIMIT_NOFILE is lowered under it (prlimit) until
 // connections alone exhaust it.
 TEST(RecorderdLimitsTest, OutOfDescriptorsBacksOffAndRecovers) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
   rlimit lim{};
@@ -400,7 +378,7 @@ TEST(RecorderdLimitsTest, OutOfDescriptorsBacksOffAndRecovers) {
 
   std::vector<int> fds;
   for (int i = 0; i < 40; ++i) {
-    int fd = RawConnect(d.sock());
+    int fd = ConnectUnix(d.sock());
     ASSERT_GE(fd, 0) << "connect " << i;
     fds.push_back(fd);
   }
@@ -431,7 +409,7 @@ TEST(RecorderdLimitsTest, OutOfDescriptorsBacksOffAndRecovers) {
 // `for_uid`, which only root may name) under a global ceiling, of which
 // non-root uids together may not take root's share.
 TEST(RecorderdLimitsTest, DumpBudgetsArePerUidUnderAGlobalCeiling) {
-  store::testing::TempDir dir;
+  flightrec::testing::TempDir dir;
   Daemon d(dir.path(), {"--group", "nogroup", "--max-dumps-per-hour", "6",
                         "--max-dumps-per-uid-per-hour", "2"});
   ASSERT_TRUE(d.ready()) << d.Log();

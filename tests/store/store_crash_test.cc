@@ -9,30 +9,24 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
 #include <thread>
 
-#include "tests/cli/run_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/records.h"
+#include "tests/support/run.h"
 
 namespace flightrec::store {
 namespace {
 
-using testing::TempDir;
+using flightrec::testing::TempDir;
 using testing::TestOptions;
 
-std::string Helper() {
-  const char* b = std::getenv("FLIGHTREC_BUILD_DIR");
-  return std::string(b ? b : ".") + "/tests/store/store_stress_helper";
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
+std::string Helper() { return flightrec::testing::BuildPath("tests/store/store_stress_helper"); }
 
 std::set<std::string> ReadJournal(const std::string& path) {
   std::set<std::string> ids;
@@ -69,7 +63,7 @@ TEST(StoreCrashTest, KillNineAtRandomInstantsLosesNothingCommitted) {
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % window_us));
     kill(pid, SIGKILL);
-    int st = Wait(pid);
+    int st = flightrec::testing::WaitStatus(pid);
     ASSERT_TRUE(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
         << "writer failed on its own (status " << st << ")";
     if (i % 20 == 19) {
@@ -111,11 +105,11 @@ TEST(StoreCrashTest, EightWritersAndFourReadersAtOnce) {
   for (int i = 0; i < 4; ++i)
     readers.push_back(flightrec::testing::Spawn({Helper(), "read", store, "3"}));
   for (pid_t p : writers) {
-    int st = Wait(p);
+    int st = flightrec::testing::WaitStatus(p);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "writer status " << st;
   }
   for (pid_t p : readers) {
-    int st = Wait(p);
+    int st = flightrec::testing::WaitStatus(p);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "reader status " << st;
   }
   auto s = Store::Open(store, TestOptions());

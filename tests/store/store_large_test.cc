@@ -9,7 +9,8 @@
 #include <fstream>
 #include <random>
 
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/records.h"
 
 namespace flightrec::store {
 namespace {
@@ -48,7 +49,7 @@ int InChild(Fn fn) {
 }
 
 TEST(StoreLargeTest, TwoGiBSectionStreamsInBoundedMemory) {
-  testing::TempDir d;
+  flightrec::testing::TempDir d;
   const std::string store = d.path() + "/store";
   const std::string out = d.path() + "/result";
   // Writer child: exit 0 = ok, 1 = error, 2 = RSS over the limit.

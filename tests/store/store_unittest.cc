@@ -5,23 +5,30 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/acl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/records.h"
 
 namespace flightrec::store {
 namespace {
 
-using testing::TempDir;
+using flightrec::testing::TempDir;
 using testing::TestOptions;
 using testing::WriteSmallRecord;
 
@@ -34,6 +41,17 @@ int InChild(Fn fn) {
   int status = 0;
   waitpid(pid, &status, 0);
   return status;
+}
+
+// Opens the store at `dir` in a child (recovery runs there): fails the test
+// if recovery killed the child or the open failed.
+void OpenInAChild(const std::string& dir) {
+  int status = InChild([&] {
+    auto s = Store::Open(dir, TestOptions());
+    return s.ok() ? 0 : 1;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "recovery was killed by signal " << WTERMSIG(status);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
 }
 
 std::string Pattern(size_t n, uint32_t seed) {
@@ -299,12 +317,7 @@ TEST(RecoveryTest, HostileRecordFilesAreQuarantinedAndTheStoreKeepsWorking) {
   for (const auto& [name, bytes] : hostile) {
     std::ofstream(d.path() + "/" + name, std::ios::binary) << bytes;
   }
-  int status = InChild([&] {
-    auto s = Store::Open(d.path(), TestOptions());
-    return s.ok() ? 0 : 1;
-  });
-  ASSERT_TRUE(WIFEXITED(status)) << "recovery was killed by signal " << WTERMSIG(status);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_NO_FATAL_FAILURE(OpenInAChild(d.path()));
   auto s = Store::Open(d.path(), TestOptions());
   ASSERT_TRUE(s.ok()) << s.status().message();
   for (const auto& [name, bytes] : hostile) {
@@ -350,12 +363,7 @@ TEST(RecoveryTest, WrongTypesInMetaAreIndexedWithDefaultsNotFatal) {
                     R"("cookies":[{"build_id":1,"path":2,"dev":"d","ino":{}},"x"]}})";
   std::ofstream(d.path() + "/" + id + ".frec", std::ios::binary)
       << testing::CraftRecord(testing::GoodHeader(id), toc);
-  int status = InChild([&] {
-    auto s = Store::Open(d.path(), TestOptions());
-    return s.ok() ? 0 : 1;
-  });
-  ASSERT_TRUE(WIFEXITED(status)) << "recovery was killed by signal " << WTERMSIG(status);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_NO_FATAL_FAILURE(OpenInAChild(d.path()));
   auto s = Store::Open(d.path(), TestOptions());
   ASSERT_TRUE(s.ok());
   auto row = (*s)->Get(id);

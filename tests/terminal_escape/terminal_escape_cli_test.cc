@@ -16,12 +16,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "tests/cli/run_util.h"
+#include "tests/support/run.h"
 
 namespace fs = std::filesystem;
 using flightrec::testing::BuildPath;

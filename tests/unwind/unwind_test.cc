@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/cli/run_util.h"
-#include "tests/recorder/daemon_util.h"
+#include "tests/support/daemon.h"
+#include "tests/support/run.h"
 
 namespace flightrec {
 namespace {

@@ -1,41 +1,14 @@
-// Helpers shared by the store tests: temporary directories on the real
-// filesystem and small record builders.
-#pragma once
+#include "tests/support/records.h"
 
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <cstring>
 
-#include <filesystem>
-#include <fstream>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include "store/store.h"
+#include "store/record_file.h"
 
 namespace flightrec::store::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "flightrec-test-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-inline StoreOptions TestOptions() {
+StoreOptions TestOptions() {
   StoreOptions o;
   // Tests control retention explicitly; the filesystem-derived defaults would
   // depend on the machine.
@@ -44,21 +17,15 @@ inline StoreOptions TestOptions() {
   return o;
 }
 
-inline StatusOr<RecordRow> WriteSmallRecord(Store& s, const std::string& payload,
-                                            nlohmann::json meta = nlohmann::json::object()) {
+StatusOr<RecordRow> WriteSmallRecord(Store& s, const std::string& payload, nlohmann::json meta) {
   ASSIGN_OR_RETURN(auto rec, s.BeginRecord("dump"));
   RETURN_IF_ERROR(rec->writer().AddSection("events", payload));
   RETURN_IF_ERROR(rec->writer().AddSection("config", "{\"x\":1}"));
   return s.Commit(std::move(rec), meta);
 }
 
-// Builds a record file byte by byte from any header and TOC text, with the
-// checksums computed the way RecordWriter computes them, so that a test can
-// plant a hostile file that passes every checksum (docs/FORMAT.md, "File
-// layout"). `body` goes between the header and the TOC; `header_len`
-// overrides the declared header length (0 = the real one).
-inline std::string CraftRecord(const std::string& header_json, const std::string& toc_json,
-                               const std::string& body = "", uint32_t header_len = 0) {
+std::string CraftRecord(const std::string& header_json, const std::string& toc_json,
+                        const std::string& body, uint32_t header_len) {
   char prefix[kPrefixSize] = {};
   std::memcpy(prefix, kFileMagic, 8);
   uint16_t major = kFormatMajor, minor = kFormatMinor;
@@ -66,12 +33,7 @@ inline std::string CraftRecord(const std::string& header_json, const std::string
   std::memcpy(prefix + 8, &major, 2);
   std::memcpy(prefix + 10, &minor, 2);
   std::memcpy(prefix + 12, &hlen, 4);
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, prefix, 16);
-  XXH3_64bits_update(st, header_json.data(), header_json.size());
-  uint64_t hh = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
+  uint64_t hh = HeaderChecksum(prefix, header_json);
   std::memcpy(prefix + 16, &hh, 8);
   std::string out(prefix, sizeof(prefix));
   out += header_json;
@@ -88,17 +50,15 @@ inline std::string CraftRecord(const std::string& header_json, const std::string
   return out;
 }
 
-inline std::string Nested(size_t depth, const std::string& inner = "1") {
+std::string Nested(size_t depth, const std::string& inner) {
   return std::string(depth, '[') + inner + std::string(depth, ']');
 }
 
-inline std::string GoodHeader(const std::string& id) {
+std::string GoodHeader(const std::string& id) {
   return nlohmann::json{{"id", id}, {"kind", "crash"}, {"created_ns", 1}}.dump();
 }
 
-// Hostile record files, each with valid checksums: name → bytes. Every one
-// of them must be refused (quarantined) by recovery, never crash it.
-inline std::vector<std::pair<std::string, std::string>> HostileRecords() {
+std::vector<std::pair<std::string, std::string>> HostileRecords() {
   std::vector<std::pair<std::string, std::string>> v;
   const std::string toc_ok = R"({"sections":[],"meta":{}})";
   v.push_back(
