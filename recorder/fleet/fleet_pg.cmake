@@ -7,3 +7,7 @@ flightrec_add_library(flightrec_fleet_pg
           ${CMAKE_CURRENT_LIST_DIR}/digest_pg.cc
   DEPS flightrec_common flightrec_store PkgConfig::LIBPQ PkgConfig::LIBCRYPTO fmt::fmt
        nlohmann_json::nlohmann_json)
+
+flightrec_add_test(fleet_pg_unittest
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/crash_signature_unittest.cc
+  DEPS flightrec_fleet_pg flightrec_store)
