@@ -5,6 +5,7 @@
 
 #include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/fleet_commands.h"
 
 namespace flightrec::recorder::cli {
 
@@ -48,6 +49,7 @@ std::string FormatTable(const std::vector<std::string>& header,
 }
 
 int RecorderMain(int argc, char** argv) {
+  if (WantsFleet(argc, argv)) return FleetMain(argc, argv);
   CLI::App app{
       "recorder: the flightrec command line.\n"
       "Dump, list and inspect flight-recorder records: the last seconds of what every CPU\n"

@@ -259,21 +259,38 @@ StatusOr<int> FleetIndex::SchemaVersion() {
   return static_cast<int>(CellInt(r.get(), 0, 0));
 }
 
+Status FleetIndex::CheckSchema() {
+  ASSIGN_OR_RETURN(int v, SchemaVersion());
+  const int want = SchemaMigrations().back().version;
+  if (v == 0) {
+    return NotFound(
+        "the fleet index has no schema yet: `recorderd --fleet CONFIG` creates it when it starts");
+  }
+  if (v < want) {
+    return Unsupported(fmt::format(
+        "the fleet index has schema version {}, this recorder needs {}: restart a `recorderd "
+        "--fleet` of this version to migrate it",
+        v, want));
+  }
+  return OkStatus();
+}
+
 Status FleetIndex::Migrate(const std::vector<Migration>& migrations) {
-  RETURN_IF_ERROR(Ready());
-  RETURN_IF_ERROR(
-      ExecSimple("CREATE TABLE IF NOT EXISTS flightrec_schema_version ("
-                 " version integer PRIMARY KEY,"
-                 " description text NOT NULL,"
-                 " applied_at timestamptz NOT NULL DEFAULT now())",
-                 "creating the schema version table"));
   for (const Migration& m : migrations) {
     RETURN_IF_ERROR(Ready());
     Transaction tx(conn_.get());
     RETURN_IF_ERROR(tx.Begin());
-    // One migrator at a time; the version is read under the lock, so a
-    // migration another process applied meanwhile is skipped.
+    // One migrator at a time, the version table's creation included (two
+    // concurrent CREATE TABLE IF NOT EXISTS collide in the catalog); the
+    // version is read under the lock, so a migration another process
+    // applied meanwhile is skipped.
     RETURN_IF_ERROR(ExecSimple("SELECT pg_advisory_xact_lock(7046329817)", "locking migrations"));
+    RETURN_IF_ERROR(
+        ExecSimple("CREATE TABLE IF NOT EXISTS flightrec_schema_version ("
+                   " version integer PRIMARY KEY,"
+                   " description text NOT NULL,"
+                   " applied_at timestamptz NOT NULL DEFAULT now())",
+                   "creating the schema version table"));
     ASSIGN_OR_RETURN(PgResult r, Exec("SELECT 1 FROM flightrec_schema_version WHERE version = $1",
                                       {std::to_string(m.version)}, "reading the schema version"));
     if (PQntuples(r.get()) > 0) continue;  // applied; the guard rolls back the empty transaction

@@ -146,6 +146,9 @@ class FleetIndex {
   Status Migrate(const std::vector<Migration>& migrations);
   // 0 before the first migration.
   StatusOr<int> SchemaVersion();
+  // For readers (the CLI), which never migrate: ok when the database has at
+  // least this binary's schema, else an error saying who creates it.
+  Status CheckSchema();
 
   // Indexes one record (and its crash, when `crash` is set) in one
   // transaction, creating the month's partitions if needed. Returns true

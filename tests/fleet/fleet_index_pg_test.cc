@@ -129,7 +129,11 @@ TEST(FleetIndexPgTest, ConcurrentMigratorsApplyEachMigrationOnce) {
   for (int i = 0; i < 4; ++i) {
     ts.emplace_back([&] {
       auto idx = FleetIndex::Connect(db, SharedPgServer().password());
-      if (!idx.ok() || !idx->Migrate().ok()) ++failures;
+      Status st = idx.ok() ? idx->Migrate() : idx.status();
+      if (!st.ok()) {
+        ++failures;
+        ADD_FAILURE() << st.ToString();
+      }
     });
   }
   for (auto& t : ts) t.join();

@@ -12,3 +12,11 @@ flightrec_add_test(fleet_index_pg_test
   DEPS flightrec_fleet_pg fleet_pg_server
   LABELS root
   TIMEOUT 300)
+
+flightrec_add_test(fleet_cli_pg_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/fleet_cli_pg_test.cc
+  DEPS flightrec_fleet_pg fleet_pg_server flightrec_store flightrec_coredump
+       nlohmann_json::nlohmann_json
+  LABELS root
+  TIMEOUT 300)
+add_dependencies(fleet_cli_pg_test recorder fr_crash)
