@@ -356,22 +356,35 @@ StatusOr<bool> FleetIndex::AddRecord(const IndexRecord& rec, const IndexCrash* c
   if (rec.bytes > static_cast<uint64_t>(INT64_MAX)) return InvalidArgument("record size too large");
   RETURN_IF_ERROR(EnsurePartitions(id_s));
   RETURN_IF_ERROR(Ready());
+  // A host's row once per connection (it is never deleted; this cache and
+  // the partitions' are dropped on an error, e.g. a database recreated
+  // under us, so the retry re-creates them).
+  if (std::find(hosts_known_.begin(), hosts_known_.end(), rec.host_id) == hosts_known_.end()) {
+    RETURN_IF_ERROR(Exec("INSERT INTO hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING",
+                         {rec.host_id}, "adding the host")
+                        .status());
+    hosts_known_.push_back(rec.host_id);
+  }
+  // A record without a crash is one statement (autocommit: one round trip);
+  // with a crash, its rows go in one transaction with the record's.
   Transaction tx(conn_.get());
-  RETURN_IF_ERROR(tx.Begin());
-  RETURN_IF_ERROR(Exec("INSERT INTO hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING",
-                       {rec.host_id}, "adding the host")
-                      .status());
+  if (crash != nullptr) RETURN_IF_ERROR(tx.Begin());
   const std::string id_time = std::to_string(id_s);
-  ASSIGN_OR_RETURN(
-      PgResult r,
-      Exec("INSERT INTO records (host_id, record_id, created_at, time_ns, kind, object_key, "
-           "sha256, bytes) VALUES ($1, $2, to_timestamp($3::bigint), $4, $5, $6, $7, $8) "
-           "ON CONFLICT DO NOTHING RETURNING 1",
-           {rec.host_id, rec.record_id, id_time, std::to_string(rec.time_ns),
-            BoundedText(rec.kind, 32), rec.object_key, rec.sha256, std::to_string(rec.bytes)},
-           "adding the record"));
-  if (PQntuples(r.get()) == 0) return false;  // there already: nothing else to add
-  if (crash != nullptr) {
+  auto r = Exec(
+      "INSERT INTO records (host_id, record_id, created_at, time_ns, kind, object_key, "
+      "sha256, bytes) VALUES ($1, $2, to_timestamp($3::bigint), $4, $5, $6, $7, $8) "
+      "ON CONFLICT DO NOTHING RETURNING 1",
+      {rec.host_id, rec.record_id, id_time, std::to_string(rec.time_ns), BoundedText(rec.kind, 32),
+       rec.object_key, rec.sha256, std::to_string(rec.bytes)},
+      "adding the record");
+  if (!r.ok()) {
+    hosts_known_.clear();
+    months_ready_.clear();
+    return r.status();
+  }
+  if (PQntuples(r->get()) == 0) return false;  // there already: nothing else to add
+  if (crash == nullptr) return true;
+  {
     const CrashSignature& sig = crash->signature;
     RETURN_IF_ERROR(Exec("INSERT INTO signatures (signature_id, title, frames) "
                          "VALUES ($1, $2, $3::jsonb) ON CONFLICT DO NOTHING",

@@ -184,7 +184,8 @@ class FleetIndex {
   std::string conninfo_;
   std::string password_;
   int timeout_s_ = 10;
-  std::vector<int64_t> months_ready_;  // partitions known to exist (yyyymm)
+  std::vector<int64_t> months_ready_;     // partitions known to exist (yyyymm)
+  std::vector<std::string> hosts_known_;  // hosts rows known to exist
 };
 
 }  // namespace flightrec::fleet
