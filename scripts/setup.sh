@@ -27,6 +27,9 @@ PKGS=(
   protobuf-compiler
   clang libclang-rt-14-dev
   chromium
+  # Fleet mode's index (issue 16): libpq and libcrypto's SHA-256; the tests
+  # and the benchmark run a real PostgreSQL 15 server (as its `postgres` account).
+  libpq-dev libssl-dev postgresql-15
 )
 # Node.js runs the speedscope check (tests/export/speedscope); Debian's nodejs
 # and npm unless a node with npm is already there (Debian's npm package

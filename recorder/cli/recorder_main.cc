@@ -5,10 +5,12 @@
 
 #include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/fleet_commands.h"
 
 namespace flightrec::recorder::cli {
 
 int RecorderMain(int argc, char** argv) {
+  if (WantsFleet(argc, argv)) return FleetMain(argc, argv);
   CLI::App app{
       "recorder: the flightrec command line.\n"
       "Dump, list and inspect flight-recorder records: the last seconds of what every CPU\n"

@@ -1,0 +1,171 @@
+// RecordCache with a fake object store (the real one is the S3 client's,
+// tested against Ceph's gateway): what reaches a report is exactly the
+// bytes the index vouches for, fetched once.
+#include "recorder/fleet/record_cache.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "recorder/fleet/digest_pg.h"
+
+namespace flightrec::fleet {
+namespace {
+
+class FakeStore : public ObjectFetcher {
+ public:
+  Status Fetch(const std::string& key, int fd, uint64_t max_bytes) override {
+    ++fetches;
+    if (!error.ok()) return error;
+    auto it = objects.find(key);
+    if (it == objects.end()) return NotFound("no object " + key);
+    if (it->second.size() > max_bytes) return Corrupt("object larger than announced");
+    return write(fd, it->second.data(), it->second.size()) ==
+                   static_cast<ssize_t>(it->second.size())
+               ? OkStatus()
+               : ErrnoStatus("write");
+  }
+  std::map<std::string, std::string> objects;
+  Status error;
+  int fetches = 0;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    char t[] = "/tmp/fr-cache-XXXXXX";
+    path_ = mkdtemp(t);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Files in the cache directory (temporaries included).
+size_t Entries(const std::string& dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+struct Fixture {
+  TempDir tmp;
+  FakeStore store;
+  IndexRecord rec;
+  std::string bytes = std::string("FREC") + std::string(100000, 'x') + "end";
+  Fixture() {
+    rec.host_id = "host-a";
+    rec.record_id = "20261125T101500Z-0a0b0c";
+    rec.object_key = "host-a/2026/11/25/20261125T101500Z-0a0b0c.frec";
+    rec.sha256 = Sha256Hex(bytes);
+    rec.bytes = bytes.size();
+    store.objects[rec.object_key] = bytes;
+  }
+  std::string CacheDir() const { return tmp.path() + "/cache"; }
+};
+
+TEST(RecordCacheTest, FetchesOnceThenServesTheVerifiedCopy) {
+  Fixture f;
+  auto cache = RecordCache::Open(f.CacheDir());
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  auto p = cache->Get(f.rec, f.store);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(ReadFile(*p), f.bytes);
+  auto again = cache->Get(f.rec, f.store);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *p);
+  EXPECT_EQ(f.store.fetches, 1);
+  EXPECT_EQ(Entries(f.CacheDir()), 1u);
+  EXPECT_EQ(std::filesystem::status(f.CacheDir()).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+}
+
+TEST(RecordCacheTest, ADamagedCachedFileIsFetchedAgain) {
+  Fixture f;
+  auto cache = RecordCache::Open(f.CacheDir());
+  auto p = cache->Get(f.rec, f.store);
+  ASSERT_TRUE(p.ok());
+  {
+    std::fstream io(*p, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(10);
+    io.put('Y');  // same size, other bytes
+  }
+  auto again = cache->Get(f.rec, f.store);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ReadFile(*again), f.bytes);
+  EXPECT_EQ(f.store.fetches, 2);
+}
+
+TEST(RecordCacheTest, BytesThatAreNotTheIndexsAreRefusedAndLeaveNothing) {
+  Fixture f;
+  auto cache = RecordCache::Open(f.CacheDir());
+  f.store.objects[f.rec.object_key][50] = 'Z';  // corrupted in the bucket
+  auto p = cache->Get(f.rec, f.store);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(p.status().message().find("SHA-256"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find(f.rec.object_key), std::string::npos);
+  EXPECT_EQ(Entries(f.CacheDir()), 0u) << "no partial or unverified file stays";
+  // Truncated: the size says so before any hashing.
+  f.store.objects[f.rec.object_key] = f.bytes.substr(0, 1000);
+  p = cache->Get(f.rec, f.store);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("1000 bytes where the index says"), std::string::npos)
+      << p.status().message();
+  EXPECT_EQ(Entries(f.CacheDir()), 0u);
+}
+
+TEST(RecordCacheTest, AStoreErrorIsPassedOnWithTheRecordNamed) {
+  Fixture f;
+  auto cache = RecordCache::Open(f.CacheDir());
+  f.store.error = Unavailable("gateway unreachable");
+  auto p = cache->Get(f.rec, f.store);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(p.status().message().find("record host-a/20261125T101500Z-0a0b0c"), std::string::npos)
+      << p.status().message();
+  EXPECT_EQ(Entries(f.CacheDir()), 0u);
+}
+
+TEST(RecordCacheTest, IdsThatAreNotTheStoresNeverBecomePaths) {
+  Fixture f;
+  auto cache = RecordCache::Open(f.CacheDir());
+  for (const char* id : {"../../etc/passwd", "20261125T101500Z-/../x", "", "x"}) {
+    f.rec.record_id = id;
+    EXPECT_EQ(cache->Get(f.rec, f.store).status().code(), StatusCode::kInvalidArgument) << id;
+  }
+  EXPECT_EQ(f.store.fetches, 0);
+}
+
+TEST(RecordCacheTest, TwoHostsRecordsOfOneIdAreKeptApart) {
+  Fixture f;
+  auto cache = RecordCache::Open(f.CacheDir());
+  IndexRecord other = f.rec;
+  other.host_id = "host-b";
+  other.object_key = "host-b/x.frec";
+  const std::string other_bytes = "FREC other host";
+  other.sha256 = Sha256Hex(other_bytes);
+  other.bytes = other_bytes.size();
+  f.store.objects[other.object_key] = other_bytes;
+  auto a = cache->Get(f.rec, f.store);
+  auto b = cache->Get(other, f.store);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(ReadFile(*a), f.bytes);
+  EXPECT_EQ(ReadFile(*b), other_bytes);
+}
+
+}  // namespace
+}  // namespace flightrec::fleet
