@@ -16,8 +16,8 @@
 #include "recorder/fleet/fleet_index.h"
 #include "recorder/fleet/index_shipped_pg.h"
 #include "store/store.h"
-#include "tests/cli/run_util.h"
 #include "tests/fleet/fleet_pg_server.h"
+#include "tests/support/run.h"
 
 namespace flightrec::fleet {
 namespace {

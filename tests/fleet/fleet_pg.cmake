@@ -15,7 +15,7 @@ flightrec_add_test(fleet_index_pg_test
 
 flightrec_add_test(fleet_cli_pg_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/fleet_cli_pg_test.cc
-  DEPS flightrec_fleet_pg fleet_pg_server flightrec_store flightrec_coredump
+  DEPS flightrec_fleet_pg fleet_pg_server flightrec_test_support flightrec_store flightrec_coredump
        nlohmann_json::nlohmann_json
   LABELS root
   TIMEOUT 300)
