@@ -27,6 +27,10 @@ PKGS=(
   protobuf-compiler
   clang libclang-rt-14-dev
   chromium
+  # Fleet mode: the S3 client (libcurl's SigV4 signing, OpenSSL digests) and
+  # the single-node Ceph cluster with its S3 gateway the fleet tests and
+  # bench/fleet start (tests/fleet/ceph_cluster.sh); s3cmd is the peer.
+  libcurl4-openssl-dev libssl-dev curl ceph-mon ceph-mgr ceph-osd radosgw s3cmd
 )
 # Node.js runs the speedscope check (tests/export/speedscope); Debian's nodejs
 # and npm unless a node with npm is already there (Debian's npm package
