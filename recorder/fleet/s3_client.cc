@@ -124,8 +124,7 @@ std::string XmlField(const std::string& body, const std::string& tag) {
 StatusCode CodeFor(long http, const std::string& s3code) {
   // The S3 code decides; radosgw answers QuotaExceeded with a 403 too.
   if (s3code == "QuotaExceeded" || s3code == "EntityTooLarge") return StatusCode::kNoSpace;
-  if (s3code == "BadDigest" || s3code == "XAmzContentSHA256Mismatch" ||
-      s3code == "InvalidDigest") {
+  if (s3code == "BadDigest" || s3code == "XAmzContentSHA256Mismatch" || s3code == "InvalidDigest") {
     return StatusCode::kCorrupt;
   }
   if (s3code == "NoSuchKey" || s3code == "NoSuchBucket" || s3code == "NoSuchUpload") {
@@ -256,6 +255,15 @@ Status S3Client::Perform(Request& req, Response* resp) {
   if (options_.max_send_bytes_per_sec > 0) {
     curl_easy_setopt(c, CURLOPT_MAX_SEND_SPEED_LARGE,
                      static_cast<curl_off_t>(options_.max_send_bytes_per_sec));
+  }
+
+  if (options_.abort) {
+    auto progress_cb = +[](void* ud, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> int {
+      return static_cast<const std::atomic<bool>*>(ud)->load() ? 1 : 0;
+    };
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress_cb);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(options_.abort));
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   }
 
   struct curl_slist* hdrs = nullptr;

@@ -19,6 +19,7 @@
 // connections are kept alive).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -46,6 +47,9 @@ struct S3Options {
   // (a gateway that died mid-upload must not hang the shipper).
   long low_speed_bytes = 1024;
   long low_speed_time_s = 30;
+  // When set and true, a transfer in flight is aborted (kUnavailable) within
+  // about a second: how the shipper's Stop() interrupts an upload.
+  const std::atomic<bool>* abort = nullptr;
 };
 
 struct ObjectInfo {

@@ -28,11 +28,11 @@ struct CephCluster {
 
 inline std::string SourcePath(const std::string& rel) {
   const char* s = std::getenv("FLIGHTREC_SOURCE_DIR");
-  return std::string(s ? s : ".") + "/" + rel;
+  return std::string(s ? s : FLIGHTREC_FLEET_SOURCE_DIR) + "/" + rel;
 }
 
 // Runs argv to completion; returns its exit status (-1 if it did not exit).
-inline int RunCommand(const std::vector<std::string>& args, const std::string& log = "") {
+inline int RunToExit(const std::vector<std::string>& args, const std::string& log = "") {
   pid_t pid = fork();
   if (pid == 0) {
     if (!log.empty()) {
@@ -69,7 +69,7 @@ class CephEnvironment : public ::testing::Environment {
     auto* c = new CephCluster;
     c->dir = tmpl;
     ClusterPtr() = c;
-    int rc = RunCommand({ClusterScript(), "start", c->dir.string(), std::to_string(getpid())});
+    int rc = RunToExit({ClusterScript(), "start", c->dir.string(), std::to_string(getpid())});
     ASSERT_EQ(rc, 0) << "ceph_cluster.sh start failed; logs in " << c->dir;
     std::ifstream in(c->dir / "env");
     std::string line;
@@ -90,7 +90,7 @@ class CephEnvironment : public ::testing::Environment {
   }
   void TearDown() override {
     if (!ClusterPtr()) return;
-    RunCommand({ClusterScript(), "stop", Cluster().dir.string()});
+    RunToExit({ClusterScript(), "stop", Cluster().dir.string()});
     if (!::testing::UnitTest::GetInstance()->Failed()) {
       std::filesystem::remove_all(Cluster().dir);
     } else {

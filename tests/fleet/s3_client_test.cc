@@ -117,11 +117,11 @@ TEST_F(S3ClientTest, BucketQuotaGivesAClearError) {
   auto s3 = S3Client::Create(o);
   ASSERT_TRUE(s3.ok());
   ASSERT_TRUE((*s3)->CreateBucket().ok());
-  ASSERT_EQ(RunCommand({"radosgw-admin", "-c", Cluster().conf, "quota", "set", "--bucket",
-                        "quota-test", "--quota-scope=bucket", "--max-size=1048576"}),
+  ASSERT_EQ(RunToExit({"radosgw-admin", "-c", Cluster().conf, "quota", "set", "--bucket",
+                       "quota-test", "--quota-scope=bucket", "--max-size=1048576"}),
             0);
-  ASSERT_EQ(RunCommand({"radosgw-admin", "-c", Cluster().conf, "quota", "enable", "--bucket",
-                        "quota-test", "--quota-scope=bucket"}),
+  ASSERT_EQ(RunToExit({"radosgw-admin", "-c", Cluster().conf, "quota", "enable", "--bucket",
+                       "quota-test", "--quota-scope=bucket"}),
             0);
   auto src = dir_ / "src";
   WriteRandomFile(src, 2 << 20, 5);
