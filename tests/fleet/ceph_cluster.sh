@@ -203,10 +203,15 @@ rgw dns name = 127.0.0.1
 EOF
 
 if [ -n "$owner" ]; then
-  # Stops the cluster when the owner exits: tail --pid waits on that
-  # condition itself (no polling here).
-  setsid bash -c "tail --pid=$owner -f /dev/null; WATCHDOG_SELF=\$\$ '$0' stop '$dir'" \
-    </dev/null >/dev/null 2>&1 &
+  # Stops the cluster once the owner is gone: exited, or a zombie nobody
+  # reaps (in a container whose pid 1 does not reap, `tail --pid` would wait
+  # on a zombie forever, so the state is read from /proc). Polled once a
+  # second: a watchdog, not a synchronisation.
+  setsid bash -c "
+    while [ -e /proc/$owner ] && [ \"\$(sed 's/.*) //' /proc/$owner/stat 2>/dev/null | cut -c1)\" != Z ]; do
+      sleep 1
+    done
+    WATCHDOG_SELF=\$\$ '$0' stop '$dir'" </dev/null >/dev/null 2>&1 &
   echo $! >"$dir/watchdog.pid"
 fi
 
