@@ -433,12 +433,19 @@ StatusOr<std::string> S3Client::UploadPart(const std::string& key, const std::st
                                            int part_number, int fd, uint64_t offset,
                                            uint64_t length) {
   ASSIGN_OR_RETURN(RegionDigest d, DigestRegion(fd, offset, length, key, nullptr));
+  return SendPart(key, upload_id, part_number, fd, offset, length, d.sha256_hex, d.md5_base64);
+}
+
+StatusOr<std::string> S3Client::SendPart(const std::string& key, const std::string& upload_id,
+                                         int part_number, int fd, uint64_t offset, uint64_t length,
+                                         const std::string& sha256_hex,
+                                         const std::string& md5_base64) {
   Request req;
   req.method = "PUT";
   req.key = key;
   req.query = fmt::format("partNumber={}&uploadId={}", part_number, upload_id);
-  req.payload_sha256 = d.sha256_hex;
-  req.headers.push_back("Content-MD5: " + d.md5_base64);
+  req.payload_sha256 = sha256_hex;
+  req.headers.push_back("Content-MD5: " + md5_base64);
   req.fd = fd;
   req.offset = offset;
   req.length = length;
@@ -513,17 +520,28 @@ Status S3Client::PutFile(const std::string& key, const std::filesystem::path& pa
     return Perform(req, &resp);
   }
 
-  std::string sha = digest ? digest->sha256_hex : "";
-  if (sha.empty()) {
-    ASSIGN_OR_RETURN(FileDigest fd_digest, DigestFile(path));
-    sha = fd_digest.sha256_hex;
+  // One pass over the file gives the object's SHA-256 (its metadata, sent
+  // first) and each part's SHA-256 and MD5 (sent with the part, verified by
+  // the gateway); the upload is then a second, plain read.
+  Digest whole(EVP_sha256());
+  std::vector<RegionDigest> parts;
+  for (uint64_t off = 0; off < size; off += options_.part_size) {
+    uint64_t len = std::min(options_.part_size, size - off);
+    ASSIGN_OR_RETURN(RegionDigest d, DigestRegion(fd.get(), off, len, path.string(), &whole));
+    parts.push_back(std::move(d));
+  }
+  std::string sha = whole.Final(false);
+  if (digest && digest->sha256_hex != sha) {
+    return Corrupt(path.string() + ": changed since its digest was taken");
   }
   ASSIGN_OR_RETURN(std::string upload_id, CreateMultipart(key, sha));
   std::vector<std::string> etags;
   Status st_parts;
-  for (uint64_t off = 0; off < size && st_parts.ok(); off += options_.part_size) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    uint64_t off = i * options_.part_size;
     uint64_t len = std::min(options_.part_size, size - off);
-    auto etag = UploadPart(key, upload_id, static_cast<int>(etags.size() + 1), fd.get(), off, len);
+    auto etag = SendPart(key, upload_id, static_cast<int>(i + 1), fd.get(), off, len,
+                         parts[i].sha256_hex, parts[i].md5_base64);
     if (!etag.ok()) {
       st_parts = etag.status();
       break;

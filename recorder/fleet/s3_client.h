@@ -109,6 +109,9 @@ class S3Client {
   explicit S3Client(const S3Options& options) : options_(options) {}
   StatusOr<std::string> Url(const std::string& key, const std::string& query) const;
   Status Perform(Request& req, Response* resp);
+  StatusOr<std::string> SendPart(const std::string& key, const std::string& upload_id,
+                                 int part_number, int fd, uint64_t offset, uint64_t length,
+                                 const std::string& sha256_hex, const std::string& md5_base64);
 
   S3Options options_;
   void* curl_ = nullptr;  // CURL*

@@ -258,6 +258,7 @@ void Shipper::Loop() {
     auto now = Clock::now();
     if (now >= next) {
       auto r = ShipOnce();
+      if (stop_) break;  // an upload aborted by Stop() is not an error to log
       if (r.ok()) {
         if (!logged_error.empty()) spdlog::info("fleet: shipping again");
         logged_error.clear();

@@ -12,8 +12,9 @@
 # FLEET_CEPH_MEMORY_MB (default 2048; memstore keeps objects in RAM, so the
 # limit also bounds what the tests may upload). Bounded in time: each startup
 # step waits for its condition for at most FLEET_CEPH_STEP_TIMEOUT seconds
-# (default 60). If OWNER_PID is given, a watchdog stops the cluster when that
-# process exits, however it exits (a crashed test binary leaves nothing).
+# (default 120: an OSD has been seen to take over 60 s to boot on a shared,
+# loaded machine). If OWNER_PID is given, a watchdog stops the cluster when
+# that process exits, however it exits (a crashed test binary leaves nothing).
 # DIR/env holds shell assignments: FLEET_S3_ENDPOINT, FLEET_S3_ACCESS_KEY,
 # FLEET_S3_SECRET_KEY, FLEET_S3_BUCKET, FLEET_S3_REGION, FLEET_CEPH_STARTUP_MS.
 set -euo pipefail
@@ -25,7 +26,7 @@ dir=${2:-}
   exit 2
 }
 dir=$(realpath -m "$dir")
-step_timeout=${FLEET_CEPH_STEP_TIMEOUT:-60}
+step_timeout=${FLEET_CEPH_STEP_TIMEOUT:-120}
 mem_mb=${FLEET_CEPH_MEMORY_MB:-2048}
 conf=$dir/ceph.conf
 
