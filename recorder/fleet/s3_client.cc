@@ -385,6 +385,16 @@ StatusOr<std::optional<ObjectInfo>> S3Client::Head(const std::string& key) {
   Status st = Perform(req, &resp);
   if (!st.ok()) {
     if (resp.http == 404) return std::optional<ObjectInfo>();
+    if (resp.http >= 400 && resp.http < 500) {
+      // A HEAD reply has no body, so no S3 error code: ask for one byte to
+      // learn why (SignatureDoesNotMatch, InvalidAccessKeyId, ...).
+      Request get;
+      get.key = key;
+      get.headers.push_back("Range: bytes=0-0");
+      Response why;
+      Status detailed = Perform(get, &why);
+      if (!detailed.ok() && why.http == resp.http) return detailed;
+    }
     return st;
   }
   ObjectInfo info;

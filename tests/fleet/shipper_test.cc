@@ -148,6 +148,24 @@ TEST_F(ShipperTest, ARecordChangedUnderItsKeyIsAConflictNotAnOverwrite) {
   EXPECT_EQ(Calls(), 0u);
 }
 
+TEST_F(ShipperTest, AWrongCredentialIsAClearErrorAndConfirmsNothing) {
+  ASSERT_TRUE(store::testing::WriteSmallRecord(*store_, "events").ok());
+  auto o = Options("host-badcred");
+  o.s3.secret_key = "not-the-secret-at-all-0123456789";
+  auto s = Shipper::Create(o);
+  ASSERT_TRUE(s.ok());
+  auto n = (*s)->ShipOnce();
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(n.status().message().find("SignatureDoesNotMatch"), std::string::npos)
+      << n.status().message();
+  EXPECT_EQ(n.status().message().find(o.s3.secret_key), std::string::npos);
+  EXPECT_EQ((*s)->stats().last_error, n.status().message());
+  EXPECT_EQ((*s)->stats().pending, 1u);
+  EXPECT_EQ(CountLines(fleet::JournalPath(dir_.path())), 0);
+  EXPECT_EQ(Calls(), 0u);
+}
+
 TEST_F(ShipperTest, GatewayKilledMidUploadThenRestarted) {
   // 6 MiB of incompressible events at 1 MiB/s: the upload is in flight for
   // seconds, long enough to kill the gateway under it.
