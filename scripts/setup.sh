@@ -30,6 +30,10 @@ PKGS=(
   # Fleet mode's index (issue 16): libpq and libcrypto's SHA-256; the tests
   # and the benchmark run a real PostgreSQL 15 server (as its `postgres` account).
   libpq-dev libssl-dev postgresql-15
+  # Fleet mode: the S3 client (libcurl's SigV4 signing, OpenSSL digests) and
+  # the single-node Ceph cluster with its S3 gateway the fleet tests and
+  # bench/fleet start (tests/fleet/ceph_cluster.sh); s3cmd is the peer.
+  libcurl4-openssl-dev curl ceph-mon ceph-mgr ceph-osd radosgw s3cmd
 )
 # Node.js runs the speedscope check (tests/export/speedscope); Debian's nodejs
 # and npm unless a node with npm is already there (Debian's npm package

@@ -470,6 +470,36 @@ StatusOr<uint64_t> Store::TotalBytes() {
   return total;
 }
 
+// Fleet mode (recorder/fleet/shipper.h): while `fleet/journal` exists in the
+// store, a record may be removed only once that journal confirms it was
+// uploaded, so retention never deletes what the fleet has not got. nullopt:
+// no journal, fleet mode off. The journal's lines are "<id> <sha256> ...";
+// a torn last line (a crash mid-append) confirms nothing.
+static StatusOr<std::optional<std::set<std::string>>> FleetConfirmed(int dirfd,
+                                                                     const std::string& dir) {
+  ScopedFd fd(openat(dirfd, "fleet/journal", O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return std::optional<std::set<std::string>>();
+    return ErrnoStatus(fmt::format("{}/fleet/journal", dir));
+  }
+  std::set<std::string> ids;
+  std::string text, chunk(1 << 16, '\0');
+  for (;;) {
+    ssize_t n = read(fd.get(), chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(fmt::format("{}/fleet/journal", dir));
+    if (n == 0) break;
+    text.append(chunk.data(), static_cast<size_t>(n));
+    size_t pos = 0, nl;
+    while ((nl = text.find('\n', pos)) != std::string::npos) {
+      ids.insert(text.substr(pos, std::min(text.find(' ', pos), nl) - pos));
+      pos = nl + 1;
+    }
+    text.erase(0, pos);
+  }
+  return std::optional<std::set<std::string>>(std::move(ids));
+}
+
 StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run,
                                      const std::string& keep_id) {
   std::set<std::string> protect;
@@ -500,7 +530,10 @@ StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run
   const int64_t now = WallClockNs();
   VacuumReport rep;
   std::set<std::string> gone;
-  auto removable = [&](const RecordRow& r) { return !protect.count(r.id) && !gone.count(r.id); };
+  ASSIGN_OR_RETURN(auto shipped, FleetConfirmed(dirfd_.get(), dir_));
+  auto removable = [&](const RecordRow& r) {
+    return !protect.count(r.id) && !gone.count(r.id) && (!shipped || shipped->count(r.id));
+  };
   auto remove = [&](const RecordRow& r, const char* why) -> Status {
     if (!dry_run) {
       RETURN_IF_ERROR(Unlink(r.file));

@@ -15,9 +15,12 @@
 
 #include "common/units.h"
 #include "recorder/capture/backend_factory.h"
+#include "recorder/fleet/fleet_config.h"
+#include "recorder/fleet/shipper.h"
 #include "recorder/perf/perf_backend.h"
 
 #include <map>
+#include <optional>
 
 namespace flightrec::recorder {
 
@@ -571,6 +574,13 @@ int RecorderdMain(int argc, char** argv) {
       "32 per non-root uid, 5 s idle timeout; peers other than root, recorderd's uid and --group "
       "are refused before "
       "anything they send is read. See recorder/ipc/PROTOCOL.md.");
+  std::string fleet_config;
+  app.add_option("--fleet", fleet_config,
+                 "Fleet mode: ship every committed record to the S3 bucket named in CONFIG "
+                 "(systemd-style INI; secrets only in its root-only CredentialsFile=), on a "
+                 "thread of its own; retention then keeps a record until it is shipped "
+                 "(docs/ARCHITECTURE.md, \"Fleet mode\")")
+      ->type_name("CONFIG");
   app.add_flag("--foreground", foreground,
                "Stay in the foreground, log to stderr (systemd runs it so)");
   try {
@@ -601,12 +611,34 @@ int RecorderdMain(int argc, char** argv) {
   umask(077);  // records and the index hold other users' data: root's only
   // SIGUSR2/SIGTERM are handled by the event loop; block their default action
   // before any thread exists.
+  std::optional<fleet::FleetConfig> fleet;
+  if (!fleet_config.empty()) {
+    auto c = fleet::LoadFleetConfig(fleet_config);
+    if (!c.ok()) {
+      std::fprintf(stderr, "recorderd: error: %s\n", c.status().message().c_str());
+      return 2;
+    }
+    fleet = std::move(*c);
+  }
   auto d = Daemon::Create(o);
   if (!d.ok()) {
     std::fprintf(stderr, "recorderd: error: %s\n", d.status().message().c_str());
     return 1;
   }
+  // The shipper reads the store directory and uploads on its own thread:
+  // recording and dumps on the event loop never wait for the network.
+  std::unique_ptr<fleet::Shipper> shipper;
+  if (fleet) {
+    auto s = fleet::Shipper::Create(fleet::ShipperOptionsFromConfig(*fleet, o.store_dir));
+    if (!s.ok()) {
+      std::fprintf(stderr, "recorderd: error: fleet: %s\n", s.status().message().c_str());
+      return 1;
+    }
+    shipper = std::move(*s);
+    shipper->Start();
+  }
   flightrec::Status st = (*d)->Run();
+  if (shipper) shipper->Stop();
   if (!st.ok()) {
     std::fprintf(stderr, "recorderd: error: %s\n", st.message().c_str());
     return 1;

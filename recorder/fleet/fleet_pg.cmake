@@ -13,10 +13,3 @@ flightrec_add_test(fleet_pg_unittest
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/crash_signature_unittest.cc
           ${CMAKE_CURRENT_LIST_DIR}/record_cache_unittest.cc
   DEPS flightrec_fleet_pg flightrec_store)
-
-# LoadFleetConfig for branches without the shipping half's fleet_config.cc
-# (see the file): linked from the top-level CMakeLists.txt only when
-# flightrec_recorder_fleet does not exist.
-flightrec_add_library(flightrec_fleet_config_standin_pg
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/fleet_config_standin_pg.cc
-  DEPS flightrec_common fmt::fmt)

@@ -1,0 +1,15 @@
+# Fleet mode against the real engines: one ctest, one Ceph cluster (mon, mgr,
+# memstore osd, radosgw on loopback; tests/fleet/ceph_cluster.sh) for every
+# scenario, so its startup is paid once per run.
+flightrec_add_test(fleet_test
+  SOURCES fleet_test_main.cc s3_client_test.cc shipper_test.cc recorderd_fleet_test.cc
+  DEPS flightrec_recorder_fleet flightrec_store
+  LABELS root
+  TIMEOUT 600)
+add_dependencies(fleet_test recorder recorderd)
+# So the binary also finds tests/fleet/ceph_cluster.sh when run by hand.
+target_compile_definitions(fleet_test PRIVATE FLIGHTREC_FLEET_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
+flightrec_add_test(fleet_retention_unittest
+  SOURCES fleet_retention_unittest.cc
+  DEPS flightrec_recorder_fleet flightrec_store)
