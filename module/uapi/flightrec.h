@@ -511,6 +511,15 @@ struct flightrec_marker_read {
 #define FLIGHTREC_PANIC_VERSION	1
 #define FLIGHTREC_PANIC_HEADER_BYTES	4096	/* header area; cpu_off >= this */
 
+/*
+ * struct flightrec_panic_header::flags: @panic_time_ns and the panic record
+ * (see struct flightrec_panic_cpu) were taken at the entry of panic() by a
+ * kprobe, before panic() printed anything; without it, in the notifier
+ * (after the panic's console output, which under a slow console may be tens
+ * of milliseconds later).
+ */
+#define FLIGHTREC_PANIC_F_ENTRY	(1U << 0)
+
 /* struct flightrec_panic_header::state */
 enum flightrec_panic_state {
 	FLIGHTREC_PANIC_ARMED = 1,	/* owned by the boot in @boot_id; no panic yet */
@@ -524,7 +533,7 @@ enum flightrec_panic_state {
  * @header_size:	sizeof(struct flightrec_panic_header)
  * @region_size:	bytes of the whole region
  * @state:	enum flightrec_panic_state
- * @flags:	zero
+ * @flags:	FLIGHTREC_PANIC_F_*
  * @boot_id:	the writing boot's /proc/sys/kernel/random/boot_id (16 bytes)
  * @release:	the writing kernel's utsname()->release, NUL-terminated
  * @pad0:	zero
@@ -553,7 +562,8 @@ enum flightrec_panic_state {
  * @sb_crc:	CRC-32 of the sideband records
  * @sb_first_seq:	SIDEBAND ring position of the first record at @sb_off
  * @sb_missing:	sideband records written before @sb_first_seq (no longer
- *		in the ring at the panic): mappings they announced are unknown
+ *		in the ring at the panic, or beyond the region's sideband room):
+ *		mappings they announced are unknown
  * @data_off:	region offset of the area holding the CPUs' DATA copies
  * @data_size:	its size
  * @period:	as struct flightrec_info, of the writing module
@@ -612,15 +622,36 @@ struct flightrec_panic_header {
 #define FLIGHTREC_PANIC_CPU_ONLINE	(1U << 0)	/* had a counter at the panic */
 #define FLIGHTREC_PANIC_CPU_PANICKING	(1U << 1)	/* ran the panic notifier */
 #define FLIGHTREC_PANIC_CPU_CUT		(1U << 2)	/* the ring held more than its share of the region */
+/*
+ * The CPU's writer was stopped inside the sample handler (its seqcount odd:
+ * a panic from within the handler, or a CPU stopped by NMI mid-record).  The
+ * record it was writing is not in the copy (it lies at or past the head);
+ * @overwritten is then @written - @not_copied - @records (a record counted
+ * in @written but never published is lost, so counted there).
+ */
+#define FLIGHTREC_PANIC_CPU_TORN	(1U << 3)
+/*
+ * The copy ends with the panic record (PANICKING CPU only): one more
+ * FLIGHTREC_REC_SAMPLE record with FLIGHTREC_SAMPLE_CRASH, time
+ * @panic_time_ns, the panicking context's kernel stack (with
+ * FLIGHTREC_PANIC_F_ENTRY: panic()'s caller chain) and its task's user
+ * frames; preceded by a PAD record if it would have crossed a chunk.  It
+ * sits at ring position @data_end (the ring never held it) and is in none
+ * of the counters: @data_len covers it, @records does not.
+ */
+#define FLIGHTREC_PANIC_CPU_PANIC_REC	(1U << 4)
 
 /**
  * struct flightrec_panic_cpu - one CPU's history in the panic region
  * @cpu:	CPU number
  * @flags:	FLIGHTREC_PANIC_CPU_*
  * @data_off:	region offset of the copied DATA bytes
- * @data_len:	bytes copied (0: none)
- * @data_first:	DATA ring position of the first copied byte (record boundary)
- * @data_end:	DATA ring head at the panic (exclusive end of the copy)
+ * @data_len:	bytes copied (0: none): @data_end - @data_first, plus the
+ *		panic record with FLIGHTREC_PANIC_CPU_PANIC_REC
+ * @data_first:	DATA ring position of the first copied byte (a chunk
+ *		boundary, so record boundary)
+ * @data_end:	DATA ring head at the panic (exclusive end of the ring's
+ *		records in the copy)
  * @produced:	STATS counters of the CPU at the panic (same meaning)
  * @written:	as struct flightrec_cpu_stats
  * @overwritten:	as struct flightrec_cpu_stats
@@ -630,7 +661,8 @@ struct flightrec_panic_header {
  * @not_copied:	sample records the ring still held at the panic that did not
  *		fit in this CPU's share (older than @data_first), so
  *		@written == @overwritten + @not_copied + @records
- * @last_time_ns:	time_ns of the newest record in the copy (0: none)
+ * @last_time_ns:	time_ns of the newest ring record in the copy (0: none;
+ *		the panic record does not count)
  * @data_crc:	CRC-32 of the @data_len bytes
  * @pad:	zero
  */
