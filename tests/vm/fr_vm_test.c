@@ -147,8 +147,8 @@ void wait_segv(pid_t p, const char *what)
 }
 
 /* Symbol lookup in an ELF file: size and file offset of @name. */
-static int elf_sym(const char *path, const char *name, uint64_t *vaddr, uint64_t *size,
-		   uint64_t *fileoff)
+int elf_sym(const char *path, const char *name, uint64_t *vaddr, uint64_t *size,
+	    uint64_t *fileoff)
 {
 	FILE *f = fopen(path, "rb");
 	long len;
@@ -1684,7 +1684,7 @@ static int cmd_compat(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR");
+		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR|panic-* (fr_vm_panic.c)");
 	if (!strcmp(argv[1], "spin") && argc > 2) {
 		spin_a(strtoull(argv[2], NULL, 0));
 		return 0;
@@ -1693,6 +1693,8 @@ int main(int argc, char **argv)
 		return cmd_bench(strtol(argv[2], NULL, 0));
 	if (!strcmp(argv[1], "cycles") && argc > 3)
 		return cmd_cycles(argv[2], atoi(argv[3]));
+	if (!strncmp(argv[1], "panic-", 6))	/* fr_vm_panic.c */
+		return cmd_panic(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "crashonly")) {	/* a core dump with no module checks */
 		wait_segv(spawn_crash(0, -1, -1), "crashonly");
 		return 0;
