@@ -44,11 +44,11 @@ static bool fr_test_panic;
 module_param_named(panic_addr, fr_panic_addr, ulong, 0444);
 MODULE_PARM_DESC(panic_addr, "physical address of the panic region (memmap=SIZE$ADDR reserved it); 0: no panic region");
 module_param_named(panic_size, fr_panic_size, ulong, 0444);
-MODULE_PARM_DESC(panic_size, "its size in bytes (page multiple, >= 256 KiB); 0: no panic region");
+MODULE_PARM_DESC(panic_size, "its size in bytes (page multiple, >= 64 KiB, and room for 2 chunks per CPU); 0: no panic region");
 module_param_named(test_panic, fr_test_panic, bool, 0444);
 MODULE_PARM_DESC(test_panic, "TESTS ONLY: writing panic_test_capture runs the panic notifier's body");
 
-#define FR_PANIC_MIN	(256U << 10)
+#define FR_PANIC_MIN	(64U << 10)
 #define FR_PANIC_MODS	256	/* module table entries */
 #define FR_PANIC_MSG	sizeof(((struct flightrec_panic_header *)0)->panic_msg)
 
@@ -110,7 +110,7 @@ static int fr_panic_layout(struct fr_layout *l, u64 size)
 		return -EINVAL;
 	l->data_size = size - l->data_off;
 	l->share = round_down(div_u64(l->data_size, nr_cpu_ids), FR_CHUNK);
-	/* a chunk of history plus a chunk for the panic record */
+	/* at least two chunks of history per CPU */
 	return l->share >= 2 * FR_CHUNK ? 0 : -EINVAL;
 }
 
@@ -257,8 +257,6 @@ static void fr_panic_cpu(int cpu, struct flightrec_panic_cpu *d, void *dst, u64 
 	fr_output(rb, first, head, fr_copy_kernel, &cur);
 	/* a writer that still runs (CPU not stopped) may have overwritten the copy's start */
 	valid = fr_data_valid(rb, first, head, true);
-	if (valid > oldest)
-		oldest = valid;
 	if (valid > first) {
 		memmove(dst, dst + (valid - first), head - valid);
 		first = valid;
@@ -267,6 +265,8 @@ static void fr_panic_cpu(int cpu, struct flightrec_panic_cpu *d, void *dst, u64 
 	got = fr_walk_copy(dst, first, head - first, &d->records, &d->last_time_ns);
 	d->data_end = first + got;	/* a malformed record ends the copy */
 	d->data_len = got;
+	/* what the ring still holds below the copy (less, if a live writer moved on) */
+	oldest = min(fr_data_valid(rb, oldest, head, true), first);
 	d->not_copied = fr_count_ring(rb, oldest, first);
 	if (seq & 1) {
 		d->flags |= FLIGHTREC_PANIC_CPU_TORN;
@@ -274,24 +274,20 @@ static void fr_panic_cpu(int cpu, struct flightrec_panic_cpu *d, void *dst, u64 
 	}
 }
 
-/* The panic record after the panicking CPU's copy, at ring position @d->data_end. */
-static void fr_panic_append(struct flightrec_panic_cpu *d, void *dst, const struct flightrec_sample *rec)
+/* Where the panic record goes: the header area, after the header. */
+#define FR_PANIC_REC_OFF	round_up(sizeof(struct flightrec_panic_header), 64)
+
+/* The panic record into the header area; its @seq is the panicking CPU's head. */
+static void fr_panic_put_rec(struct flightrec_panic_header *h, const struct flightrec_sample *rec,
+			     u64 head)
 {
-	u64 pos = d->data_end;
-	u32 room = FR_CHUNK - (pos & (FR_CHUNK - 1));
+	struct flightrec_sample *dst = fr.panic.map + FR_PANIC_REC_OFF;
 
-	if (room < rec->size) {
-		struct flightrec_sample *pad = dst + d->data_len;
-
-		pad->size = room;
-		pad->type = FLIGHTREC_REC_PAD;
-		d->data_len += room;
-		pos += room;
-	}
-	memcpy(dst + d->data_len, rec, rec->size);
-	((struct flightrec_sample *)(dst + d->data_len))->seq = pos;
-	d->data_len += rec->size;
-	d->flags |= FLIGHTREC_PANIC_CPU_PANIC_REC;
+	memcpy(dst, rec, rec->size);
+	dst->seq = head;
+	h->rec_off = FR_PANIC_REC_OFF;
+	h->rec_size = rec->size;
+	h->rec_crc = fr_crc(dst, rec->size);
 }
 
 /*
@@ -446,12 +442,11 @@ void fr_panic_capture(const char *msg)
 	for_each_possible_cpu(cpu) {
 		void *dst = fr.panic.map + h->data_off + (u64)cpu * l.share;
 
-		/* every share keeps a chunk for the panic record */
-		fr_panic_cpu(cpu, &d[cpu], dst, l.share - FR_CHUNK);
+		fr_panic_cpu(cpu, &d[cpu], dst, l.share);
 		d[cpu].data_off = h->data_off + (u64)cpu * l.share;
 		if (cpu == me) {
 			d[cpu].flags |= FLIGHTREC_PANIC_CPU_PANICKING;
-			fr_panic_append(&d[cpu], dst, rec);
+			fr_panic_put_rec(h, rec, d[cpu].data_end);
 		}
 		d[cpu].data_crc = fr_crc(dst, d[cpu].data_len);
 	}
@@ -484,23 +479,31 @@ static struct notifier_block fr_panic_nb = {
  * At panic() entry, on the first CPU to get there: the time and a sample of
  * its caller (kernel frames from the probed registers: panic()'s callers;
  * user frames of its task), before panic() prints anything.  A kprobe
- * pre-handler runs with preemption off (int3 or the optimized detour), as
- * perf's kprobe events sample from there; the walk is the sample handler's.
+ * pre-handler runs with preemption off (int3, the optimized detour, or --
+ * at a function's fentry, as here on x86 -- the ftrace trampoline, where
+ * interrupts are on), as perf's kprobe events sample from there; the walk
+ * is the sample handler's.  Interrupts are off while it runs, and the time
+ * is taken at its end: panic()'s own local_irq_disable() follows a few
+ * instructions later, so a timer sample of this CPU after @entry_ns can only
+ * come from that window (under TCG, a host that stalls the vCPU there).
  */
 static int fr_panic_entry(struct kprobe *p, struct pt_regs *regs)
 {
 	struct flightrec_sample *s = fr.panic.rec;
 	struct pt_regs *uregs;
+	unsigned long flags;
 	u16 abi;
 
-	if (atomic_read(&fr.panic.mode) != FR_PANIC_ARMED ||
-	    atomic_cmpxchg(&fr.panic.entry_cpu, -1, raw_smp_processor_id()) != -1)
+	if (atomic_read(&fr.panic.mode) != FR_PANIC_ARMED)
 		return 0;
-	fr.panic.entry_ns = ktime_get_mono_fast_ns();
+	local_irq_save(flags);
+	if (atomic_cmpxchg(&fr.panic.entry_cpu, -1, raw_smp_processor_id()) != -1) {
+		local_irq_restore(flags);
+		return 0;
+	}
 	memset(s, 0, FR_HDR);
 	s->type = FLIGHTREC_REC_SAMPLE;
 	s->flags = FLIGHTREC_SAMPLE_CRASH;
-	s->time_ns = fr.panic.entry_ns;
 	s->ip = instruction_pointer(regs);
 	s->cpu = raw_smp_processor_id();
 	s->pid = task_tgid_nr(current);
@@ -512,6 +515,9 @@ static int fr_panic_entry(struct kprobe *p, struct pt_regs *regs)
 	if (uregs)
 		fr_user_frames(s, uregs, abi, fr.panic.scratch);
 	s->size = FR_HDR + 8 * (s->nr_kframes + s->nr_uframes);
+	fr.panic.entry_ns = ktime_get_mono_fast_ns();
+	s->time_ns = fr.panic.entry_ns;
+	local_irq_restore(flags);
 	return 0;
 }
 
@@ -575,6 +581,11 @@ static int fr_panic_check(const struct flightrec_panic_header *h, const char **w
 		*why = "inconsistent sizes or offsets";
 		return -EINVAL;
 	}
+	if (h->rec_off && (h->rec_off < sizeof(*h) || h->rec_size > FR_REC_MAX ||
+			   h->rec_off + h->rec_size > FLIGHTREC_PANIC_HEADER_BYTES)) {
+		*why = "panic record outside the header area";
+		return -EINVAL;
+	}
 	if (h->state != FLIGHTREC_PANIC_ARMED && h->state != FLIGHTREC_PANIC_CAPTURED) {
 		*why = "unknown state";
 		return -EINVAL;
@@ -630,6 +641,7 @@ int fr_panic_init(void)
 	struct page *pg;
 	int ret;
 
+	BUILD_BUG_ON(FR_PANIC_REC_OFF + FR_REC_MAX > FLIGHTREC_PANIC_HEADER_BYTES);
 	atomic_set(&fr.panic.entry_cpu, -1);
 	atomic_set(&fr.panic.mode, FR_PANIC_OFF);
 	fr.panic.found = FLIGHTREC_PANIC_NONE;

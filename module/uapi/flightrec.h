@@ -513,10 +513,9 @@ struct flightrec_marker_read {
 
 /*
  * struct flightrec_panic_header::flags: @panic_time_ns and the panic record
- * (see struct flightrec_panic_cpu) were taken at the entry of panic() by a
- * kprobe, before panic() printed anything; without it, in the notifier
- * (after the panic's console output, which under a slow console may be tens
- * of milliseconds later).
+ * (@rec_off) were taken at the entry of panic() by a kprobe, before panic()
+ * printed anything; without it, in the notifier (after the panic's console
+ * output, which under a slow console may be tens of milliseconds later).
  */
 #define FLIGHTREC_PANIC_F_ENTRY	(1U << 0)
 
@@ -571,6 +570,15 @@ enum flightrec_panic_state {
  * @event:	as struct flightrec_info
  * @sample_size:	sizeof(struct flightrec_sample) of the writing module
  * @stack_bytes:	as struct flightrec_info
+ * @rec_off:	region offset of the panic record (0: none), inside the header
+ *		area after this struct: one DATA record (struct flightrec_sample
+ *		+ frames, FLIGHTREC_REC_SAMPLE with FLIGHTREC_SAMPLE_CRASH) of the
+ *		panicking CPU @panic_cpu at @panic_time_ns: its kernel stack
+ *		(with FLIGHTREC_PANIC_F_ENTRY: panic()'s callers) and its task's
+ *		user frames.  Its @seq is that CPU's @data_end (the ring never
+ *		held it); it is in no copy and no counter.
+ * @rec_size:	its bytes (at most FLIGHTREC_SAMPLE_MAX_SIZE)
+ * @rec_crc:	CRC-32 of them
  * @reserved:	zero
  * @header_crc:	CRC-32 of this struct with @header_crc zero
  * @pad1:	zero
@@ -613,7 +621,10 @@ struct flightrec_panic_header {
 	__u32 event;
 	__u32 sample_size;
 	__u32 stack_bytes;
-	__u64 reserved[8];
+	__u64 rec_off;
+	__u32 rec_size;
+	__u32 rec_crc;
+	__u64 reserved[6];
 	__u32 header_crc;
 	__u32 pad1;
 };
@@ -630,28 +641,16 @@ struct flightrec_panic_header {
  * in @written but never published is lost, so counted there).
  */
 #define FLIGHTREC_PANIC_CPU_TORN	(1U << 3)
-/*
- * The copy ends with the panic record (PANICKING CPU only): one more
- * FLIGHTREC_REC_SAMPLE record with FLIGHTREC_SAMPLE_CRASH, time
- * @panic_time_ns, the panicking context's kernel stack (with
- * FLIGHTREC_PANIC_F_ENTRY: panic()'s caller chain) and its task's user
- * frames; preceded by a PAD record if it would have crossed a chunk.  It
- * sits at ring position @data_end (the ring never held it) and is in none
- * of the counters: @data_len covers it, @records does not.
- */
-#define FLIGHTREC_PANIC_CPU_PANIC_REC	(1U << 4)
 
 /**
  * struct flightrec_panic_cpu - one CPU's history in the panic region
  * @cpu:	CPU number
  * @flags:	FLIGHTREC_PANIC_CPU_*
  * @data_off:	region offset of the copied DATA bytes
- * @data_len:	bytes copied (0: none): @data_end - @data_first, plus the
- *		panic record with FLIGHTREC_PANIC_CPU_PANIC_REC
+ * @data_len:	bytes copied (0: none), @data_end - @data_first
  * @data_first:	DATA ring position of the first copied byte (a chunk
  *		boundary, so record boundary)
- * @data_end:	DATA ring head at the panic (exclusive end of the ring's
- *		records in the copy)
+ * @data_end:	DATA ring head at the panic (exclusive end of the copy)
  * @produced:	STATS counters of the CPU at the panic (same meaning)
  * @written:	as struct flightrec_cpu_stats
  * @overwritten:	as struct flightrec_cpu_stats
@@ -661,8 +660,7 @@ struct flightrec_panic_header {
  * @not_copied:	sample records the ring still held at the panic that did not
  *		fit in this CPU's share (older than @data_first), so
  *		@written == @overwritten + @not_copied + @records
- * @last_time_ns:	time_ns of the newest ring record in the copy (0: none;
- *		the panic record does not count)
+ * @last_time_ns:	time_ns of the newest record in the copy (0: none)
  * @data_crc:	CRC-32 of the @data_len bytes
  * @pad:	zero
  */
@@ -818,7 +816,9 @@ struct flightrec_panic_read {
 #define FLIGHTREC_IOC_PANIC_INFO _IOR(FLIGHTREC_IOC_MAGIC, 9, struct flightrec_panic_info)
 /**
  * FLIGHTREC_IOC_PANIC_READ - copy raw bytes of the held region (an earlier
- * boot's panic, layout above) as they were found at load.
+ * boot's panic, layout above) as they were found at load, but for the
+ * header's @panics_lost (and @header_crc), which a panic of this boot
+ * increments before the reset.
  * Errors: -EFAULT bad pointer, -EINVAL nonzero reserved or @offset >
  * held_bytes, -ENOENT nothing held.
  */

@@ -15,6 +15,13 @@
  *     --panics-lost N   the header's panics_lost
  *     --release-other   the header's release is not this kernel's (kernel
  *                       frames are then left unresolved)
+ *     --live            a capture by panic-capture, not a panic: no panic()
+ *                       entry record, no timing checks
+ *     --cut             some CPU's ring held more than its share: CUT, and
+ *                       not_copied > 0 (counters still exact)
+ *   panic-capture FILE               FREEZE, run the notifier's body through
+ *                       the test-only panic_test_capture parameter (module
+ *                       loaded with test_panic=1), dump what it wrote
  *   panic-corrupt ADDR release|flip  rewrite the header's release (checksum
  *                       fixed) or flip a header byte (checksum left), through
  *                       /dev/mem (module unloaded)
@@ -246,7 +253,8 @@ static const char *plain(const char *s, size_t max)
 static int panic_check(int argc, char **argv)
 {
 	const char *path = argv[1], *lib = NULL;
-	int want_cpu = -1, sysrq = 0, work_cpu = -1, lost = -1, release_other = 0;
+	int want_cpu = -1, sysrq = 0, work_cpu = -1, lost = -1, release_other = 0, live = 0, cut = 0;
+	uint64_t cut_cpus = 0;
 
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--panic-cpu") && i + 1 < argc)
@@ -261,6 +269,10 @@ static int panic_check(int argc, char **argv)
 			lost = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--release-other"))
 			release_other = 1;
+		else if (!strcmp(argv[i], "--live"))
+			live = 1;
+		else if (!strcmp(argv[i], "--cut"))
+			cut = 1;
 		else
 			FAIL("panic-check: unknown option %s", argv[i]);
 	}
@@ -308,7 +320,7 @@ static int panic_check(int argc, char **argv)
 	}
 	if (!flightrec_listed)
 		FAIL("module table (%u entries) lacks flightrec", h->mod_count);
-	if (!(h->flags & FLIGHTREC_PANIC_F_ENTRY))
+	if (!live && !(h->flags & FLIGHTREC_PANIC_F_ENTRY))
 		FAIL("no panic() entry record (flags %#x)", h->flags);
 
 	struct utsname u;
@@ -353,12 +365,11 @@ static int panic_check(int argc, char **argv)
 			FAIL("cpu %u: data crc mismatch", c);
 		size_t n = walk(b + x->data_off, x->data_len, x->data_first, &r);
 		size_t ring = n;
-		int has_rec = !!(x->flags & FLIGHTREC_PANIC_CPU_PANIC_REC);
 
-		if (has_rec && (!n || !(r[n - 1].h->flags & FLIGHTREC_SAMPLE_CRASH) ||
-				r[n - 1].h->seq < x->data_end))
-			FAIL("cpu %u: no panic record at the copy's end", c);
-		ring -= has_rec;
+		if (x->data_len != x->data_end - x->data_first)
+			FAIL("cpu %u: copy [%llu, +%llu) does not end at the head %llu", c,
+			     (unsigned long long)x->data_first, (unsigned long long)x->data_len,
+			     (unsigned long long)x->data_end);
 		uint64_t last = ring ? r[ring - 1].h->time_ns : 0;
 		int exact = x->written == x->overwritten + x->not_copied + x->records &&
 			    x->produced == x->written + x->dropped_frozen + x->dropped_size;
@@ -405,22 +416,41 @@ static int panic_check(int argc, char **argv)
 			}
 		}
 		if (c == h->panic_cpu) {
-			const struct flightrec_sample *p = has_rec ? r[n - 1].h : NULL;
+			const struct flightrec_sample *p = (const void *)(b + h->rec_off);
+			const uint64_t *pf = (const uint64_t *)(p + 1);
 			int found_sysrq = 0;
 
-			if (!(x->flags & FLIGHTREC_PANIC_CPU_PANICKING) || !p)
-				FAIL("panic cpu %u: not PANICKING or no panic record (flags %#x)", c, x->flags);
+			if (!(x->flags & FLIGHTREC_PANIC_CPU_PANICKING))
+				FAIL("panic cpu %u: not PANICKING (flags %#x)", c, x->flags);
+			if (!h->rec_off || h->rec_off < sizeof(*h) || h->rec_size > FLIGHTREC_SAMPLE_MAX_SIZE ||
+			    h->rec_off + h->rec_size > FLIGHTREC_PANIC_HEADER_BYTES ||
+			    crc32z(p, h->rec_size) != h->rec_crc || p->size != h->rec_size ||
+			    p->type != FLIGHTREC_REC_SAMPLE || !(p->flags & FLIGHTREC_SAMPLE_CRASH) ||
+			    p->size != sizeof(*p) + 8 * (p->nr_kframes + p->nr_uframes) || p->seq != x->data_end ||
+			    p->cpu != c)
+				FAIL("no valid panic record (rec_off %llu size %u)", (unsigned long long)h->rec_off,
+				     h->rec_size);
 			printf(",\"panic_record\":{\"time_ns\":%llu,\"pid\":%u,\"kstack\":[",
 			       (unsigned long long)p->time_ns, p->pid);
 			for (int k = 0; k < p->nr_kframes; k++) {
-				uint64_t ip = r[n - 1].frames[k];
+				uint64_t ip = pf[k];
 				const char *name = same_release ? ksym_name(ip - delta) : "unresolved";
 
 				found_sysrq |= !strcmp(name, "sysrq_handle_crash") || !strcmp(name, "__handle_sysrq");
 				printf("%s\"%#llx %s\"", k ? "," : "", (unsigned long long)ip, name);
 			}
 			printf("]}");
-			if (p->time_ns != h->panic_time_ns) {
+			/* where the timer's last sample found this CPU */
+			if (ring) {
+				const struct rec *l = &r[ring - 1];
+
+				printf(",\"last_sample\":{\"pid\":%u,\"mode\":%u,\"kstack\":[", l->h->pid, l->h->mode);
+				for (int k = 0; k < l->h->nr_kframes && k < 12; k++)
+					printf("%s\"%s\"", k ? "," : "",
+					       same_release ? ksym_name(l->frames[k] - delta) : "unresolved");
+				printf("]}");
+			}
+			if (p->time_ns != h->panic_time_ns && !live) {
 				bad = 1;
 				snprintf(why + strlen(why), sizeof(why) - strlen(why), " panic record time");
 			}
@@ -428,18 +458,28 @@ static int panic_check(int argc, char **argv)
 				bad = 1;
 				snprintf(why + strlen(why), sizeof(why) - strlen(why), " no sysrq crash path");
 			}
-			/* the timer's last sample on the panicking CPU: at most 2 periods before panic() */
-			if (!ring || h->panic_time_ns - last > 2 * period || last > h->panic_time_ns) {
+			/*
+			 * The timer's last sample on the panicking CPU: within 2
+			 * periods of panic() entry.  It may also come a little
+			 * after the entry time, taken before panic() disables
+			 * interrupts (see fr_panic_entry()).
+			 */
+			if (!live && (!ring || (last < h->panic_time_ns && h->panic_time_ns - last > 2 * period) ||
+				      (last > h->panic_time_ns && last - h->panic_time_ns > 2 * period))) {
 				bad = 1;
 				snprintf(why + strlen(why), sizeof(why) - strlen(why),
-					 " panicking cpu's last sample %lld ns before the panic (period %llu)",
+					 " panicking cpu's last sample %lld ns before the panic entry (period %llu)",
 					 (long long)(h->panic_time_ns - last), (unsigned long long)period);
 			}
 		}
+		if ((x->flags & FLIGHTREC_PANIC_CPU_CUT) && x->not_copied)
+			cut_cpus++;
 		printf("}");
 		free(r);
 	}
 	printf("]}\n");
+	if (cut && !cut_cpus)
+		FAIL("no CPU was cut to its share with records left out");
 	if (want_cpu >= 0 && (int)h->panic_cpu != want_cpu)
 		FAIL("panic cpu %u, expected %d", h->panic_cpu, want_cpu);
 	if (lost >= 0 && (int)h->panics_lost != lost)
@@ -452,6 +492,18 @@ static int panic_check(int argc, char **argv)
 }
 
 /* ---- corrupter and workload ---- */
+
+static int panic_capture(const char *path)
+{
+	int p = open("/sys/module/flightrec/parameters/panic_test_capture", O_WRONLY);
+
+	if (ioctl(fd, FLIGHTREC_IOC_FREEZE, 0))
+		FAIL("FREEZE: %s", strerror(errno));
+	if (p < 0 || write(p, "1", 1) != 1)
+		FAIL("panic_test_capture: %s (load with test_panic=1)", strerror(errno));
+	close(p);
+	return panic_dump(path);
+}
 
 static int panic_corrupt(uint64_t addr, const char *what)
 {
@@ -515,6 +567,8 @@ int cmd_panic(int argc, char **argv)
 		return panic_info(argc, argv);
 	if (!strcmp(argv[0], "panic-dump") && argc > 1)
 		return panic_dump(argv[1]);
+	if (!strcmp(argv[0], "panic-capture") && argc > 1)
+		return panic_capture(argv[1]);
 	if (!strcmp(argv[0], "panic-release")) {
 		if (ioctl(fd, FLIGHTREC_IOC_PANIC_RELEASE, 0))
 			FAIL("PANIC_RELEASE: %s", strerror(errno));

@@ -21,7 +21,8 @@ PANIC_ARGS="panic_addr=$PANIC_ADDR panic_size=$PANIC_SIZE period=10000000"
 dmesg_has() { dmesg | grep -F -- "$1" | tail -1 | grep . ; }
 
 scen_panic() {
-  local out b pid i
+  local out b pid i t0
+  t0=$(cut -d' ' -f1 /proc/uptime)
   [ -n "$FR_VM_TOKEN" ] || { result panic FAIL "no boot marker token (run_vm_tests.sh sets fr.token)"; return; }
   # A range the allocators own is refused, and the module still loads.
   insmod "$KO" panic_addr=0x1000000 panic_size=$PANIC_SIZE || { result panic FAIL "insmod (RAM range) failed"; return; }
@@ -46,7 +47,7 @@ scen_panic() {
   echo "FLIGHTREC-VM-PANIC-BOOT1 $(cat /proc/sys/kernel/random/boot_id)"
   # The marker tells the next boot's /init this reset was the expected one.
   busybox devmem $((PANIC_MARK + 8)) 32 "$FR_VM_TOKEN"
-  echo "FLIGHTREC-VM-PANIC-NOW"
+  echo "FLIGHTREC-VM-PANIC-NOW boot 1 part took $(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{print b-a}') s"
   taskset -c 0 sh -c 'echo c > /proc/sysrq-trigger'
   busybox devmem $((PANIC_MARK + 8)) 32 0
   kill $pid
@@ -56,7 +57,7 @@ scen_panic() {
 # The panic record, then a second panic without release, another release's
 # region, PANIC_RELEASE, a corrupted header.
 scen_panic_boot2() {
-  local out chk p=/tmp/panic
+  local out chk rc p=/tmp/panic
   mkdir -p $p
   insmod "$KO" $PANIC_ARGS test_panic=1 || { result panic FAIL "boot 2: insmod failed"; return; }
   out=$("$T" panic-info --expect held 2>&1) || { result panic FAIL "boot 2: $out"; return; }
@@ -96,5 +97,18 @@ scen_panic_boot2() {
   out=$("$T" panic-info --expect refused --error -74 2>&1) || { result panic FAIL "corrupted: $out"; return; }
   local line
   line=$(dmesg_has "refused: header checksum mismatch") || { result panic FAIL "no refused log line"; return; }
-  result panic PASS "$(echo "$chk" | tail -1); 2nd panic counted (panics_lost 1); other release held; released; corrupted header refused: ${line#*] }"
+  # A region smaller than the rings (64 KiB: 8 KiB of records per CPU) and
+  # another size than the header says (refused: inconsistent sizes), then a
+  # capture of the live rings, frozen: each CPU keeps its newest chunks, CUT,
+  # the older records counted in not_copied, the counters still exact.
+  rmmod flightrec
+  insmod "$KO" panic_addr=$PANIC_ADDR panic_size=0x10000 test_panic=1 ||
+    { result panic FAIL "insmod 6 failed"; return; }
+  out=$("$T" panic-info --expect refused --error -22 2>&1) || { result panic FAIL "other size: $out"; return; }
+  "$T" spin 1000 & "$T" spin 1000; wait
+  out=$("$T" panic-capture $p/4.bin 2>&1) || { result panic FAIL "capture: $out"; return; }
+  out=$("$T" panic-check $p/4.bin --live --cut 2>&1); rc=$?
+  echo "$out" | grep '^{' | sed 's/^/FLIGHTREC-VM-PANIC-CUT /'
+  [ $rc -eq 0 ] || { result panic FAIL "cut: $(echo "$out" | tail -1)"; return; }
+  result panic PASS "$(echo "$chk" | tail -1); 2nd panic counted (panics_lost 1); other release held; released; corrupted header refused: ${line#*] }; 64 KiB region: cut, counters exact"
 }
