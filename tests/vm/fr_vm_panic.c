@@ -331,8 +331,10 @@ static int panic_check(int argc, char **argv)
 	if (release_other == same_release)
 		FAIL("release %.65s, this kernel %s", h->release, u.release);
 	int64_t delta = 0;
+	/* /proc/kallsyms costs seconds under TCG: read only for the sysrq check */
+	int symbolize = same_release && sysrq;
 
-	if (same_release) {
+	if (symbolize) {
 		load_kallsyms();
 		uint64_t p = ksym_addr("panic");
 
@@ -374,7 +376,10 @@ static int panic_check(int argc, char **argv)
 		int exact = x->written == x->overwritten + x->not_copied + x->records &&
 			    x->produced == x->written + x->dropped_frozen + x->dropped_size;
 		/* the other vCPU's last second: samples in fr_vm_burn, attributed by the sideband */
-		size_t last_sec = 0, in_burn = 0;
+		size_t last_sec = 0, in_burn = 0, npids = 0;
+		struct {
+			uint32_t pid, n;
+		} pids[8] = { { 0, 0 } };
 
 		for (size_t i = 0; i < ring; i++) {
 			const struct flightrec_sample *s = r[i].h;
@@ -382,15 +387,28 @@ static int panic_check(int argc, char **argv)
 			if (s->time_ns + 1000000000ULL < h->panic_time_ns || (int)c != work_cpu || !lib)
 				continue;
 			last_sec++;
+			/* who else ran there: the first 8 pids seen, with counts */
+			size_t k;
+
+			for (k = 0; k < npids && pids[k].pid != s->pid; k++)
+				;
+			if (k < 8) {
+				pids[k].pid = s->pid;
+				pids[k].n++;
+				npids += k == npids;
+			}
 			int best = -1;
+			/* the user code the thread ran: a kernel-mode sample's first user frame */
+			uint64_t uip = s->mode == FLIGHTREC_MODE_USER ? s->ip :
+				       s->nr_uframes ? r[i].frames[s->nr_kframes] : 0;
 
 			for (uint32_t j = 0; j < h->sb_count; j++)
 				if (sb[j].type == FLIGHTREC_SB_MMAP && sb[j].pid == s->pid && sb[j].time_ns <= s->time_ns &&
-				    s->ip >= sb[j].start && s->ip < sb[j].start + sb[j].len)
+				    uip >= sb[j].start && uip < sb[j].start + sb[j].len)
 					best = j;
 			if (best >= 0 && sb[best].ino == (uint64_t)stl.st_ino &&
-			    s->ip - sb[best].start + sb[best].pgoff >= burn_off &&
-			    s->ip - sb[best].start + sb[best].pgoff < burn_off + burn_sz)
+			    uip - sb[best].start + sb[best].pgoff >= burn_off &&
+			    uip - sb[best].start + sb[best].pgoff < burn_off + burn_sz)
 				in_burn++;
 		}
 		printf("%s{\"cpu\":%u,\"flags\":%u,\"records\":%llu,\"walked\":%zu,\"written\":%llu,\"overwritten\":%llu,"
@@ -408,7 +426,10 @@ static int panic_check(int argc, char **argv)
 			snprintf(why + strlen(why), sizeof(why) - strlen(why), " cpu%u: counters not exact", c);
 		}
 		if ((int)c == work_cpu && lib) {
-			printf(",\"last_second\":%zu,\"in_fr_vm_burn\":%zu", last_sec, in_burn);
+			printf(",\"last_second\":%zu,\"in_fr_vm_burn\":%zu,\"pids\":{", last_sec, in_burn);
+			for (size_t k = 0; k < npids; k++)
+				printf("%s\"%u\":%u", k ? "," : "", pids[k].pid, pids[k].n);
+			printf("}");
 			if (!last_sec || in_burn * 2 < last_sec) {
 				bad = 1;
 				snprintf(why + strlen(why), sizeof(why) - strlen(why),
@@ -434,7 +455,7 @@ static int panic_check(int argc, char **argv)
 			       (unsigned long long)p->time_ns, p->pid);
 			for (int k = 0; k < p->nr_kframes; k++) {
 				uint64_t ip = pf[k];
-				const char *name = same_release ? ksym_name(ip - delta) : "unresolved";
+				const char *name = symbolize ? ksym_name(ip - delta) : same_release ? "-" : "unresolved";
 
 				found_sysrq |= !strcmp(name, "sysrq_handle_crash") || !strcmp(name, "__handle_sysrq");
 				printf("%s\"%#llx %s\"", k ? "," : "", (unsigned long long)ip, name);
@@ -447,7 +468,8 @@ static int panic_check(int argc, char **argv)
 				printf(",\"last_sample\":{\"pid\":%u,\"mode\":%u,\"kstack\":[", l->h->pid, l->h->mode);
 				for (int k = 0; k < l->h->nr_kframes && k < 12; k++)
 					printf("%s\"%s\"", k ? "," : "",
-					       same_release ? ksym_name(l->frames[k] - delta) : "unresolved");
+					       symbolize ? ksym_name(l->frames[k] - delta) :
+					       same_release ? "-" : "unresolved");
 				printf("]}");
 			}
 			if (p->time_ns != h->panic_time_ns && !live) {

@@ -1267,6 +1267,12 @@ static int documented(unsigned long cmd, int e)
 		return e == 0 || e == EFAULT || e == EINVAL || e == ENOENT || e == ENODEV;
 	case FLIGHTREC_IOC_RELEASE_MARKER:
 		return e == 0 || e == ENOENT;
+	case FLIGHTREC_IOC_PANIC_INFO:
+		return e == 0 || e == EFAULT;
+	case FLIGHTREC_IOC_PANIC_READ:
+		return e == 0 || e == EFAULT || e == EINVAL || e == ENOENT;
+	case FLIGHTREC_IOC_PANIC_RELEASE:
+		return e == 0 || e == EINVAL || e == ENOENT;
 	default:
 		return e == ENOTTY;
 	}
@@ -1478,7 +1484,8 @@ static int cmd_abi(long iterations)
 	static const unsigned long cmds[] = {
 		FLIGHTREC_IOC_INFO, FLIGHTREC_IOC_STATS, FLIGHTREC_IOC_FREEZE, FLIGHTREC_IOC_THAW,
 		FLIGHTREC_IOC_READ_RING, FLIGHTREC_IOC_LIST_MARKERS, FLIGHTREC_IOC_READ_MARKER,
-		FLIGHTREC_IOC_RELEASE_MARKER,
+		FLIGHTREC_IOC_RELEASE_MARKER, FLIGHTREC_IOC_PANIC_INFO, FLIGHTREC_IOC_PANIC_READ,
+		FLIGHTREC_IOC_PANIC_RELEASE,
 	};
 	static uint64_t arg_area[64];
 	long counts[6] = { 0 }, ours = 0;
@@ -1493,7 +1500,7 @@ static int cmd_abi(long iterations)
 		switch (x % 4) {
 		case 0:
 		case 1:
-			cmd = cmds[rnd() % 8];
+			cmd = cmds[rnd() % (sizeof(cmds) / sizeof(cmds[0]))];
 			break;
 		case 2:
 			cmd = _IOC(rnd() % 4, FLIGHTREC_IOC_MAGIC, rnd() % 12, rnd() % 256);

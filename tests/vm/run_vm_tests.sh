@@ -48,7 +48,7 @@ echo "run_vm_tests: $FLAVOUR kernel $KVER"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=""
 GUEST_SCRIPT="$SRC/tests/vm/guest_run.sh"
-TIMEOUT=${FR_VM_TIMEOUT:-900}
+TIMEOUT=${FR_VM_TIMEOUT:-1140}
 SCEN=()
 while [ $# -gt 0 ]; do
   case "$1" in
