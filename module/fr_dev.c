@@ -372,6 +372,27 @@ static long fr_ioctl_locked(struct fr_file *f, unsigned int cmd, unsigned long a
 		    FR_SLOT_READY)
 			return -ENOENT;
 		return 0;
+	case FLIGHTREC_IOC_PANIC_INFO: {
+		struct flightrec_panic_info pi;
+
+		fr_panic_info(&pi);
+		return copy_to_user(uarg, &pi, sizeof(pi)) ? -EFAULT : 0;
+	}
+	case FLIGHTREC_IOC_PANIC_READ: {
+		struct flightrec_panic_read pr;
+		int ret;
+
+		if (copy_from_user(&pr, uarg, sizeof(pr)))
+			return -EFAULT;
+		ret = fr_panic_read(&pr);
+		if (ret)
+			return ret;
+		return copy_to_user(uarg, &pr, sizeof(pr)) ? -EFAULT : 0;
+	}
+	case FLIGHTREC_IOC_PANIC_RELEASE:
+		if (arg)
+			return -EINVAL;
+		return fr_panic_release();
 	default:
 		return -ENOTTY;
 	}

@@ -226,6 +226,22 @@ struct fr_file {
  * @hp_state:        the cpuhp state, set once in fr_init().
  * @lock:            serialises the ioctls (the readers), so two readers never
  *                   interleave FREEZE/READ/THAW or release the same slot.
+ * @panic:           the panic region (fr_panic.c).  @panic.map, @panic.phys,
+ *                   @panic.size and @panic.boot_id are set once in
+ *                   fr_panic_init() and read-only until fr_panic_exit().
+ *                   @panic.found/@panic.error (what this load found, for
+ *                   PANIC_INFO) change under @lock (PANIC_RELEASE).
+ *                   @panic.mode (FR_PANIC_*) says who may write the mapping:
+ *                   ARMED: the panic notifier (once: panic() runs it on one
+ *                   CPU); HELD: only the notifier's panics_lost update;
+ *                   ARMING: nobody but the ioctl rewriting the header (under
+ *                   @lock; a panic meanwhile records nothing).  Atomic.
+ *                   @panic.entry_cpu/@panic.entry_ns/@panic.rec: the panic
+ *                   record, taken by the kprobe on panic() on the first CPU
+ *                   to enter it (cmpxchg on @panic.entry_cpu from -1); read
+ *                   by the notifier only when it runs on that same CPU.
+ *                   @panic.scratch: a direct-map page for the record's user
+ *                   frame walk (see fr_copy_user_nmi()), that kprobe's only.
  */
 struct fr_state {
 	struct fr_cpu **cpus;		/* [nr_cpu_ids], possible CPUs only */
@@ -252,7 +268,23 @@ struct fr_state {
 	u32 event_type;
 	enum cpuhp_state hp_state;
 	struct mutex lock;
+	struct {
+		void *map;
+		u64 phys;
+		u64 size;
+		u8 boot_id[16];
+		u32 found;
+		int error;
+		atomic_t mode;
+		atomic_t entry_cpu;
+		u64 entry_ns;
+		void *rec;	/* FR_REC_MAX bytes */
+		void *scratch;
+	} panic;
 };
+
+/* fr.panic.mode */
+enum { FR_PANIC_OFF, FR_PANIC_ARMING, FR_PANIC_ARMED, FR_PANIC_HELD };
 
 extern struct fr_state fr;
 
@@ -290,6 +322,15 @@ const char *fr_coredump_symbol(void);
 /* fr_dev.c: /dev/flightrec */
 int fr_dev_register(void);
 void fr_dev_unregister(void);
+
+/* fr_panic.c: the panic region */
+int fr_panic_init(void);
+void fr_panic_exit(void);
+void fr_panic_info(struct flightrec_panic_info *pi);
+int fr_panic_read(struct flightrec_panic_read *r);
+int fr_panic_release(void);
+void fr_panic_capture(const char *msg);
+void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs);
 
 /* fr_test.c: the test-only NMI entry point (test_nmi=1) */
 int flightrec_test_sample(struct pt_regs *regs);

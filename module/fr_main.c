@@ -13,7 +13,8 @@
  *
  * fr_main.c: the load parameters, the module state, the per-CPU counters and
  * CPU hotplug, allocation, init and exit.  The other files: fr_sample.c (the
- * overflow handler and the rings), fr_sideband.c, fr_crash.c, fr_dev.c.
+ * overflow handler and the rings), fr_sideband.c, fr_crash.c, fr_dev.c,
+ * fr_panic.c (the panic region).
  */
 #define pr_fmt(fmt) "flightrec: " fmt
 
@@ -256,9 +257,12 @@ static int __init fr_init(void)
 	if (ret < 0)
 		goto out_unregister_crash_hook;
 	fr.hp_state = ret;
-	ret = fr_dev_register();
+	ret = fr_panic_init();
 	if (ret)
 		goto out_remove_hp;
+	ret = fr_dev_register();
+	if (ret)
+		goto out_panic_exit;
 	pr_info("recording %s, %s %lu, data %u KiB aux %u KiB per cpu%s; crash hook %s\n",
 		fr.event_type == FLIGHTREC_EVENT_CYCLES ? "cycles" : "cpu-clock",
 		fr_param.freq ? "freq" : "period", fr_param.freq ? (unsigned long)fr_param.freq : fr_param.period,
@@ -269,6 +273,8 @@ static int __init fr_init(void)
 		pr_warn("test_nmi=1: no counters, samples only from flightrec_test_sample()\n");
 	return 0;
 
+out_panic_exit:
+	fr_panic_exit();
 out_remove_hp:
 	cpuhp_remove_state(fr.hp_state);
 out_unregister_crash_hook:
@@ -289,6 +295,7 @@ out_free_cpus:
 static void __exit fr_exit(void)
 {
 	fr_dev_unregister();
+	fr_panic_exit();
 	cpuhp_remove_state(fr.hp_state);	/* releases every counter */
 	fr_unregister_crash_hook();
 	fr_sideband_unregister();

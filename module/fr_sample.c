@@ -152,7 +152,8 @@ static inline u64 *fr_frames(struct flightrec_sample *s)
 	return (u64 *)(s + 1);
 }
 
-static void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs)
+/* Also the panic record's kernel frames (fr_panic.c); @regs NULL: the caller's own stack. */
+void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs)
 {
 #ifdef CONFIG_X86_64
 	struct unwind_state state;

@@ -511,6 +511,14 @@ struct flightrec_marker_read {
 #define FLIGHTREC_PANIC_VERSION	1
 #define FLIGHTREC_PANIC_HEADER_BYTES	4096	/* header area; cpu_off >= this */
 
+/*
+ * struct flightrec_panic_header::flags: @panic_time_ns and the panic record
+ * (@rec_off) were taken at the entry of panic() by a kprobe, before panic()
+ * printed anything; without it, in the notifier (after the panic's console
+ * output, which under a slow console may be tens of milliseconds later).
+ */
+#define FLIGHTREC_PANIC_F_ENTRY	(1U << 0)
+
 /* struct flightrec_panic_header::state */
 enum flightrec_panic_state {
 	FLIGHTREC_PANIC_ARMED = 1,	/* owned by the boot in @boot_id; no panic yet */
@@ -524,7 +532,7 @@ enum flightrec_panic_state {
  * @header_size:	sizeof(struct flightrec_panic_header)
  * @region_size:	bytes of the whole region
  * @state:	enum flightrec_panic_state
- * @flags:	zero
+ * @flags:	FLIGHTREC_PANIC_F_*
  * @boot_id:	the writing boot's /proc/sys/kernel/random/boot_id (16 bytes)
  * @release:	the writing kernel's utsname()->release, NUL-terminated
  * @pad0:	zero
@@ -553,7 +561,8 @@ enum flightrec_panic_state {
  * @sb_crc:	CRC-32 of the sideband records
  * @sb_first_seq:	SIDEBAND ring position of the first record at @sb_off
  * @sb_missing:	sideband records written before @sb_first_seq (no longer
- *		in the ring at the panic): mappings they announced are unknown
+ *		in the ring at the panic, or beyond the region's sideband room):
+ *		mappings they announced are unknown
  * @data_off:	region offset of the area holding the CPUs' DATA copies
  * @data_size:	its size
  * @period:	as struct flightrec_info, of the writing module
@@ -561,6 +570,15 @@ enum flightrec_panic_state {
  * @event:	as struct flightrec_info
  * @sample_size:	sizeof(struct flightrec_sample) of the writing module
  * @stack_bytes:	as struct flightrec_info
+ * @rec_off:	region offset of the panic record (0: none), inside the header
+ *		area after this struct: one DATA record (struct flightrec_sample
+ *		+ frames, FLIGHTREC_REC_SAMPLE with FLIGHTREC_SAMPLE_CRASH) of the
+ *		panicking CPU @panic_cpu at @panic_time_ns: its kernel stack
+ *		(with FLIGHTREC_PANIC_F_ENTRY: panic()'s callers) and its task's
+ *		user frames.  Its @seq is that CPU's @data_end (the ring never
+ *		held it); it is in no copy and no counter.
+ * @rec_size:	its bytes (at most FLIGHTREC_SAMPLE_MAX_SIZE)
+ * @rec_crc:	CRC-32 of them
  * @reserved:	zero
  * @header_crc:	CRC-32 of this struct with @header_crc zero
  * @pad1:	zero
@@ -603,7 +621,10 @@ struct flightrec_panic_header {
 	__u32 event;
 	__u32 sample_size;
 	__u32 stack_bytes;
-	__u64 reserved[8];
+	__u64 rec_off;
+	__u32 rec_size;
+	__u32 rec_crc;
+	__u64 reserved[6];
 	__u32 header_crc;
 	__u32 pad1;
 };
@@ -612,14 +633,23 @@ struct flightrec_panic_header {
 #define FLIGHTREC_PANIC_CPU_ONLINE	(1U << 0)	/* had a counter at the panic */
 #define FLIGHTREC_PANIC_CPU_PANICKING	(1U << 1)	/* ran the panic notifier */
 #define FLIGHTREC_PANIC_CPU_CUT		(1U << 2)	/* the ring held more than its share of the region */
+/*
+ * The CPU's writer was stopped inside the sample handler (its seqcount odd:
+ * a panic from within the handler, or a CPU stopped by NMI mid-record).  The
+ * record it was writing is not in the copy (it lies at or past the head);
+ * @overwritten is then @written - @not_copied - @records (a record counted
+ * in @written but never published is lost, so counted there).
+ */
+#define FLIGHTREC_PANIC_CPU_TORN	(1U << 3)
 
 /**
  * struct flightrec_panic_cpu - one CPU's history in the panic region
  * @cpu:	CPU number
  * @flags:	FLIGHTREC_PANIC_CPU_*
  * @data_off:	region offset of the copied DATA bytes
- * @data_len:	bytes copied (0: none)
- * @data_first:	DATA ring position of the first copied byte (record boundary)
+ * @data_len:	bytes copied (0: none), @data_end - @data_first
+ * @data_first:	DATA ring position of the first copied byte (a chunk
+ *		boundary, so record boundary)
  * @data_end:	DATA ring head at the panic (exclusive end of the copy)
  * @produced:	STATS counters of the CPU at the panic (same meaning)
  * @written:	as struct flightrec_cpu_stats
@@ -786,7 +816,9 @@ struct flightrec_panic_read {
 #define FLIGHTREC_IOC_PANIC_INFO _IOR(FLIGHTREC_IOC_MAGIC, 9, struct flightrec_panic_info)
 /**
  * FLIGHTREC_IOC_PANIC_READ - copy raw bytes of the held region (an earlier
- * boot's panic, layout above) as they were found at load.
+ * boot's panic, layout above) as they were found at load, but for the
+ * header's @panics_lost (and @header_crc), which a panic of this boot
+ * increments before the reset.
  * Errors: -EFAULT bad pointer, -EINVAL nonzero reserved or @offset >
  * held_bytes, -ENOENT nothing held.
  */

@@ -61,5 +61,20 @@ CHECK_OFF(flightrec_marker_read, offset, 16);
 CHECK_OFF(flightrec_marker_read, first, 40);
 static_assert(FLIGHTREC_IOC_READ_RING == 0xc070f705);
 static_assert(FLIGHTREC_IOC_INFO == 0x8058f701);
+// The panic region (issue 15): written by one boot, read by the next, so its
+// layout is fixed for version 1.
+static_assert(FLIGHTREC_PANIC_VERSION == 1);
+static_assert(sizeof(flightrec_panic_header) == 608);
+CHECK_OFF(flightrec_panic_header, boot_id, 32);
+CHECK_OFF(flightrec_panic_header, panic_msg, 176);
+CHECK_OFF(flightrec_panic_header, cpu_off, 432);
+CHECK_OFF(flightrec_panic_header, rec_off, 536);
+CHECK_OFF(flightrec_panic_header, header_crc, 600);
+static_assert(sizeof(flightrec_panic_cpu) == 112);
+CHECK_OFF(flightrec_panic_cpu, records, 80);
+CHECK_OFF(flightrec_panic_cpu, data_crc, 104);
+static_assert(sizeof(flightrec_panic_module) == 72);
+static_assert(sizeof(flightrec_panic_info) == 64);
+static_assert(sizeof(flightrec_panic_read) == 48);
 
 int main() { return 0; }

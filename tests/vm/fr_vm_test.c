@@ -147,8 +147,8 @@ void wait_segv(pid_t p, const char *what)
 }
 
 /* Symbol lookup in an ELF file: size and file offset of @name. */
-static int elf_sym(const char *path, const char *name, uint64_t *vaddr, uint64_t *size,
-		   uint64_t *fileoff)
+int elf_sym(const char *path, const char *name, uint64_t *vaddr, uint64_t *size,
+	    uint64_t *fileoff)
 {
 	FILE *f = fopen(path, "rb");
 	long len;
@@ -1267,6 +1267,12 @@ static int documented(unsigned long cmd, int e)
 		return e == 0 || e == EFAULT || e == EINVAL || e == ENOENT || e == ENODEV;
 	case FLIGHTREC_IOC_RELEASE_MARKER:
 		return e == 0 || e == ENOENT;
+	case FLIGHTREC_IOC_PANIC_INFO:
+		return e == 0 || e == EFAULT;
+	case FLIGHTREC_IOC_PANIC_READ:
+		return e == 0 || e == EFAULT || e == EINVAL || e == ENOENT;
+	case FLIGHTREC_IOC_PANIC_RELEASE:
+		return e == 0 || e == EINVAL || e == ENOENT;
 	default:
 		return e == ENOTTY;
 	}
@@ -1478,7 +1484,8 @@ static int cmd_abi(long iterations)
 	static const unsigned long cmds[] = {
 		FLIGHTREC_IOC_INFO, FLIGHTREC_IOC_STATS, FLIGHTREC_IOC_FREEZE, FLIGHTREC_IOC_THAW,
 		FLIGHTREC_IOC_READ_RING, FLIGHTREC_IOC_LIST_MARKERS, FLIGHTREC_IOC_READ_MARKER,
-		FLIGHTREC_IOC_RELEASE_MARKER,
+		FLIGHTREC_IOC_RELEASE_MARKER, FLIGHTREC_IOC_PANIC_INFO, FLIGHTREC_IOC_PANIC_READ,
+		FLIGHTREC_IOC_PANIC_RELEASE,
 	};
 	static uint64_t arg_area[64];
 	long counts[6] = { 0 }, ours = 0;
@@ -1493,7 +1500,7 @@ static int cmd_abi(long iterations)
 		switch (x % 4) {
 		case 0:
 		case 1:
-			cmd = cmds[rnd() % 8];
+			cmd = cmds[rnd() % (sizeof(cmds) / sizeof(cmds[0]))];
 			break;
 		case 2:
 			cmd = _IOC(rnd() % 4, FLIGHTREC_IOC_MAGIC, rnd() % 12, rnd() % 256);
@@ -1684,7 +1691,7 @@ static int cmd_compat(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR");
+		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR|panic-* (fr_vm_panic.c)");
 	if (!strcmp(argv[1], "spin") && argc > 2) {
 		spin_a(strtoull(argv[2], NULL, 0));
 		return 0;
@@ -1693,6 +1700,8 @@ int main(int argc, char **argv)
 		return cmd_bench(strtol(argv[2], NULL, 0));
 	if (!strcmp(argv[1], "cycles") && argc > 3)
 		return cmd_cycles(argv[2], atoi(argv[3]));
+	if (!strncmp(argv[1], "panic-", 6))	/* fr_vm_panic.c */
+		return cmd_panic(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "crashonly")) {	/* a core dump with no module checks */
 		wait_segv(spawn_crash(0, -1, -1), "crashonly");
 		return 0;

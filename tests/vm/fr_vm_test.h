@@ -48,6 +48,12 @@ uint32_t list_markers(struct flightrec_marker *m);
 /* LIST_MARKERS once @want markers are READY (the copy is deferred; up to 60 s). */
 uint32_t list_markers_wait(struct flightrec_marker *m, uint32_t want);
 
+/* Symbol @name in the ELF file @path: its vaddr, size and file offset; 0 if found. */
+int elf_sym(const char *path, const char *name, uint64_t *vaddr, uint64_t *size, uint64_t *fileoff);
+
+/* fr_vm_panic.c: panic-info|panic-dump|panic-check|panic-release|panic-corrupt|panic-burn */
+int cmd_panic(int argc, char **argv);
+
 /* fr_vm_nmi.c */
 int cmd_nmi(int seconds, const char *torture_params);
 

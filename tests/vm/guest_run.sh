@@ -698,10 +698,29 @@ final_check() {
   else result final PASS "module unloaded; fork/exec/mmap/exit, a core dump, ticks on every CPU: no splat"; fi
 }
 
+# Scenario "panic": boot 1 panics the guest, boot 2 checks (guest_panic.sh).
+. "$(dirname "$0")/guest_panic.sh"
+
+took() { echo "FLIGHTREC-VM-INFO $1 took $(awk -v a="$2" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{print b-a}') s"; }
+
 dmesg -C
+if [ "${FR_VM_BOOT:-1}" = 2 ]; then
+  t=$(cut -d' ' -f1 /proc/uptime)
+  scen_panic_boot2
+  took panic-boot2 "$t"
+  final_check
+  exit 0
+fi
+panic=""
 for s in "$@"; do
+  [ "$s" = panic ] && { panic=1; continue; }	# last: it resets the guest
   t=$(cut -d' ' -f1 /proc/uptime)
   "scen_$s"
-  echo "FLIGHTREC-VM-INFO $s took $(awk -v a="$t" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{print b-a}') s"
+  took "$s" "$t"
 done
+if [ -n "$panic" ]; then
+  t=$(cut -d' ' -f1 /proc/uptime)
+  scen_panic	# returns only if the panic did not happen
+  took panic "$t"
+fi
 final_check

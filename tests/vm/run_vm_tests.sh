@@ -9,7 +9,8 @@
 #
 # usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--guest-script PATH] [scenario...]
 #   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
-#              threads uidloop nohook freeze2 sblost poll throttle (default: all of these),
+#              threads uidloop nohook freeze2 sblost poll throttle panic (default: all of these;
+#              panic always runs last: it panics the guest, which boots a second time),
 #   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh)
 # FR_VM_SMP: guest vCPUs (default 2), e.g. FR_VM_SMP=8 ... cost for the
 # crash hook's cost on 8 CPUs.
@@ -47,7 +48,7 @@ echo "run_vm_tests: $FLAVOUR kernel $KVER"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=""
 GUEST_SCRIPT="$SRC/tests/vm/guest_run.sh"
-TIMEOUT=${FR_VM_TIMEOUT:-900}
+TIMEOUT=${FR_VM_TIMEOUT:-1140}
 SCEN=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -59,7 +60,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
 [ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
-                               threads uidloop nohook freeze2 sblost poll throttle)
+                               threads uidloop nohook freeze2 sblost poll throttle panic)
 SMP=${FR_VM_SMP:-2}
 
 # The work dir lives in the build tree: the guest sees the host root
@@ -151,7 +152,34 @@ for k in $(echo "$K" | tr ',' ' '); do
   mkdir -p "/host/tmp/$k"
   mount -o bind "/orig/$k" "/host/tmp/$k"
 done
-echo "FLIGHTREC-VM-BOOTED $(cut -d' ' -f1 /proc/uptime)"
+# Boot marker (scenario panic): every boot is reserved a page at 0x30400000
+# (memmap= on the command line) that survives a reset of this QEMU process.
+# Word 0 holds this run's token (fr.token=), word 1 the boot count, word 2
+# the token again once the panic scenario is about to panic.  A fresh QEMU's
+# RAM is zero, so a first boot never sees the token; a later boot is the
+# expected panic reset (boot 2 with word 2 set: FR_VM_BOOT=2) or a failure
+# (a watchdog panic of some scenario, which -no-reboot used to turn into an
+# exit): reported and powered off at once.
+M=0x30400000 N=1
+for w in $(cat /proc/cmdline); do case "$w" in fr.token=*) FR_VM_TOKEN=${w#fr.token=} ;; esac; done
+if [ -n "$FR_VM_TOKEN" ]; then
+  if [ $(($(devmem $M 32))) -eq $((FR_VM_TOKEN)) ]; then
+    N=$(($(devmem $((M + 4)) 32) + 1))
+  else
+    devmem $M 32 "$FR_VM_TOKEN"; devmem $((M + 8)) 32 0
+  fi
+  devmem $((M + 4)) 32 $N
+  if [ $N -gt 1 ]; then
+    if [ $N -eq 2 ] && [ $(($(devmem $((M + 8)) 32))) -eq $((FR_VM_TOKEN)) ]; then
+      export FR_VM_BOOT=2
+    else
+      echo "FLIGHTREC-VM-RESULT reboot FAIL unexpected reset: boot $N of this QEMU (a panic outside scenario panic)"
+      echo FLIGHTREC-VM-DONE; poweroff -f
+    fi
+  fi
+  export FR_VM_TOKEN
+fi
+echo "FLIGHTREC-VM-BOOTED $(cut -d' ' -f1 /proc/uptime) boot $N"
 # PID 1 itself moves into the host root (exec chroot, as switch_root does):
 # the kernel's user-mode helpers, such as a core_pattern pipe handler, share
 # PID 1's root, so they see the same files as the scenarios.
@@ -167,18 +195,41 @@ KEEP=$(for p in "$SRC" "$BUILD" "$GUEST_SCRIPT"; do
   case "$p" in /tmp/*) p=${p#/tmp/}; echo "${p%%/*}" ;; esac
 done | sort -u | paste -sd, -)
 LOG="$WORK/console.log"
-# A hang or a warning ends the guest at once (panic=-1 reboots, -no-reboot
-# exits qemu) instead of at the timeout: soft lockups and RCU stalls panic,
-# and so does any WARN.  (The hard-lockup detector needs a PMU the TCG guest
-# lacks; a CPU stuck with interrupts off still stalls RCU on the others.)
+# A hang or a warning ends the guest at once instead of at the timeout: soft
+# lockups and RCU stalls panic, and so does any WARN; panic=1 resets the
+# guest, whose /init then reports the unexpected reset and powers off.  (The
+# hard-lockup detector needs a PMU the TCG guest lacks; a CPU stuck with
+# interrupts off still stalls RCU on the others.)  No -no-reboot: scenario
+# panic's reset must boot again in this QEMU process, guest RAM kept.
 WATCHDOG="softlockup_panic=1 panic_on_warn=1 sysctl.kernel.panic_on_rcu_stall=1"
+# The panic region and the boot marker page (scenario panic), on every boot:
+# e820-reserved, so this 1 GiB guest's allocators never touch them.
+RESERVE='memmap=4M$0x30000000 memmap=4K$0x30400000'
+TOKEN=$(( (RANDOM << 15 | RANDOM) + 1 ))
+# A panic must come back as boot 2 within this bound, or the run fails now.
+PANIC_REBOOT_TIMEOUT=${FR_VM_PANIC_REBOOT_TIMEOUT:-240}
 t2=$(date +%s.%N)
 set +e
-timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp "$SMP" -m 1024 -nographic -no-reboot \
+timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp "$SMP" -m 1024 -nographic \
   -kernel "/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 panic=-1 $WATCHDOG quiet loglevel=4 fr.script=$GUEST_SCRIPT fr.args=$ARGS fr.keep=$KEEP" \
+  -append "console=ttyS0 panic=1 $WATCHDOG $RESERVE quiet loglevel=4 fr.token=$TOKEN fr.script=$GUEST_SCRIPT fr.args=$ARGS fr.keep=$KEEP" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-  -nic none > "$LOG" 2>&1 < /dev/null
+  -nic none > "$LOG" 2>&1 < /dev/null &
+qpid=$!
+# Bounded wait for the reset: once the guest announced its panic, the second
+# boot's banner must follow within PANIC_REBOOT_TIMEOUT s (a hung panic
+# notifier would otherwise hold the run until the global timeout).
+panic_hung=""
+tp=""
+while kill -0 $qpid 2>/dev/null; do
+  if [ -z "$tp" ] && grep -q FLIGHTREC-VM-PANIC-NOW "$LOG"; then tp=$(date +%s); fi
+  if [ -n "$tp" ] && ! grep -q "FLIGHTREC-VM-BOOTED .* boot 2" "$LOG" &&
+     [ $(( $(date +%s) - tp )) -gt "$PANIC_REBOOT_TIMEOUT" ]; then
+    panic_hung=1; kill $qpid; break
+  fi
+  sleep 1
+done
+wait $qpid
 rc=$?
 set -e
 t3=$(date +%s.%N)
@@ -190,6 +241,20 @@ if [ $rc -ne 0 ] || ! grep -q FLIGHTREC-VM-DONE "$LOG.txt"; then
   cat "$LOG.txt"
   fail=1
 fi
+if [ -n "$panic_hung" ]; then
+  echo "FLIGHTREC-VM-RESULT panic FAIL no second boot within ${PANIC_REBOOT_TIMEOUT}s of the panic"; fail=1
+fi
+if grep "^FLIGHTREC-VM-RESULT reboot FAIL" "$LOG.txt"; then fail=1; fi
+# Scenario panic, host side: the region boot 2 found names boot 1.
+if printf '%s\n' "${SCEN[@]}" | grep -qx panic; then
+  b1=$(sed -n 's/^FLIGHTREC-VM-PANIC-BOOT1 //p' "$LOG.txt" | tail -1)
+  b2=$(sed -n 's/^FLIGHTREC-VM-PANIC-CHECK .*"boot_id":"\([0-9a-f-]*\)".*/\1/p' "$LOG.txt" | tail -1)
+  if [ -z "$b1" ] || [ "$b1" != "$b2" ]; then
+    echo "FLIGHTREC-VM-RESULT panic-bootid FAIL boot 1 was '$b1', the region names '$b2'"; fail=1
+  else
+    echo "FLIGHTREC-VM-RESULT panic-bootid PASS the held region names boot 1 ($b1)"
+  fi
+fi
 for s in "${SCEN[@]}" final; do
   line=$(grep "^FLIGHTREC-VM-RESULT $s " "$LOG.txt" | tail -1 || true)
   if [ -z "$line" ]; then
@@ -199,7 +264,7 @@ for s in "${SCEN[@]}" final; do
     case "$line" in *" PASS"*) ;; *) fail=1 ;; esac
   fi
 done
-grep -E "^(FLIGHTREC-VM-(BOOTED|BENCH|INFO)|SPLAT)" "$LOG.txt" || true
+grep -E "^(FLIGHTREC-VM-(BOOTED|BENCH|INFO|PANIC-CHECK)|SPLAT)" "$LOG.txt" || true
 if [ $fail -ne 0 ]; then
   echo "=== console log tail:"; tail -80 "$LOG.txt"
 fi
