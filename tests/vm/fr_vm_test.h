@@ -48,6 +48,14 @@ uint32_t list_markers(struct flightrec_marker *m);
 /* LIST_MARKERS once @want markers are READY (the copy is deferred; up to 60 s). */
 uint32_t list_markers_wait(struct flightrec_marker *m, uint32_t want);
 
+/* The marker of @pid (waiting up to 60 s for it): 0, or -1 if there is none. */
+int find_marker(pid_t pid, struct flightrec_marker *out);
+/* One CPU's preserved DATA or AUX history of a marker, whole, malloc'd. */
+void *read_marker(uint32_t slot, uint32_t cpu, uint32_t ring, struct flightrec_marker_read *out);
+
+/* fr_vm_marker.c */
+int cmd_markpad(int tries);
+
 /* fr_vm_nmi.c */
 int cmd_nmi(int seconds, const char *torture_params);
 

@@ -243,7 +243,7 @@ scen_coredump() {
     2> /dev/null
   # 2. recorderd keeping unclaimed markers 60 s, the hook installed: a crash
   # finds no free slot; its history comes from the live rings, with the reason.
-  local inst pid1=0 pid2=0 info1="" list2="" info2="" st=""
+  local inst pid1=0 pid2=0 info1="" list2="" info2="" st="" st3="" mst=""
   if recorderd_up $W --history 60s && inst=$($R coredump install 2>&1); then
     pid1=$("$BUILD/tests/programs/fr_crash" segv 200 2> /dev/null | head -1)
     crash_listed "$pid1" && info1=$($R crash info -1 --json 2>&1)
@@ -262,14 +262,16 @@ scen_coredump() {
     pid2=$("$BUILD/tests/programs/fr_crash" segv 500 2> /dev/null | head -1)
     crash_listed "$pid2" && info2=$($R crash info -1 --json 2>&1)
     list2=$($R crash list --pid "$pid2" --json 2>&1)
+    st3=$($R status --json 2>&1)
+    mst=$("$T" stats 2>&1 | tr '\n' ';')
   fi
   $R coredump uninstall > /dev/null 2>&1
   recorderd_down
   umount /etc
   local verdict
-  verdict=$(python3 -S - "$st" "$pid1" "$info1" "$pid2" "$list2" "$info2" "$inst" <<'PY'
+  verdict=$(python3 -S - "$st" "$pid1" "$info1" "$pid2" "$list2" "$info2" "$inst" "$st3" <<'PY'
 import json, sys
-st_s, pid1, info1_s, pid2, list_s, info_s, inst = sys.argv[1:8]
+st_s, pid1, info1_s, pid2, list_s, info_s, inst, st3_s = sys.argv[1:9]
 bad = []
 def load(s, what):
     try:
@@ -317,7 +319,11 @@ elif h.get("end_mono_ns") != src.get("marker_time_mono_ns"):
     bad.append(f"history ends at {h.get('end_mono_ns')}, marker at {src.get('marker_time_mono_ns')}")
 elif not (0 <= gap <= 20 * period) or src.get("crashing_thread_gap_ns") != gap \
      or not src.get("crashing_thread_last_on_its_cpu"):
-    bad.append(f"gap {gap} ns (period {period}); source {src}")
+    bad.append(f"gap {gap} ns (period {period}); source {src}; last {last};"
+               f" {h.get('samples')} samples, top {h.get('top')}; module after it: " +
+               json.dumps({k: v for k, v in (load(st3_s, "no status") or {}).get("rings", {}).items()
+                           if k in ("per_cpu", "throttled", "cpus_not_counting", "produced",
+                                    "written")}))
 if not top.startswith("spin_a") or h.get("samples", 0) < 50:
     bad.append(f"crashing thread's top {h.get('top')}, {h.get('samples')} samples")
 if bad:
@@ -331,6 +337,7 @@ else:
           f" {rings.get('markers_released_unclaimed')}, dropped {rings.get('markers_dropped')}")
 PY
 )
+  case "$verdict" in PASS*) ;; *) echo "FLIGHTREC-VM-INFO coredump: module STATS after the crash: $mst" ;; esac
   result coredump "${verdict%% *}" "${verdict#* }"
 }
 
@@ -646,6 +653,11 @@ scen_nohook() {
     *) result nohook FAIL "status: available=$avail reason=$reason; $(echo "$human" | grep -i crash)" ;;
   esac
 }
+
+# The crash record's PAD path and the copy of wrapped rings that no sample
+# moved since the hook (fr_vm_marker.c): a 16 KiB DATA ring at 10 kHz wraps
+# within a second.
+scen_markpad() { insmod "$KO" data_ring_kb=16 period=100000 && run markpad "$T" markpad 500; }
 
 # Item 5: FREEZE held per open file.
 scen_freeze2() { insmod "$KO" && run freeze2 "$H" freeze2; }

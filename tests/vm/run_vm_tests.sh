@@ -9,7 +9,7 @@
 #
 # usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--guest-script PATH] [scenario...]
 #   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
-#              threads uidloop nohook freeze2 sblost poll throttle (default: all of these),
+#              threads uidloop nohook freeze2 sblost poll throttle markpad (default: all of these),
 #   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh)
 # FR_VM_SMP: guest vCPUs (default 2), e.g. FR_VM_SMP=8 ... cost for the
 # crash hook's cost on 8 CPUs.
@@ -59,7 +59,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
 [ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
-                               threads uidloop nohook freeze2 sblost poll throttle)
+                               threads uidloop nohook freeze2 sblost poll throttle markpad)
 SMP=${FR_VM_SMP:-2}
 
 # The work dir lives in the build tree: the guest sees the host root
