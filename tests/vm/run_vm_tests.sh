@@ -10,7 +10,8 @@
 # usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--guest-script PATH] [scenario...]
 #   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
 #              threads uidloop nohook freeze2 sblost poll throttle markpad (default: all of these),
-#   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh)
+#   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh),
+#   hcostci (one short hcost round; ctest runs it on the generic kernel)
 # FR_VM_SMP: guest vCPUs (default 2), e.g. FR_VM_SMP=8 ... cost for the
 # crash hook's cost on 8 CPUs.
 set -euo pipefail
@@ -161,6 +162,12 @@ INIT
 chmod +x "$IR/init"
 (cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
 
+# The benchmarks' settings (FR_BENCH_ROUNDS, FR_BENCH_BLOCKS): the guest's
+# environment is not ours, so they go in a file next to the module, which
+# guest_run.sh sources.
+for v in FR_BENCH_ROUNDS FR_BENCH_BLOCKS; do
+  [ -n "${!v:-}" ] && printf '%s=%q\n' "$v" "${!v}"
+done > "$WORK/bench.env"
 ARGS="$WORK/mod/flightrec.ko,$BUILD,$(IFS=,; echo "${SCEN[*]}")"
 # Top-level /tmp entries the guest must still see (see /init above).
 KEEP=$(for p in "$SRC" "$BUILD" "$GUEST_SCRIPT"; do
