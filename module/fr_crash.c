@@ -8,14 +8,29 @@
 
 #include "fr_internal.h"
 
+/*
+ * fr_snap_ring - copy @rb's bytes below @head (read by the crash hook) to
+ * @dst; *@first gets the first position a reader may keep, *@off its offset
+ * in @dst.  A wrapped DATA ring's oldest byte, head - size, lies inside some
+ * record: the copy starts at the next chunk boundary, where a record starts
+ * (fr_data_begin()), as READ_RING does.  Without that, a copy made before
+ * the CPU's next sample (the ring's reserve still at @head, so
+ * fr_data_valid() has nothing to round up) began mid-record and the CPU's
+ * whole history, the crash record too, failed to parse.  That happened on
+ * PREEMPT_RT, where the high-priority kworker preempts the crashing task and
+ * copies within a sample period of the hook; on a voluntary-preemption
+ * kernel it waits for the task to sleep in the core dump, samples later.
+ */
 static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u64 *off, bool data)
 {
 	struct fr_cursor cur = { .dst = dst };
 	u64 from = head > rb->size ? head - rb->size : 0;
 	u64 valid;
 
+	if (data)
+		from = round_up(from, FR_CHUNK);
 	fr_output(rb, from, head, fr_copy_kernel, &cur);
-	/* DATA: from the first whole chunk, where a record starts */
+	/* DATA: from the first whole chunk not overwritten since the hook */
 	valid = fr_data_valid(rb, from, head, data);
 	*first = valid;
 	*off = valid - from;

@@ -456,7 +456,7 @@ static void wait_markers_ready(void)
 }
 
 /* The marker of @pid into @out (waiting up to 60 s for it); returns 0, or -1 if there is none. */
-static int find_marker(pid_t pid, struct flightrec_marker *out)
+int find_marker(pid_t pid, struct flightrec_marker *out)
 {
 	uint64_t deadline = now_ns() + 60000000000ULL;
 
@@ -488,8 +488,7 @@ uint32_t list_markers_wait(struct flightrec_marker *m, uint32_t want)
 }
 
 /* One CPU's preserved DATA or AUX history of a marker, whole, malloc'd. */
-static void *read_marker(uint32_t slot, uint32_t cpu, uint32_t ring,
-			 struct flightrec_marker_read *out)
+void *read_marker(uint32_t slot, uint32_t cpu, uint32_t ring, struct flightrec_marker_read *out)
 {
 	struct flightrec_marker_read r = { .slot = slot, .cpu = cpu, .ring = ring };
 	void *buf;
@@ -1584,6 +1583,21 @@ static int cmd_bench(long blocks)
 	return 0;
 }
 
+/* stats: every CPU's STATS counters, one line each (scenario diagnostics). */
+static int cmd_stats(void)
+{
+	struct flightrec_stats s;
+	struct flightrec_cpu_stats *st = get_stats(&s);
+
+	for (uint32_t c = 0; c < s.count; c++)
+		printf("cpu%u online=%u produced=%llu written=%llu overwritten=%llu frozen=%llu size=%llu head=%llu\n",
+		       st[c].cpu, st[c].online, (unsigned long long)st[c].produced,
+		       (unsigned long long)st[c].written, (unsigned long long)st[c].overwritten,
+		       (unsigned long long)st[c].dropped_frozen, (unsigned long long)st[c].dropped_size,
+		       (unsigned long long)st[c].data_head);
+	return 0;
+}
+
 /* "produced handler_ns" summed over CPUs: the module's own cost (STATS). */
 static int cmd_handler(void)
 {
@@ -1691,7 +1705,7 @@ static int cmd_compat(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR|panic-* (fr_vm_panic.c)");
+		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|stats|markpad N|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR|panic-* (fr_vm_panic.c)");
 	if (!strcmp(argv[1], "spin") && argc > 2) {
 		spin_a(strtoull(argv[2], NULL, 0));
 		return 0;
@@ -1727,6 +1741,10 @@ int main(int argc, char **argv)
 		return cmd_hold();
 	if (!strcmp(argv[1], "handler"))
 		return cmd_handler();
+	if (!strcmp(argv[1], "stats"))
+		return cmd_stats();
+	if (!strcmp(argv[1], "markpad") && argc > 2)
+		return cmd_markpad(atoi(argv[2]));
 	if (!strcmp(argv[1], "compat") && argc > 2)
 		return cmd_compat(argv[2]);
 	if (!strcmp(argv[1], "nmi") && argc > 3)

@@ -54,6 +54,14 @@ int elf_sym(const char *path, const char *name, uint64_t *vaddr, uint64_t *size,
 /* fr_vm_panic.c: panic-info|panic-dump|panic-check|panic-release|panic-corrupt|panic-burn */
 int cmd_panic(int argc, char **argv);
 
+/* The marker of @pid (waiting up to 60 s for it): 0, or -1 if there is none. */
+int find_marker(pid_t pid, struct flightrec_marker *out);
+/* One CPU's preserved DATA or AUX history of a marker, whole, malloc'd. */
+void *read_marker(uint32_t slot, uint32_t cpu, uint32_t ring, struct flightrec_marker_read *out);
+
+/* fr_vm_marker.c */
+int cmd_markpad(int tries);
+
 /* fr_vm_nmi.c */
 int cmd_nmi(int seconds, const char *torture_params);
 

@@ -9,9 +9,10 @@
 #
 # usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--guest-script PATH] [scenario...]
 #   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
-#              threads uidloop nohook freeze2 sblost poll throttle panic (default: all of these;
-#              panic always runs last: it panics the guest, which boots a second time),
-#   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh)
+#              threads uidloop nohook freeze2 sblost poll throttle markpad panic (default: all of
+#              these; panic always runs last: it panics the guest, which boots a second time),
+#   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh),
+#   hcostci (one short hcost round; ctest runs it on the generic kernel)
 # FR_VM_SMP: guest vCPUs (default 2), e.g. FR_VM_SMP=8 ... cost for the
 # crash hook's cost on 8 CPUs.
 set -euo pipefail
@@ -60,7 +61,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
 [ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
-                               threads uidloop nohook freeze2 sblost poll throttle panic)
+                               threads uidloop nohook freeze2 sblost poll throttle markpad panic)
 SMP=${FR_VM_SMP:-2}
 
 # The work dir lives in the build tree: the guest sees the host root
@@ -189,6 +190,12 @@ INIT
 chmod +x "$IR/init"
 (cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
 
+# The benchmarks' settings (FR_BENCH_ROUNDS, FR_BENCH_BLOCKS): the guest's
+# environment is not ours, so they go in a file next to the module, which
+# guest_run.sh sources.
+for v in FR_BENCH_ROUNDS FR_BENCH_BLOCKS; do
+  [ -n "${!v:-}" ] && printf '%s=%q\n' "$v" "${!v}"
+done > "$WORK/bench.env"
 ARGS="$WORK/mod/flightrec.ko,$BUILD,$(IFS=,; echo "${SCEN[*]}")"
 # Top-level /tmp entries the guest must still see (see /init above).
 KEEP=$(for p in "$SRC" "$BUILD" "$GUEST_SCRIPT"; do
