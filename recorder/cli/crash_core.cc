@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/checked_json.h"
+#include "common/regular_file.h"
 #include "common/scoped_fd.h"
 #include "common/terminal_escape.h"
 #include "recorder/cli/crash_internal.h"
@@ -50,7 +51,13 @@ namespace {
 // Writes the core to `out`: into a new file of an unpredictable name next to
 // it (O_EXCL, mode 0600: a core holds the process's memory), renamed into
 // place when complete.
+// A device or FIFO (-o /dev/null) is written in place, never renamed over.
 Status ExtractCore(const CliContext& ctx, const std::string& id_arg, const std::string& out) {
+  if (IsExistingNonRegular(out)) {
+    ScopedFd fd(open(out.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) return ErrnoStatus("cannot write " + out);
+    return WriteCore(ctx, id_arg, fd.get(), nullptr);
+  }
   std::string tmpl = out + ".tmp-XXXXXX";
   ScopedFd fd(mkostemp(tmpl.data(), O_CLOEXEC));
   if (!fd) return ErrnoStatus("cannot write " + out);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
+#include "common/regular_file.h"
 #include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/query_args.h"
@@ -74,9 +75,11 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   std::string tmp;
   std::ofstream file;
   std::ostream* out = &std::cout;
+  // A device or FIFO (-o /dev/null) is written in place, never renamed over.
+  const bool in_place = !to_stdout && IsExistingNonRegular(a.output);
   if (!to_stdout) {
-    tmp = a.output + ".tmp-" + std::to_string(getpid());
-    file.open(tmp, std::ios::binary | std::ios::trunc);
+    if (!in_place) tmp = a.output + ".tmp-" + std::to_string(getpid());
+    file.open(in_place ? a.output : tmp, std::ios::binary | std::ios::trunc);
     if (!file) return ErrnoStatus(fmt::format("cannot write {}", a.output));
     out = &file;
   }
@@ -93,7 +96,7 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
     file.flush();
     if (!file) st = ErrnoStatus(fmt::format("writing {}", a.output));
     file.close();
-    if (st.ok() && rename(tmp.c_str(), a.output.c_str()) != 0) {
+    if (st.ok() && !in_place && rename(tmp.c_str(), a.output.c_str()) != 0) {
       st = ErrnoStatus(fmt::format("renaming {} to {}", tmp, a.output));
     }
   }

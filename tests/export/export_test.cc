@@ -2,7 +2,10 @@
 // 4): `go tool pprof -top` on the pprof export against `recorder report`;
 // the Chrome JSON and the Perfetto protobuf parsed back and checked for
 // required fields and per-lane ordering; the SVG parsed as XML.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -365,6 +368,38 @@ TEST_F(ExportTest, BadRequestsFailCleanlyAndLeaveNoFile) {
   EXPECT_LT(r.exit_code, 128) << r.err;
   EXPECT_FALSE(fs::exists(Out("z.pb.gz")));
   for (const auto& e : fs::directory_iterator(dir_->path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
+
+// `-o /dev/null` (or any device or FIFO) is written into, not replaced: the
+// temporary-then-rename commit of a regular output file once turned the
+// machine's /dev/null into a 38 GB regular file. A private null device node
+// stands in for /dev/null so a failure cannot break the machine.
+TEST_F(ExportTest, ADeviceOrFifoOutputIsWrittenInPlaceNotReplaced) {
+  TempDir d;
+  const std::string null_node = d.path() + "/null";
+  ASSERT_EQ(mknod(null_node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << strerror(errno);
+  auto r = daemon_->Cli({"export", id_, "--format", "pprof", "-o", null_node});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(stat(null_node.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced by a regular file";
+  // A FIFO gets the bytes: a reader sees a whole Chrome JSON document.
+  const std::string fifo = d.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << strerror(errno);
+  std::string got;
+  std::thread reader([&] { got = ReadFile(fifo); });
+  r = daemon_->Cli({"export", id_, "--format", "chrome", "-o", fifo});
+  // Had the export failed before opening the FIFO, the reader would wait for
+  // a writer forever: be one (ENXIO once the reader is gone: nothing to do).
+  if (int w = open(fifo.c_str(), O_WRONLY | O_NONBLOCK); w >= 0) close(w);
+  reader.join();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_TRUE(nlohmann::json::accept(got)) << got.substr(0, 200);
+  for (const auto& e : fs::directory_iterator(d.path())) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
   }
 }
