@@ -19,7 +19,10 @@ void DumpLast5s(const Daemon& d, pid_t pid, const std::vector<std::string>& extr
 
 std::map<std::string, uint64_t> SelfByKey(const std::string& report_json) {
   std::map<std::string, uint64_t> rows;
-  for (const auto& row : nlohmann::json::parse(report_json)["rows"]) {
+  // Held in a variable: a range-for over parse(...)["rows"] would iterate a
+  // reference into a temporary already destroyed.
+  const auto report = nlohmann::json::parse(report_json);
+  for (const auto& row : report["rows"]) {
     rows[row["key"].get<std::string>()] += row["self"].get<uint64_t>();
   }
   return rows;
