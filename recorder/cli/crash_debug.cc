@@ -16,6 +16,7 @@
 
 #include "common/checked_json.h"
 #include "common/scoped_fd.h"
+#include "common/subprocess.h"
 #include "common/terminal_escape.h"
 #include "recorder/cli/crash_internal.h"
 
@@ -95,22 +96,22 @@ Status RunCrashDebug(const CliContext& ctx, const std::string& id, const std::st
     ign.sa_handler = SIG_IGN;
     sigaction(SIGINT, &ign, &old_int);
     sigaction(SIGQUIT, &ign, &old_quit);
-    pid_t pid = fork();
-    if (pid == 0) {
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    auto gdb = Subprocess::Fork([&]() -> int {
       sigaction(SIGINT, &old_int, nullptr);
       sigaction(SIGQUIT, &old_quit, nullptr);
-      std::vector<char*> cargv;
-      for (auto& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
       execvp("gdb", cargv.data());
       std::fprintf(stderr, "recorder: cannot run gdb: %s\n", std::strerror(errno));
-      _exit(127);
-    }
-    if (pid < 0) {
-      st = ErrnoStatus("fork");
+      return 127;
+    });
+    if (!gdb.ok()) {
+      st = gdb.status();
+    } else if (auto ws = gdb->Wait(); ws.ok()) {
+      gdb_status = *ws;
     } else {
-      while (waitpid(pid, &gdb_status, 0) < 0 && errno == EINTR) {
-      }
+      st = ws.status();
     }
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);

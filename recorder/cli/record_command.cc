@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
+#include "common/subprocess.h"
 #include "common/units.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/cli/cli.h"
@@ -60,20 +61,24 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
   sigaddset(&mask, SIGTERM);
   sigset_t old;
   sigprocmask(SIG_BLOCK, &mask, &old);
-  pid_t child = fork();
-  if (child < 0) return ErrnoStatus("fork");
-  if (child == 0) {
+  // argv is built before the fork: the child only reads a pipe and execs.
+  std::vector<char*> child_argv;
+  for (const auto& s : a.command) child_argv.push_back(const_cast<char*>(s.c_str()));
+  child_argv.push_back(nullptr);
+  auto proc = Subprocess::Fork([&]() -> int {
     sigprocmask(SIG_SETMASK, &old, nullptr);
     close(go[1]);
     char c;
-    if (read(go[0], &c, 1) != 1) _exit(127);
-    std::vector<char*> argv;
-    for (const auto& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "recorder record: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
+    if (read(go[0], &c, 1) != 1) return 127;
+    execvp(child_argv[0], child_argv.data());
+    std::fprintf(stderr, "recorder record: cannot run %s: %s\n", child_argv[0],
+                 std::strerror(errno));
+    return 127;
+  });
+  if (!proc.ok()) return proc.status();
+  // An early return (the backend failed) kills and reaps the command.
+  proc->set_kill_on_destroy(true);
+  const pid_t child = proc->pid();
   close(go[0]);
   perf::PerfConfig pc;
   pc.target_pid = child;
@@ -83,11 +88,7 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
   pc.callchain = call_graph.callchain;
   pc.dwarf_stack_bytes = call_graph.dwarf_stack_bytes;
   auto backend = perf::PerfBackend::Create(pc);
-  if (!backend.ok()) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    return backend.status();
-  }
+  if (!backend.ok()) return backend.status();
   attribution::CookieTable cookies;
   attribution::SidebandHistory sideband(&cookies);
   for (const Event& e : attribution::ScanProc(static_cast<uint64_t>(MonotonicNs()))) {
@@ -153,7 +154,7 @@ Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
         } else if (a.always) {
           dump(fmt::format("{} exited with status {}", a.command[0], info.si_status));
         }
-        waitpid(child, &status, 0);
+        if (auto ws = proc->Wait(); ws.ok()) status = *ws;
         break;
       }
     }
