@@ -6,9 +6,12 @@
 
 #include "recorder/fleet/shipper.h"
 #include "store/store.h"
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/records.h"
 
 namespace flightrec::store::testing {
+
+using flightrec::testing::TempDir;
 namespace {
 
 TEST(FleetRetention, UnshippedRecordsAreNeverVacuumed) {

@@ -3,7 +3,7 @@
 # scenario, so its startup is paid once per run.
 flightrec_add_test(fleet_test
   SOURCES fleet_test_main.cc s3_client_test.cc shipper_test.cc recorderd_fleet_test.cc
-  DEPS flightrec_recorder_fleet flightrec_store
+  DEPS flightrec_recorder_fleet flightrec_store flightrec_test_support flightrec_test_support_store
   LABELS root
   TIMEOUT 600)
 add_dependencies(fleet_test recorder recorderd)
@@ -12,4 +12,4 @@ target_compile_definitions(fleet_test PRIVATE FLIGHTREC_FLEET_SOURCE_DIR="${PROJ
 
 flightrec_add_test(fleet_retention_unittest
   SOURCES fleet_retention_unittest.cc
-  DEPS flightrec_recorder_fleet flightrec_store)
+  DEPS flightrec_recorder_fleet flightrec_store flightrec_test_support flightrec_test_support_store)

@@ -11,8 +11,9 @@
 #include "recorder/fleet/shipper.h"
 #include "tests/fleet/ceph_fixture.h"
 #include "tests/fleet/fleet_test_util.h"
-#include "tests/recorder/daemon_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/daemon.h"
+#include "tests/support/files.h"
+#include "tests/support/records.h"
 
 namespace flightrec::testing {
 namespace {
@@ -36,7 +37,7 @@ std::vector<std::string> StoreRecordIds(const std::string& store) {
 }
 
 TEST(RecorderdFleet, ShipsDumpsExactlyOnceThroughAGatewayRestart) {
-  store::testing::TempDir tmp;
+  flightrec::testing::TempDir tmp;
   const std::string dir = tmp.path();
   std::ofstream(dir + "/credentials")
       << "S3AccessKey=" << Cluster().access_key << "\nS3SecretKey=" << Cluster().secret_key << "\n";

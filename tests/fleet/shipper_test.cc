@@ -10,7 +10,8 @@
 #include "store/store.h"
 #include "tests/fleet/ceph_fixture.h"
 #include "tests/fleet/fleet_test_util.h"
-#include "tests/store/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/records.h"
 
 namespace flightrec::testing {
 namespace {
@@ -73,7 +74,7 @@ class ShipperTest : public ::testing::Test {
     return calls_.size();
   }
 
-  store::testing::TempDir dir_;
+  flightrec::testing::TempDir dir_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<fleet::S3Client> s3_;
   std::mutex mu_;
