@@ -24,6 +24,12 @@ struct CliContext {
   // Opens the store for reading (no creation). A store that does not exist
   // yet is reported as such.
   StatusOr<std::unique_ptr<store::Store>> OpenStore(bool create = false) const;
+
+  // How report/script/timeline/export open their record: from the store,
+  // unless `open_record` is set (`recorder --fleet CONFIG report ID` sets it
+  // to fetch the record from the fleet), so both run the same pipeline.
+  std::function<StatusOr<std::unique_ptr<store::RecordReader>>(const std::string& id)> open_record;
+  StatusOr<std::unique_ptr<store::RecordReader>> OpenRecord(const std::string& id) const;
 };
 
 void AddStoreCommands(CLI::App& app, CliContext& ctx);

@@ -18,6 +18,13 @@ StatusOr<std::unique_ptr<store::Store>> CliContext::OpenStore(bool create) const
   return s;
 }
 
+StatusOr<std::unique_ptr<store::RecordReader>> CliContext::OpenRecord(const std::string& id) const {
+  if (open_record) return open_record(id);
+  ASSIGN_OR_RETURN(auto store, OpenStore());
+  // The reader holds its own fd: it outlives the store.
+  return store->OpenRecord(id);
+}
+
 std::string FormatTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& raw_rows) {
   std::vector<std::vector<std::string>> rows;

@@ -70,8 +70,7 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
           "give a file with -o");
     }
   }
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  ASSIGN_OR_RETURN(auto reader, ctx.OpenRecord(a.id));
   std::string tmp;
   std::ofstream file;
   std::ostream* out = &std::cout;

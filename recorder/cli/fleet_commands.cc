@@ -7,7 +7,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -18,7 +21,9 @@
 #include "common/units.h"
 #include "recorder/cli/cli.h"
 #include "recorder/fleet/fleet_config.h"
+#include "recorder/fleet/fleet_glue.h"
 #include "recorder/fleet/fleet_index.h"
+#include "recorder/fleet/record_cache.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -167,6 +172,50 @@ Status CrashInfo(const FleetArgs& a) {
 }
 
 }  // namespace
+
+bool IsRecordCommand(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (std::strcmp(a, "--fleet") == 0 || std::strcmp(a, "--store") == 0 ||
+        std::strcmp(a, "--socket") == 0) {
+      ++i;  // its value
+      continue;
+    }
+    if (a[0] == '-') continue;
+    for (const char* c : {"report", "timeline", "script", "export", "flamegraph"}) {
+      if (std::strcmp(a, c) == 0) return true;
+    }
+    return false;
+  }
+  return false;
+}
+
+StatusOr<std::unique_ptr<store::RecordReader>> OpenFleetRecord(const std::string& config,
+                                                               const std::string& id) {
+  ASSIGN_OR_RETURN(fleet::FleetConfig cfg, fleet::LoadFleetConfig(config));
+  if (cfg.pg_conninfo.empty()) {
+    return InvalidArgument(config + ": [PostgreSQL] ConnInfo= is required for fleet queries");
+  }
+  std::string cache_dir = cfg.cache_dir.string();
+  if (cache_dir.empty()) {
+    // Like other caches: root's in /var/cache, a user's in XDG_CACHE_HOME.
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    if (geteuid() == 0) {
+      cache_dir = "/var/cache/flightrec";
+    } else if (xdg && *xdg) {
+      cache_dir = std::string(xdg) + "/flightrec";
+    } else if (home && *home) {
+      cache_dir = std::string(home) + "/.cache/flightrec";
+    }
+  }
+  ASSIGN_OR_RETURN(FleetIndex idx, FleetIndex::Connect(cfg.pg_conninfo, cfg.pg_password));
+  RETURN_IF_ERROR(idx.CheckSchema());
+  ASSIGN_OR_RETURN(fleet::RecordCache cache, fleet::RecordCache::Open(cache_dir));
+  ASSIGN_OR_RETURN(auto fetcher, fleet::S3ObjectFetcher::Create(cfg, cache.dir()));
+  ASSIGN_OR_RETURN(std::string path, fleet::FetchRecord(idx, cache, *fetcher, id));
+  return store::RecordReader::Open(path);
+}
 
 bool WantsFleet(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {

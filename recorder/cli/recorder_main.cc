@@ -10,7 +10,10 @@
 namespace flightrec::recorder::cli {
 
 int RecorderMain(int argc, char** argv) {
-  if (WantsFleet(argc, argv)) return FleetMain(argc, argv);
+  // `--fleet CONFIG crash list|info` are the fleet index's own commands;
+  // `--fleet CONFIG report|script|... ID` are the local ones on a record
+  // fetched from the fleet.
+  if (WantsFleet(argc, argv) && !IsRecordCommand(argc, argv)) return FleetMain(argc, argv);
   CLI::App app{
       "recorder: the flightrec command line.\n"
       "Dump, list and inspect flight-recorder records: the last seconds of what every CPU\n"
@@ -34,6 +37,12 @@ int RecorderMain(int argc, char** argv) {
                  "recorderd control socket (default: $FLIGHTREC_SOCKET or "
                  "/run/flightrec/control.sock)")
       ->capture_default_str();
+  std::string fleet_config;
+  app.add_option("--fleet", fleet_config,
+                 "With report, timeline, script, export or flamegraph: the record comes from "
+                 "the fleet this config names (its index in PostgreSQL, its object in S3, "
+                 "cached in CacheDir= and checked by SHA-256), not from the store")
+      ->type_name("CONFIG");
   AddStoreCommands(app, ctx);
   AddDaemonCommands(app, ctx);
   AddRecordCommand(app, ctx);
@@ -48,6 +57,11 @@ int RecorderMain(int argc, char** argv) {
     return app.exit(e);
   }
   if (!ctx.action) return 0;
+  if (!fleet_config.empty()) {
+    ctx.open_record = [&fleet_config](const std::string& id) {
+      return OpenFleetRecord(fleet_config, id);
+    };
+  }
   Status st;
   try {
     st = ctx.action();

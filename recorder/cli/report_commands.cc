@@ -143,8 +143,7 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
 Status RunReport(const CliContext& ctx, const ReportArgs& a) {
   RETURN_IF_ERROR(analysis::ParseReportKey(a.sort).status());
   RETURN_IF_ERROR(a.Options().status());
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  ASSIGN_OR_RETURN(auto reader, ctx.OpenRecord(a.id));
   return ReportOn(reader.get(), a);
 }
 
@@ -173,8 +172,7 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
     }
   }
   if (bins < 1 || bins > 10000) return InvalidArgument("--bins must be between 1 and 10000");
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  ASSIGN_OR_RETURN(auto reader, ctx.OpenRecord(a.id));
   return TimelineOn(reader.get(), a, opts, bins);
 }
 

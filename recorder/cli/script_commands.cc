@@ -84,8 +84,7 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
 
 Status RunScript(const CliContext& ctx, const ScriptArgs& a) {
   RETURN_IF_ERROR(a.Options().status());
-  ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
-  ASSIGN_OR_RETURN(auto reader, store->OpenRecord(a.id));
+  ASSIGN_OR_RETURN(auto reader, ctx.OpenRecord(a.id));
   return ScriptOn(reader.get(), a);
 }
 

@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "recorder/capture/backend_factory.h"
 #include "recorder/fleet/fleet_config.h"
+#include "recorder/fleet/fleet_glue.h"
 #include "recorder/fleet/shipper.h"
 #include "recorder/perf/perf_backend.h"
 
@@ -629,7 +630,14 @@ int RecorderdMain(int argc, char** argv) {
   // recording and dumps on the event loop never wait for the network.
   std::unique_ptr<fleet::Shipper> shipper;
   if (fleet) {
-    auto s = fleet::Shipper::Create(fleet::ShipperOptionsFromConfig(*fleet, o.store_dir));
+    fleet::ShipperOptions so = fleet::ShipperOptionsFromConfig(*fleet, o.store_dir);
+    // With [PostgreSQL] ConnInfo=, a record is confirmed only once both its
+    // object and its index row exist; PostgreSQL being away is retried with
+    // backoff like the gateway being away, on the shipper's thread.
+    if (!fleet->pg_conninfo.empty()) {
+      so.on_uploaded = fleet::MakeIndexingCallback(*fleet, so.host_id);
+    }
+    auto s = fleet::Shipper::Create(std::move(so));
     if (!s.ok()) {
       std::fprintf(stderr, "recorderd: error: fleet: %s\n", s.status().message().c_str());
       return 1;
