@@ -235,9 +235,24 @@ osd_id=$(ceph_q osd create "$osd_uuid")
 mkdir -p "$dir/osd/ceph-$osd_id"
 ceph-osd -c "$conf" -i "$osd_id" --mkfs --osd-uuid "$osd_uuid" >"$dir/log/osd-mkfs.out" 2>&1
 wait_for "osd crush add" ceph_q osd crush add "osd.$osd_id" 1.0 host=localhost root=default
-spawn osd ceph-osd -f -c "$conf" -i "$osd_id"
 osd_up() { ceph_q osd stat -f json | grep -q '"num_up_osds":1'; }
-wait_for "ceph-osd up" osd_up
+# Under load the OSD has been seen to send its boot-time "osd crush
+# create-or-move" before its MonClient knew the cluster's fsid: the mon
+# answers 'wrong fsid' (osd log: mon_cmd_maybe_osd_create fail) and the OSD
+# never comes up. A restart then boots normally, so: at most 3 attempts of
+# 60 s each, the dead attempt killed and gone before the next starts.
+osd_started=0
+for attempt in 1 2 3; do
+  spawn osd ceph-osd -f -c "$conf" -i "$osd_id"
+  if step_timeout=60 wait_for "ceph-osd up (attempt $attempt)" osd_up; then
+    osd_started=1
+    break
+  fi
+  kill_named osd KILL
+  osd_gone() { ! pgrep -f "ceph-osd -f -c $conf" >/dev/null; }
+  wait_for "the failed ceph-osd to exit" osd_gone
+done
+[ "$osd_started" = 1 ] || exit 1
 
 start_rgw
 
