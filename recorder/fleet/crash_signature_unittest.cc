@@ -8,6 +8,7 @@
 
 #include "recorder/fleet/fleet_index.h"
 #include "store/store.h"
+#include "tests/support/files.h"
 
 namespace flightrec::fleet {
 namespace {
@@ -158,18 +159,7 @@ TEST(CrashSignatureTest, TheDefinitionIsStableAcrossReleases) {
   EXPECT_EQ(ComputeSignature(bt, "SIGSEGV", "fr_crash").id, "9fd53af14c0a1eac");
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char t[] = "/tmp/fr-sig-XXXXXX";
-    path_ = mkdtemp(t);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using flightrec::testing::TempDir;
 
 TEST(CrashSignatureTest, ACrashRecordGivesWhatTheIndexKeeps) {
   TempDir dir;

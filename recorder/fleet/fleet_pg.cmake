@@ -12,4 +12,4 @@ flightrec_add_library(flightrec_fleet_pg
 flightrec_add_test(fleet_pg_unittest
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/crash_signature_unittest.cc
           ${CMAKE_CURRENT_LIST_DIR}/record_cache_unittest.cc
-  DEPS flightrec_fleet_pg flightrec_store)
+  DEPS flightrec_fleet_pg flightrec_store flightrec_test_support)

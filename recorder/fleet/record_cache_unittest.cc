@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "recorder/fleet/digest_pg.h"
+#include "tests/support/files.h"
 
 namespace flightrec::fleet {
 namespace {
@@ -35,18 +36,7 @@ class FakeStore : public ObjectFetcher {
   int fetches = 0;
 };
 
-class TempDir {
- public:
-  TempDir() {
-    char t[] = "/tmp/fr-cache-XXXXXX";
-    path_ = mkdtemp(t);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using flightrec::testing::TempDir;
 
 std::string ReadFile(const std::string& p) {
   std::ifstream in(p, std::ios::binary);

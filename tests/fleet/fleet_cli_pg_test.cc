@@ -17,6 +17,7 @@
 #include "recorder/fleet/index_shipped_pg.h"
 #include "store/store.h"
 #include "tests/fleet/fleet_pg_server.h"
+#include "tests/support/files.h"
 #include "tests/support/run.h"
 
 namespace flightrec::fleet {
@@ -27,18 +28,7 @@ using flightrec::testing::RunCommand;
 using flightrec::testing::SharedPgServer;
 using Json = nlohmann::json;
 
-class TempDir {
- public:
-  TempDir() {
-    char t[] = "/tmp/fr-fleetcli-XXXXXX";
-    path_ = mkdtemp(t);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using flightrec::testing::TempDir;
 
 // A crash record as the hook writes one (meta, metadata, backtrace), in a
 // host's store; returns its path and id.
