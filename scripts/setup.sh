@@ -77,7 +77,14 @@ if ! cmp -s tests/export/speedscope/package.json "$npm_dir/package.json" ||
   npm install --prefix "$npm_dir" --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null
 fi
 
+# C++ is built with line tables only (-g1): backtraces, file:line and the
+# symbolizer's view of our own binaries are the same, and it compiles about a
+# quarter faster (report_commands.cc: 9.4 s of CPU against 13.0 s with -g),
+# which is most of a fresh machine's setup time.  The test programs whose
+# DWARF the tests read (tests/programs, tests/unwind, tests/attribution) set
+# -g themselves and keep full debug information.
 if [ "$want_build" = 1 ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" >/dev/null
   cmake --build "$BUILD_DIR" -j"$(nproc)"
 fi
