@@ -187,6 +187,11 @@ osd pool default pg num = 8
 osd pool default pgp num = 8
 mon max pg per osd = 1000
 osd crush chooseleaf type = 0
+# The harness places the OSD in the CRUSH map itself (osd crush add below):
+# the boot-time "osd crush create-or-move" and "set-device-class" commands
+# are what the mon answered with 'wrong fsid' under load (see the start loop).
+osd crush update on start = false
+osd class update on start = false
 osd objectstore = memstore
 memstore device bytes = $(((mem_mb - 512) * 1024 * 1024))
 mon data = $dir/mon/\$cluster-\$id
@@ -239,8 +244,10 @@ osd_up() { ceph_q osd stat -f json | grep -q '"num_up_osds":1'; }
 # Under load the OSD has been seen to send its boot-time "osd crush
 # create-or-move" before its MonClient knew the cluster's fsid: the mon
 # answers 'wrong fsid' (osd log: mon_cmd_maybe_osd_create fail) and the OSD
-# never comes up. A restart then boots normally, so: at most 3 attempts of
-# 60 s each, the dead attempt killed and gone before the next starts.
+# never comes up, three attempts in a row once (2026-11-26, load ~15). The
+# conf now turns those boot-time commands off (osd crush update on start);
+# the restart loop stays as a second line: at most 3 attempts of 60 s each,
+# the dead attempt killed and gone before the next starts.
 osd_started=0
 for attempt in 1 2 3; do
   spawn osd ceph-osd -f -c "$conf" -i "$osd_id"
