@@ -261,13 +261,16 @@ StatusOr<int> Shipper::ShipOnce() {
         batch_bytes >= options_.batch_bytes) {
       const size_t n = batch.size();
       st = Confirm(&batch);
-      if (!st.ok()) break;
+      if (!st.ok()) {
+        batch.clear();  // unconfirmed; the next pass finds them by HEAD
+        break;
+      }
       done += static_cast<int>(n);
       batch_bytes = 0;
     }
   }
-  // What was uploaded before an error (or a stop) is confirmed now: the
-  // next pass then starts after it.
+  // What was uploaded before an upload error (or a stop) is confirmed now:
+  // the next pass then starts after it.
   if (!batch.empty()) {
     const size_t n = batch.size();
     Status c = Confirm(&batch);

@@ -375,13 +375,18 @@ TEST(RecorderdFleetFaults, FullBucketQuotaIsAClearErrorNothingLostOrDeletedResum
   EXPECT_NE(plain.out.find("QuotaExceeded"), std::string::npos) << plain.out;
   std::string log = d.Log();
   EXPECT_NE(log.find("error: fleet: the bucket is full"), std::string::npos) << log;
-  // Logged once, not once per retry.
+  // Each distinct error logged once, not once per retry: the refusal names
+  // the record, and the oldest of the two pending is refused each time (two
+  // ids of one second sort by their random part, so the first refused may
+  // not be it).
   size_t n = 0;
   for (size_t at = log.find("QuotaExceeded"); at != std::string::npos;
        at = log.find("QuotaExceeded", at + 1)) {
     ++n;
   }
-  EXPECT_EQ(n, 1u) << log;
+  EXPECT_GE(n, 1u) << log;
+  EXPECT_LE(n, 2u) << log;
+  EXPECT_LT(n, f["retries"].get<uint64_t>()) << log;
   // Recording goes on, and retention removes nothing unshipped.
   ids.push_back(DumpId(d));
   auto v = d.Cli({"vacuum", "--max-count", "0", "--json"});
