@@ -3,18 +3,34 @@
 # single-node radosgw (tests/fleet/ceph_cluster.sh), in the same run,
 # alternating, each the same 1 GiB incompressible file (a large core).
 # Prints each run and the ratio of medians (goal >= 0.9x).
+# Then the index insert rate vs plain COPY (bench_index_pg, its own
+# PostgreSQL 15): per-record AddRecord, batched AddRecords (what the shipper
+# does with a backlog) and COPY, with fsync on, then off.
 #   bench/fleet/bench_fleet.sh [--build-dir build] [--size-mib 1024] [--runs 3]
+#                              [--only upload|index] [--records 5000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=build size_mib=1024 runs=3
+build=build size_mib=1024 runs=3 only="" records=5000
 while [ $# -gt 0 ]; do
   case "$1" in
   --build-dir) build=$2; shift 2 ;;
   --size-mib) size_mib=$2; shift 2 ;;
   --runs) runs=$2; shift 2 ;;
+  --only) only=$2; shift 2 ;;
+  --records) records=$2; shift 2 ;;
   *) echo "bench_fleet.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ "$only" != upload ]; then
+  idx=$build/bench/fleet/bench_index_pg
+  [ -x "$idx" ] || { echo "build $idx first" >&2; exit 1; }
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$idx" --records "$records" --clients 4 --batch 64
+  "$idx" --records "$records" --clients 4 --batch 64 --crash-every 10
+  "$idx" --records $((records * 4)) --clients 4 --batch 64 --no-fsync
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  [ "$only" = index ] && exit 0
+fi
 bin=$build/bench/fleet/bench_fleet_upload
 [ -x "$bin" ] || { echo "build $bin first" >&2; exit 1; }
 work=$(mktemp -d /tmp/flightrec-bench-fleet.XXXXXX)

@@ -4,12 +4,16 @@
 //   1. through FleetIndex::AddRecord, one record per transaction, as each
 //      host's shipper indexes what it uploaded (1 connection, then --clients
 //      connections at once, the fleet's hosts inserting concurrently);
-//   2. through one `COPY records FROM STDIN` into the same (truncated) table:
+//   2. through FleetIndex::AddRecords, --batch records per transaction (one
+//      multi-row INSERT), as recorderd's shipper indexes a backlog (1
+//      connection, then --clients connections);
+//   3. through one `COPY records FROM STDIN` into the same (truncated) table:
 //      the fastest way into PostgreSQL, a bound no per-record path reaches.
 // Prints each rate and the ratio. Usage:
-//   bench_index_pg [--records N] [--clients C] [--crash-every K] [--no-fsync]
+//   bench_index_pg [--records N] [--clients C] [--batch B] [--crash-every K] [--no-fsync]
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -84,7 +88,7 @@ void Die(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int records = 20000, clients = 4, crash_every = 0;
+  int records = 20000, clients = 4, crash_every = 0, batch = 64;
   bool fsync = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -92,12 +96,15 @@ int main(int argc, char** argv) {
       records = std::atoi(argv[++i]);
     } else if (a == "--clients" && i + 1 < argc) {
       clients = std::atoi(argv[++i]);
+    } else if (a == "--batch" && i + 1 < argc) {
+      batch = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--crash-every" && i + 1 < argc) {
       crash_every = std::atoi(argv[++i]);
     } else if (a == "--no-fsync") {
       fsync = false;
     } else {
-      Die("usage: bench_index_pg [--records N] [--clients C] [--crash-every K] [--no-fsync]");
+      Die("usage: bench_index_pg [--records N] [--clients C] [--batch B] [--crash-every K] "
+          "[--no-fsync]");
     }
   }
   flightrec::testing::PgServer::Options o;
@@ -155,7 +162,40 @@ int main(int argc, char** argv) {
   const double addn = records / (Now() - t0);
   if (failed) Die("a concurrent AddRecord failed");
 
-  // 2. COPY of the same rows into the same table.
+  // 2. AddRecords in batches: records [first, last) of every `step`-th
+  // batch starting at `k`, on its own connection.
+  auto batched = [&](int k, int step, FleetIndex& on) {
+    for (int first = k * batch; first < records; first += step * batch) {
+      std::vector<flightrec::fleet::IndexItem> items;
+      for (int i = first; i < std::min(records, first + batch); ++i) {
+        items.push_back({rows[i], {}});
+        if (crash_every > 0 && i % crash_every == 0) items.back().crash = Crash(i);
+      }
+      auto added = on.AddRecords(items);
+      if (!added.ok()) return false;
+    }
+    return true;
+  };
+  truncate();
+  t0 = Now();
+  if (!batched(0, 1, *idx)) Die("AddRecords failed");
+  const double batch1 = records / (Now() - t0);
+  if (Scalar(c, "SELECT count(*) FROM records") != std::to_string(records)) Die("batch row count");
+  truncate();
+  ts.clear();
+  t0 = Now();
+  for (int k = 0; k < clients; ++k) {
+    ts.emplace_back([&, k] {
+      auto own = FleetIndex::Connect(*db, password);
+      if (!own.ok() || !batched(k, clients, *own)) failed = true;
+    });
+  }
+  for (auto& t : ts) t.join();
+  const double batchn = records / (Now() - t0);
+  if (failed) Die("a concurrent AddRecords failed");
+  if (Scalar(c, "SELECT count(*) FROM records") != std::to_string(records)) Die("batch row count");
+
+  // 3. COPY of the same rows into the same table.
   truncate();
   t0 = Now();
   PGresult* r = PQexec(c,
@@ -193,11 +233,14 @@ int main(int argc, char** argv) {
       "fleet index, %d records (%s), PostgreSQL 15, fsync %s:\n"
       "  AddRecord, 1 connection:   %9.0f records/s\n"
       "  AddRecord, %d connections: %9.0f records/s\n"
+      "  AddRecords, batches of %d, 1 connection:   %9.0f records/s\n"
+      "  AddRecords, batches of %d, %d connections: %9.0f records/s\n"
       "  COPY (same rows, table):   %9.0f records/s\n"
       "  ratio AddRecord/COPY: %.3f (1 connection), %.3f (%d connections)\n"
+      "  ratio AddRecords/COPY: %.3f (1 connection), %.3f (%d connections)\n"
       "  records table with its indexes after COPY: %s\n",
       records, crash_every ? fmt::format("1 in {} a crash", crash_every).c_str() : "dumps only",
-      fsync ? "on" : "off", add1, clients, addn, copy, add1 / copy, addn / copy, clients,
-      size.c_str());
+      fsync ? "on" : "off", add1, clients, addn, batch, batch1, batch, clients, batchn, copy,
+      add1 / copy, addn / copy, clients, batch1 / copy, batchn / copy, clients, size.c_str());
   return 0;
 }

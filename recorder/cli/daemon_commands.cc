@@ -50,6 +50,35 @@ Status RunDump(const CliContext& ctx, const DumpArgs& a) {
   return OkStatus();
 }
 
+// recorderd --fleet's shipper. Names and errors come from the config and
+// the gateway: escaped like any other text.
+void PrintFleetStatus(const nlohmann::json& f) {
+  auto u = [&](const char* k) { return static_cast<unsigned long long>(f.value(k, uint64_t{0})); };
+  auto text = [&](const char* k) {
+    return EscapeForTerminal(f[k].is_string() ? f[k].get<std::string>() : std::string());
+  };
+  std::printf("  fleet:     host %s -> bucket %s at %s, index %s\n", text("host_id").c_str(),
+              text("bucket").c_str(), text("endpoint").c_str(), text("index").c_str());
+  std::printf("             %llu records pending (%s), %llu shipped (%s), %llu retries\n",
+              u("pending_records"), FormatBytes(u("pending_bytes")).c_str(), u("shipped_records"),
+              FormatBytes(u("shipped_bytes")).c_str(), u("retries"));
+  if (!text("uploading").empty())
+    std::printf("             uploading %s\n", text("uploading").c_str());
+  const int64_t now_s = WallClockNs() / 1'000'000'000;
+  const int64_t ok_s = f.value("last_success_time", int64_t{0});
+  if (ok_s > 0) {
+    std::printf("             last success %s (%lld s ago)\n",
+                FormatTimeNs(ok_s * 1'000'000'000).c_str(), static_cast<long long>(now_s - ok_s));
+  } else {
+    std::printf("             last success: none yet\n");
+  }
+  if (!text("last_error").empty()) {
+    std::printf("             last error (%llu in a row, next try in %.1f s): %s\n",
+                u("consecutive_failures"), f.value("backoff_ms", int64_t{0}) / 1000.0,
+                text("last_error").c_str());
+  }
+}
+
 Status RunStatus(const CliContext& ctx, bool json) {
   ASSIGN_OR_RETURN(auto s, Call(ctx, "status", nlohmann::json::object()));
   if (json) {
@@ -108,6 +137,7 @@ Status RunStatus(const CliContext& ctx, bool json) {
   }
   std::printf("  store:     %s, %s\n", s["store"].value("dir", "").c_str(),
               FormatBytes(s["store"].value("bytes", uint64_t{0})).c_str());
+  if (s.contains("fleet") && s["fleet"].is_object()) PrintFleetStatus(s["fleet"]);
   return OkStatus();
 }
 

@@ -91,6 +91,31 @@ size_t OpenFdCount() {
   return n;
 }
 
+// `status`'s "fleet" object: the shipper's counters (docs/ARCHITECTURE.md,
+// "Fleet mode"). Times are Unix seconds (0: never).
+nlohmann::json FleetStatusJson(const fleet::ShipperStats& s, const std::string& host,
+                               const std::string& bucket, const std::string& endpoint,
+                               bool indexed) {
+  return {{"host_id", host},
+          {"bucket", bucket},
+          {"endpoint", endpoint},
+          {"index", indexed ? "postgresql" : "none"},
+          {"pending_records", s.pending},
+          {"pending_bytes", s.pending_bytes},
+          {"shipped_records", s.uploaded + s.already_present},
+          {"shipped_bytes", s.shipped_bytes},
+          {"uploaded", s.uploaded},
+          {"already_present", s.already_present},
+          {"confirmed_total", s.confirmed},
+          {"retries", s.failures},
+          {"consecutive_failures", s.consecutive_failures},
+          {"backoff_ms", s.backoff_ms},
+          {"uploading", s.uploading},
+          {"last_error", s.last_error},
+          {"last_error_time", s.last_error_unix_ns / 1'000'000'000},
+          {"last_success_time", s.last_success_unix_ns / 1'000'000'000}};
+}
+
 constexpr size_t kMaxTriggerRecords = 16;    // per trigger, in status
 constexpr size_t kMaxTriggersInStatus = 64;  // the rest are counted
 constexpr size_t kMaxTriggerSpec = 8192;     // PATH_MAX + a symbol name
@@ -335,41 +360,44 @@ nlohmann::json Daemon::StatusJson() const {
   uint64_t store_bytes = 0;
   auto tb = store_->TotalBytes();
   if (tb.ok()) store_bytes = *tb;
-  return {{"pid", getpid()},
-          {"uptime_s", (MonotonicNs() - start_ns_) / 1e9},
-          {"backend", backend_->Describe()},
-          {"history_requested_s", options_.history_ns / 1e9},
-          {"history_held_s", stats.value("history_held_s", 0.0)},
-          {"rings", stats},
-          {"sideband_events", sideband_events_},
-          {"processes_tracked", history_->base().size()},
-          {"sideband_held", history_->held()},
-          {"sideband_trimmed_early", history_->trimmed_early()},
-          {"dumps", dumps_},
-          {"dump_failures", dump_failures_},
-          {"last_dump_error", last_dump_error_},
-          {"dumps_rate_limited",
-           dump_limiter_.suppressed() + nonroot_dump_limiter_.suppressed() + dumps_refused_uid_},
-          {"dumps_refused_uid_budget", dumps_refused_uid_},
-          {"triggers", triggers},
-          {"triggers_total", triggers_.size()},
-          {"limits",
-           {{"max_dumps_per_hour", options_.dumps_per_hour},
-            {"max_dumps_per_uid_per_hour", options_.dumps_per_uid_per_hour},
-            {"max_dumps_per_hour_non_root", nonroot_dump_limiter_.max_events()},
-            {"max_triggers", options_.max_triggers},
-            {"max_triggers_per_uid", options_.max_triggers_per_uid},
-            {"reserved_fds", options_.reserved_fds},
-            {"max_message_bytes", ipc::kMaxMessage},
-            {"max_json_depth", ipc::kMaxJsonDepth}}},
-          {"store", {{"dir", store_->dir()}, {"bytes", store_bytes}}},
-          {"socket",
-           {{"path", options_.socket_path},
-            {"requests", server_->requests()},
-            {"rejected", server_->rejected()},
-            {"connections", server_->connections()},
-            {"shed", server_->shed()},
-            {"accept_backoffs", server_->accept_backoffs()}}}};
+  nlohmann::json j = {
+      {"pid", getpid()},
+      {"uptime_s", (MonotonicNs() - start_ns_) / 1e9},
+      {"backend", backend_->Describe()},
+      {"history_requested_s", options_.history_ns / 1e9},
+      {"history_held_s", stats.value("history_held_s", 0.0)},
+      {"rings", stats},
+      {"sideband_events", sideband_events_},
+      {"processes_tracked", history_->base().size()},
+      {"sideband_held", history_->held()},
+      {"sideband_trimmed_early", history_->trimmed_early()},
+      {"dumps", dumps_},
+      {"dump_failures", dump_failures_},
+      {"last_dump_error", last_dump_error_},
+      {"dumps_rate_limited",
+       dump_limiter_.suppressed() + nonroot_dump_limiter_.suppressed() + dumps_refused_uid_},
+      {"dumps_refused_uid_budget", dumps_refused_uid_},
+      {"triggers", triggers},
+      {"triggers_total", triggers_.size()},
+      {"limits",
+       {{"max_dumps_per_hour", options_.dumps_per_hour},
+        {"max_dumps_per_uid_per_hour", options_.dumps_per_uid_per_hour},
+        {"max_dumps_per_hour_non_root", nonroot_dump_limiter_.max_events()},
+        {"max_triggers", options_.max_triggers},
+        {"max_triggers_per_uid", options_.max_triggers_per_uid},
+        {"reserved_fds", options_.reserved_fds},
+        {"max_message_bytes", ipc::kMaxMessage},
+        {"max_json_depth", ipc::kMaxJsonDepth}}},
+      {"store", {{"dir", store_->dir()}, {"bytes", store_bytes}}},
+      {"socket",
+       {{"path", options_.socket_path},
+        {"requests", server_->requests()},
+        {"rejected", server_->rejected()},
+        {"connections", server_->connections()},
+        {"shed", server_->shed()},
+        {"accept_backoffs", server_->accept_backoffs()}}}};
+  for (const auto& [name, section] : status_sections_) j[name] = section();
+  return j;
 }
 
 StatusOr<nlohmann::json> Daemon::AddTrigger(const ipc::Peer& peer, const nlohmann::json& p) {
@@ -635,7 +663,7 @@ int RecorderdMain(int argc, char** argv) {
     // object and its index row exist; PostgreSQL being away is retried with
     // backoff like the gateway being away, on the shipper's thread.
     if (!fleet->pg_conninfo.empty()) {
-      so.on_uploaded = fleet::MakeIndexingCallback(*fleet, so.host_id);
+      so.on_uploaded_batch = fleet::MakeBatchIndexingCallback(*fleet, so.host_id);
     }
     auto s = fleet::Shipper::Create(std::move(so));
     if (!s.ok()) {
@@ -643,6 +671,11 @@ int RecorderdMain(int argc, char** argv) {
       return 1;
     }
     shipper = std::move(*s);
+    (*d)->AddStatusSection("fleet",
+                           [sh = shipper.get(), host = fleet->host_id, bucket = fleet->s3_bucket,
+                            endpoint = fleet->s3_endpoint, indexed = !fleet->pg_conninfo.empty()] {
+                             return FleetStatusJson(sh->stats(), host, bucket, endpoint, indexed);
+                           });
     shipper->Start();
   }
   flightrec::Status st = (*d)->Run();

@@ -9,6 +9,7 @@
 #include <utility>  // before asio: Boost 1.74 needs std::exchange
 
 #include <boost/asio.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,11 @@ class Daemon {
   // Runs until SIGTERM/SIGINT or Stop().
   Status Run();
   void Stop();
+  // An object `status` adds under `name` (fleet mode's shipper counters),
+  // read on the event loop's thread at each request. Set before Run().
+  void AddStatusSection(std::string name, std::function<nlohmann::json()> section) {
+    status_sections_.emplace_back(std::move(name), std::move(section));
+  }
 
  private:
   struct Trigger {
@@ -113,6 +119,7 @@ class Daemon {
   uint64_t dump_failures_ = 0;
   std::string last_dump_error_;
   int64_t start_ns_ = 0;
+  std::vector<std::pair<std::string, std::function<nlohmann::json()>>> status_sections_;
 };
 
 int RecorderdMain(int argc, char** argv);

@@ -167,6 +167,20 @@ StatusOr<FleetConfig> LoadFleetConfig(const std::filesystem::path& path) {
       auto v = ParseSize(e.value);
       if (!v.ok()) return v.status().Annotate(where + ": MaxUploadRate");
       c.max_upload_bytes_per_sec = *v;
+    } else if (key == "Fleet.RetryMaxDelay" || key == "S3.Timeout") {
+      auto ns = ParseDurationNs(e.value);
+      if (!ns.ok()) return ns.status().Annotate(where + ": " + e.key);
+      // Whole seconds for curl's timeouts, milliseconds for the backoff;
+      // at most a day either way (a typo must not stop shipping for years).
+      constexpr int64_t kDayNs = 86'400'000'000'000;
+      if (*ns < 1'000'000'000 || *ns > kDayNs) {
+        return InvalidArgument(where + ": " + e.key + "= must be between 1s and 1d");
+      }
+      if (key == "S3.Timeout") {
+        c.s3_timeout_s = *ns / 1'000'000'000;
+      } else {
+        c.retry_max_delay_ms = *ns / 1'000'000;
+      }
     } else if (key == "Fleet.CacheDir") {
       c.cache_dir = e.value;
     } else if (key == "Fleet.CredentialsFile") {

@@ -24,6 +24,14 @@ struct FleetConfig {
   std::string pg_password;                // CredentialsFile: PostgresPassword=
   uint64_t max_upload_bytes_per_sec = 0;  // [Fleet] MaxUploadRate= bytes/s, 0 = unlimited
   std::filesystem::path cache_dir;        // [Fleet] CacheDir= records fetched from the fleet
+  // [Fleet] RetryMaxDelay=: the shipper's backoff doubles from 0.5 s up to
+  // this while the gateway or the index is away, so this is also how late
+  // shipping resumes after they come back.
+  int64_t retry_max_delay_ms = 60'000;
+  // [S3] Timeout=: a request that connects in no more than this and then
+  // moves at least 1 KiB/s for this long; a partitioned or hung gateway is
+  // given up on (and retried) after it.
+  int64_t s3_timeout_s = 30;
 };
 
 // Reads CONFIG and the CredentialsFile= it names.  Errors name the file and

@@ -66,6 +66,24 @@ TEST_F(FleetConfigTest, LoadsEveryKey) {
   EXPECT_EQ(c->cache_dir, "/var/cache/flightrec-fleet");
 }
 
+TEST_F(FleetConfigTest, RetryDelayAndTimeoutAreDurationsWithinBounds) {
+  GoodCredentials();
+  auto c = LoadFleetConfig(Config());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->retry_max_delay_ms, 60'000);  // the defaults
+  EXPECT_EQ(c->s3_timeout_s, 30);
+  c = LoadFleetConfig(Config("[Fleet]\nRetryMaxDelay=2500ms\n[S3]\nTimeout=4s\n"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->retry_max_delay_ms, 2500);
+  EXPECT_EQ(c->s3_timeout_s, 4);
+  for (const char* bad : {"[S3]\nTimeout=0s\n", "[S3]\nTimeout=2d\n",
+                          "[Fleet]\nRetryMaxDelay=10ms\n", "[Fleet]\nRetryMaxDelay=soon\n"}) {
+    auto r = LoadFleetConfig(Config(bad));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("fleet.conf:"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST_F(FleetConfigTest, RefusesCredentialsReadableByOthers) {
   for (mode_t mode : {0640, 0604, 0660, 0644}) {
     GoodCredentials(mode);

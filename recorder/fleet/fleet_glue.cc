@@ -40,8 +40,7 @@ struct Indexer {
     return OkStatus();
   }
 
-  Status Index(const UploadedRecord& rec) {
-    RETURN_IF_ERROR(Ready());
+  ShippedRecord Shipped(const UploadedRecord& rec) const {
     ShippedRecord s;
     s.host_id = host_id;
     s.record_id = rec.record_id;
@@ -49,9 +48,26 @@ struct Indexer {
     s.sha256 = rec.sha256;
     s.bytes = rec.bytes;
     s.record_path = rec.path.string();
-    auto added = IndexShippedRecord(*index, s);
+    return s;
+  }
+
+  Status Index(const UploadedRecord& rec) {
+    RETURN_IF_ERROR(Ready());
+    auto added = IndexShippedRecord(*index, Shipped(rec));
     if (!added.ok()) {
       return added.status().Annotate("fleet index (PostgreSQL) of record " + rec.record_id);
+    }
+    return OkStatus();
+  }
+
+  Status IndexBatch(const std::vector<UploadedRecord>& recs) {
+    RETURN_IF_ERROR(Ready());
+    std::vector<ShippedRecord> shipped;
+    for (const auto& r : recs) shipped.push_back(Shipped(r));
+    auto added = IndexShippedRecords(*index, shipped);
+    if (!added.ok()) {
+      return added.status().Annotate(fmt::format("fleet index (PostgreSQL) of {} record(s) from {}",
+                                                 recs.size(), recs.front().record_id));
     }
     return OkStatus();
   }
@@ -66,6 +82,15 @@ std::function<Status(const UploadedRecord&)> MakeIndexingCallback(const FleetCon
   state->password = config.pg_password;
   state->host_id = host_id;
   return [state](const UploadedRecord& rec) { return state->Index(rec); };
+}
+
+std::function<Status(const std::vector<UploadedRecord>&)> MakeBatchIndexingCallback(
+    const FleetConfig& config, const std::string& host_id) {
+  auto state = std::make_shared<Indexer>();
+  state->conninfo = config.pg_conninfo;
+  state->password = config.pg_password;
+  state->host_id = host_id;
+  return [state](const std::vector<UploadedRecord>& recs) { return state->IndexBatch(recs); };
 }
 
 StatusOr<std::unique_ptr<S3ObjectFetcher>> S3ObjectFetcher::Create(const FleetConfig& config,

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "recorder/fleet/fleet_config.h"
@@ -27,6 +28,11 @@ namespace flightrec::fleet {
 // (the shipper's).
 std::function<Status(const UploadedRecord&)> MakeIndexingCallback(const FleetConfig& config,
                                                                   const std::string& host_id);
+
+// The same for the shipper's on_uploaded_batch: a batch's rows in one
+// transaction (IndexShippedRecords), what recorderd --fleet uses.
+std::function<Status(const std::vector<UploadedRecord>&)> MakeBatchIndexingCallback(
+    const FleetConfig& config, const std::string& host_id);
 
 // The record cache's fetcher over the S3 client: the object is downloaded
 // (checked against its x-amz-meta-sha256 by S3Client::GetToFile) into a

@@ -343,7 +343,11 @@ Status FleetIndex::EnsurePartitions(int64_t time_s) {
   return OkStatus();
 }
 
-StatusOr<bool> FleetIndex::AddRecord(const IndexRecord& rec, const IndexCrash* crash) {
+namespace {
+
+// What AddRecord and AddRecords check of a record before any SQL; its id's
+// UTC second (the partition key) on success.
+StatusOr<int64_t> CheckRecord(const IndexRecord& rec) {
   ASSIGN_OR_RETURN(int64_t id_s, ParseIdTime(rec.record_id));
   if (rec.host_id.empty() || rec.host_id.size() > 255 ||
       BoundedText(rec.host_id, 255) != rec.host_id) {
@@ -354,17 +358,77 @@ StatusOr<bool> FleetIndex::AddRecord(const IndexRecord& rec, const IndexCrash* c
         fmt::format("record {}: sha256 must be 64 lowercase hex digits", rec.record_id));
   }
   if (rec.bytes > static_cast<uint64_t>(INT64_MAX)) return InvalidArgument("record size too large");
-  RETURN_IF_ERROR(EnsurePartitions(id_s));
-  RETURN_IF_ERROR(Ready());
+  return id_s;
+}
+
+// A multi-row INSERT takes 8 parameters per record; PostgreSQL allows 65535
+// per statement, and statements of a few hundred rows already amortize the
+// round trip.
+constexpr size_t kRowsPerInsert = 500;
+
+}  // namespace
+
+Status FleetIndex::AddKnownHost(const std::string& host_id) {
   // A host's row once per connection (it is never deleted; this cache and
   // the partitions' are dropped on an error, e.g. a database recreated
   // under us, so the retry re-creates them).
-  if (std::find(hosts_known_.begin(), hosts_known_.end(), rec.host_id) == hosts_known_.end()) {
-    RETURN_IF_ERROR(Exec("INSERT INTO hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING",
-                         {rec.host_id}, "adding the host")
-                        .status());
-    hosts_known_.push_back(rec.host_id);
+  if (std::find(hosts_known_.begin(), hosts_known_.end(), host_id) != hosts_known_.end()) {
+    return OkStatus();
   }
+  RETURN_IF_ERROR(Exec("INSERT INTO hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING", {host_id},
+                       "adding the host")
+                      .status());
+  hosts_known_.push_back(host_id);
+  return OkStatus();
+}
+
+Status FleetIndex::AddCrashRows(const IndexRecord& rec, const std::string& id_time,
+                                const IndexCrash& crash) {
+  const CrashSignature& sig = crash.signature;
+  RETURN_IF_ERROR(Exec("INSERT INTO signatures (signature_id, title, frames) "
+                       "VALUES ($1, $2, $3::jsonb) ON CONFLICT DO NOTHING",
+                       {sig.id, sig.title, json::Dump(sig.ToJson()["frames"])},
+                       "adding the crash signature")
+                      .status());
+  std::vector<std::pair<std::string, std::string>> builds = {{crash.build_id, crash.executable}};
+  for (const auto& p : crash.processes) builds.emplace_back(p.build_id, p.executable);
+  for (const auto& [bid, exe] : builds) {
+    if (bid.empty()) continue;
+    RETURN_IF_ERROR(Exec("INSERT INTO build_ids (build_id, executable) VALUES ($1, $2) "
+                         "ON CONFLICT DO NOTHING",
+                         {BoundedText(bid, 128), BoundedText(exe, 4096)}, "adding a build-id")
+                        .status());
+  }
+  RETURN_IF_ERROR(
+      Exec("INSERT INTO crashes (host_id, record_id, created_at, time_ns, pid, comm, signal, "
+           "signal_name, executable, build_id, signature_id) VALUES ($1, $2, "
+           "to_timestamp($3::bigint), $4, $5, $6, $7, $8, $9, $10, $11)",
+           {rec.host_id, rec.record_id, id_time, std::to_string(rec.time_ns),
+            std::to_string(crash.pid), BoundedText(crash.comm, 64), std::to_string(crash.signal),
+            BoundedText(crash.signal_name, 32), BoundedText(crash.executable, 4096),
+            OrNull(BoundedText(crash.build_id, 128)), sig.id},
+           "adding the crash")
+          .status());
+  int ord = 0;
+  for (const auto& p : crash.processes) {
+    RETURN_IF_ERROR(
+        Exec("INSERT INTO crash_processes (host_id, record_id, created_at, ord, pid, comm, "
+             "executable, build_id) VALUES ($1, $2, to_timestamp($3::bigint), $4, $5, $6, $7, "
+             "$8)",
+             {rec.host_id, rec.record_id, id_time, std::to_string(ord++), std::to_string(p.pid),
+              BoundedText(p.comm, 64), BoundedText(p.executable, 4096),
+              OrNull(BoundedText(p.build_id, 128))},
+             "adding a crashed process")
+            .status());
+  }
+  return OkStatus();
+}
+
+StatusOr<bool> FleetIndex::AddRecord(const IndexRecord& rec, const IndexCrash* crash) {
+  ASSIGN_OR_RETURN(int64_t id_s, CheckRecord(rec));
+  RETURN_IF_ERROR(EnsurePartitions(id_s));
+  RETURN_IF_ERROR(Ready());
+  RETURN_IF_ERROR(AddKnownHost(rec.host_id));
   // A record without a crash is one statement (autocommit: one round trip);
   // with a crash, its rows go in one transaction with the record's.
   Transaction tx(conn_.get());
@@ -384,49 +448,64 @@ StatusOr<bool> FleetIndex::AddRecord(const IndexRecord& rec, const IndexCrash* c
   }
   if (PQntuples(r->get()) == 0) return false;  // there already: nothing else to add
   if (crash == nullptr) return true;
-  {
-    const CrashSignature& sig = crash->signature;
-    RETURN_IF_ERROR(Exec("INSERT INTO signatures (signature_id, title, frames) "
-                         "VALUES ($1, $2, $3::jsonb) ON CONFLICT DO NOTHING",
-                         {sig.id, sig.title, json::Dump(sig.ToJson()["frames"])},
-                         "adding the crash signature")
-                        .status());
-    std::vector<std::pair<std::string, std::string>> builds = {
-        {crash->build_id, crash->executable}};
-    for (const auto& p : crash->processes) builds.emplace_back(p.build_id, p.executable);
-    for (const auto& [bid, exe] : builds) {
-      if (bid.empty()) continue;
-      RETURN_IF_ERROR(Exec("INSERT INTO build_ids (build_id, executable) VALUES ($1, $2) "
-                           "ON CONFLICT DO NOTHING",
-                           {BoundedText(bid, 128), BoundedText(exe, 4096)}, "adding a build-id")
-                          .status());
+  RETURN_IF_ERROR(AddCrashRows(rec, id_time, *crash));
+  RETURN_IF_ERROR(tx.Commit());
+  return true;
+}
+
+StatusOr<std::vector<bool>> FleetIndex::AddRecords(const std::vector<IndexItem>& items) {
+  std::vector<int64_t> id_s;
+  for (const auto& it : items) {
+    ASSIGN_OR_RETURN(int64_t s, CheckRecord(it.record));
+    id_s.push_back(s);
+  }
+  for (int64_t s : id_s) RETURN_IF_ERROR(EnsurePartitions(s));
+  RETURN_IF_ERROR(Ready());
+  for (const auto& it : items) RETURN_IF_ERROR(AddKnownHost(it.record.host_id));
+  std::vector<bool> added(items.size(), false);
+  Transaction tx(conn_.get());
+  RETURN_IF_ERROR(tx.Begin());
+  for (size_t first = 0; first < items.size(); first += kRowsPerInsert) {
+    const size_t last = std::min(items.size(), first + kRowsPerInsert);
+    std::string sql =
+        "INSERT INTO records (host_id, record_id, created_at, time_ns, kind, object_key, "
+        "sha256, bytes) VALUES ";
+    std::vector<std::optional<std::string>> params;
+    for (size_t i = first; i < last; ++i) {
+      const IndexRecord& rec = items[i].record;
+      const size_t p = params.size();
+      // Placeholders only: every value is a parameter.
+      sql += fmt::format("{}(${}, ${}, to_timestamp(${}::bigint), ${}, ${}, ${}, ${}, ${})",
+                         i == first ? "" : ", ", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7,
+                         p + 8);
+      params.insert(params.end(), {rec.host_id, rec.record_id, std::to_string(id_s[i]),
+                                   std::to_string(rec.time_ns), BoundedText(rec.kind, 32),
+                                   rec.object_key, rec.sha256, std::to_string(rec.bytes)});
     }
-    RETURN_IF_ERROR(
-        Exec("INSERT INTO crashes (host_id, record_id, created_at, time_ns, pid, comm, signal, "
-             "signal_name, executable, build_id, signature_id) VALUES ($1, $2, "
-             "to_timestamp($3::bigint), $4, $5, $6, $7, $8, $9, $10, $11)",
-             {rec.host_id, rec.record_id, id_time, std::to_string(rec.time_ns),
-              std::to_string(crash->pid), BoundedText(crash->comm, 64),
-              std::to_string(crash->signal), BoundedText(crash->signal_name, 32),
-              BoundedText(crash->executable, 4096), OrNull(BoundedText(crash->build_id, 128)),
-              sig.id},
-             "adding the crash")
-            .status());
-    int ord = 0;
-    for (const auto& p : crash->processes) {
-      RETURN_IF_ERROR(
-          Exec("INSERT INTO crash_processes (host_id, record_id, created_at, ord, pid, comm, "
-               "executable, build_id) VALUES ($1, $2, to_timestamp($3::bigint), $4, $5, $6, $7, "
-               "$8)",
-               {rec.host_id, rec.record_id, id_time, std::to_string(ord++), std::to_string(p.pid),
-                BoundedText(p.comm, 64), BoundedText(p.executable, 4096),
-                OrNull(BoundedText(p.build_id, 128))},
-               "adding a crashed process")
-              .status());
+    sql += " ON CONFLICT DO NOTHING RETURNING host_id, record_id";
+    auto r = Exec(sql, params, "adding records");
+    if (!r.ok()) {
+      hosts_known_.clear();
+      months_ready_.clear();
+      return r.status();
+    }
+    for (int row = 0; row < PQntuples(r->get()); ++row) {
+      const std::string host = Cell(r->get(), row, 0), id = Cell(r->get(), row, 1);
+      for (size_t i = first; i < last; ++i) {
+        if (!added[i] && items[i].record.record_id == id && items[i].record.host_id == host) {
+          added[i] = true;
+          break;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (added[i] && items[i].crash) {
+      RETURN_IF_ERROR(AddCrashRows(items[i].record, std::to_string(id_s[i]), *items[i].crash));
     }
   }
   RETURN_IF_ERROR(tx.Commit());
-  return true;
+  return added;
 }
 
 namespace {

@@ -77,6 +77,12 @@ struct IndexCrash {
   std::vector<IndexProcess> processes;
 };
 
+// One record of a batch, with its crash rows if it is a crash.
+struct IndexItem {
+  IndexRecord record;
+  std::optional<IndexCrash> crash;
+};
+
 struct CrashQuery {
   std::string host;      // "" = every host
   int64_t since_ns = 0;  // only crashes at or after (wall clock ns)
@@ -155,6 +161,10 @@ class FleetIndex {
   // when the rows were added, false when (host, record id) was already
   // there: a retry after a lost reply never adds a second row.
   StatusOr<bool> AddRecord(const IndexRecord& rec, const IndexCrash* crash = nullptr);
+  // Several records (a shipper's batch) in one transaction, with multi-row
+  // INSERTs: one commit (one flush) for all of them. Per item, as
+  // AddRecord: true if added, false if it was there. All or nothing.
+  StatusOr<std::vector<bool>> AddRecords(const std::vector<IndexItem>& items);
 
   // Newest first.
   StatusOr<std::vector<CrashListRow>> ListCrashes(const CrashQuery& q);
@@ -178,6 +188,8 @@ class FleetIndex {
   Status Ready();  // reconnects a broken connection
   Status Reconnect();
   Status EnsurePartitions(int64_t time_s);
+  Status AddKnownHost(const std::string& host_id);
+  Status AddCrashRows(const IndexRecord& rec, const std::string& id_time, const IndexCrash& crash);
   StatusOr<std::pair<std::string, std::string>> ResolveId(const std::string& id, bool crash_only);
 
   PgConn conn_;

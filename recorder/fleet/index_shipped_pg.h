@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "recorder/fleet/fleet_index.h"
@@ -25,5 +26,8 @@ struct ShippedRecord {
 // A crash whose sections are unreadable is still indexed, with the
 // program's signature; a file that is not a record is an error.
 StatusOr<bool> IndexShippedRecord(FleetIndex& index, const ShippedRecord& shipped);
+// A batch in one transaction (FleetIndex::AddRecords): all or nothing.
+StatusOr<std::vector<bool>> IndexShippedRecords(FleetIndex& index,
+                                                const std::vector<ShippedRecord>& shipped);
 
 }  // namespace flightrec::fleet

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 namespace flightrec::fleet {
@@ -21,6 +22,12 @@ constexpr const char* kSuffix = ".frec";
 // The journal is read whole at start; a line is ~150 bytes, so this is
 // about a million records, far more than a store's retention keeps.
 constexpr uint64_t kMaxJournalBytes = 256ull << 20;
+
+int64_t UnixNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 bool ValidRecordId(const std::string& id) {
   // store::NewRecordId: "YYYYMMDDTHHMMSSZ-hex".
@@ -48,6 +55,10 @@ ShipperOptions ShipperOptionsFromConfig(const FleetConfig& c,
   o.s3.access_key = c.s3_access_key;
   o.s3.secret_key = c.s3_secret_key;
   o.s3.max_send_bytes_per_sec = c.max_upload_bytes_per_sec;
+  o.s3.low_speed_time_s = c.s3_timeout_s;
+  o.s3.connect_timeout_s = std::min<long>(o.s3.connect_timeout_s, c.s3_timeout_s);
+  o.backoff_max = std::chrono::milliseconds(c.retry_max_delay_ms);
+  o.backoff_initial = std::min(o.backoff_initial, o.backoff_max);
   return o;
 }
 
@@ -120,24 +131,27 @@ StatusOr<std::unique_ptr<Shipper>> Shipper::Create(ShipperOptions options) {
 
 Shipper::~Shipper() { Stop(); }
 
-Status Shipper::AppendJournal(const UploadedRecord& rec) {
-  // One write of a whole line (O_APPEND), then fdatasync: after a crash the
+Status Shipper::AppendJournal(const std::vector<UploadedRecord>& recs) {
+  // One write of whole lines (O_APPEND), then fdatasync: after a crash the
   // journal ends with whole lines or one torn line, which ReadJournal skips.
-  std::string line = fmt::format("{} {} {} {}\n", rec.record_id, rec.sha256, rec.bytes, rec.key);
-  ssize_t n = write(journal_fd_.get(), line.data(), line.size());
-  if (n != static_cast<ssize_t>(line.size())) {
+  std::string lines;
+  for (const auto& rec : recs) {
+    lines += fmt::format("{} {} {} {}\n", rec.record_id, rec.sha256, rec.bytes, rec.key);
+  }
+  ssize_t n = write(journal_fd_.get(), lines.data(), lines.size());
+  if (n != static_cast<ssize_t>(lines.size())) {
     return ErrnoStatus(JournalPath(options_.store_dir).string() + ": append");
   }
   if (fdatasync(journal_fd_.get()) != 0) {
     return ErrnoStatus(JournalPath(options_.store_dir).string() + ": fdatasync");
   }
-  confirmed_.insert(rec.record_id);
+  for (const auto& rec : recs) confirmed_.insert(rec.record_id);
   std::lock_guard<std::mutex> l(mu_);
   stats_.confirmed = confirmed_.size();
   return OkStatus();
 }
 
-Status Shipper::ShipRecord(const std::string& id) {
+StatusOr<std::optional<UploadedRecord>> Shipper::Upload(const std::string& id) {
   UploadedRecord rec;
   rec.record_id = id;
   rec.path = options_.store_dir / (id + kSuffix);
@@ -147,13 +161,12 @@ Status Shipper::ShipRecord(const std::string& id) {
   auto digest = DigestFile(rec.path);
   if (!digest.ok()) {
     // Removed by retention before fleet mode was on, or quarantined.
-    if (digest.status().code() == StatusCode::kNotFound) return OkStatus();
+    if (digest.status().code() == StatusCode::kNotFound) return std::optional<UploadedRecord>();
     return digest.status();
   }
   rec.sha256 = digest->sha256_hex;
   rec.bytes = digest->size;
   ASSIGN_OR_RETURN(auto head, s3_->Head(rec.key));
-  bool present = false;
   if (head.has_value()) {
     if (head->sha256 != rec.sha256) {
       // Never overwrite: a different object under this record's key is a
@@ -164,24 +177,40 @@ Status Shipper::ShipRecord(const std::string& id) {
                       "has {} (two hosts with one HostId?)",
                       rec.key, options_.s3.bucket, head->sha256.substr(0, 64), rec.sha256));
     }
-    present = true;
-  } else {
-    spdlog::info("fleet: uploading {} ({} bytes) to {}", id, rec.bytes, rec.key);
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stats_.uploading = id;
-    }
-    Status put = s3_->PutFile(rec.key, rec.path, *digest);
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stats_.uploading.clear();
-    }
-    RETURN_IF_ERROR(put);
+    rec.already_present = true;
+    return std::optional<UploadedRecord>(std::move(rec));
   }
-  if (options_.on_uploaded) RETURN_IF_ERROR(options_.on_uploaded(rec));
-  RETURN_IF_ERROR(AppendJournal(rec));
+  spdlog::info("fleet: uploading {} ({} bytes) to {}", id, rec.bytes, rec.key);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.uploading = id;
+  }
+  Status put = s3_->PutFile(rec.key, rec.path, *digest);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.uploading.clear();
+  }
+  RETURN_IF_ERROR(put);
+  return std::optional<UploadedRecord>(std::move(rec));
+}
+
+Status Shipper::Confirm(std::vector<UploadedRecord>* batch) {
+  if (batch->empty()) return OkStatus();
+  if (options_.on_uploaded_batch) {
+    RETURN_IF_ERROR(options_.on_uploaded_batch(*batch));
+  } else if (options_.on_uploaded) {
+    for (const auto& rec : *batch) RETURN_IF_ERROR(options_.on_uploaded(rec));
+  }
+  RETURN_IF_ERROR(AppendJournal(*batch));
   std::lock_guard<std::mutex> l(mu_);
-  (present ? stats_.already_present : stats_.uploaded)++;
+  for (const auto& rec : *batch) {
+    (rec.already_present ? stats_.already_present : stats_.uploaded)++;
+    stats_.shipped_bytes += rec.bytes;
+    stats_.pending -= std::min<uint64_t>(stats_.pending, 1);
+    stats_.pending_bytes -= std::min(stats_.pending_bytes, rec.bytes);
+  }
+  stats_.last_success_unix_ns = UnixNowNs();
+  batch->clear();
   return OkStatus();
 }
 
@@ -199,25 +228,71 @@ StatusOr<int> Shipper::ShipOnce() {
     closedir(d);
   }
   std::sort(ids.begin(), ids.end());  // oldest first: ids sort by time
+  uint64_t pending_bytes = 0;
+  for (const auto& id : ids) {
+    struct stat st {};
+    auto p = options_.store_dir / (id + kSuffix);
+    if (stat(p.c_str(), &st) == 0) pending_bytes += static_cast<uint64_t>(st.st_size);
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     stats_.pending = ids.size();
+    stats_.pending_bytes = pending_bytes;
   }
   int done = 0;
+  std::vector<UploadedRecord> batch;
+  uint64_t batch_bytes = 0;
+  Status st;
   for (const auto& id : ids) {
     if (stop_) break;
-    Status st = ShipRecord(id);
-    std::lock_guard<std::mutex> l(mu_);
-    if (!st.ok()) {
-      ++stats_.failures;
-      stats_.last_error = st.message();
-      return st;
+    auto up = Upload(id);
+    if (!up.ok()) {
+      st = up.status();
+      break;
     }
-    --stats_.pending;
-    ++done;
+    if (!up->has_value()) {  // gone: nothing to ship
+      std::lock_guard<std::mutex> l(mu_);
+      stats_.pending -= std::min<uint64_t>(stats_.pending, 1);
+      continue;
+    }
+    batch_bytes += (*up)->bytes;
+    batch.push_back(std::move(**up));
+    if (batch.size() >= std::max<size_t>(options_.batch_records, 1) ||
+        batch_bytes >= options_.batch_bytes) {
+      const size_t n = batch.size();
+      st = Confirm(&batch);
+      if (!st.ok()) {
+        batch.clear();  // unconfirmed; the next pass finds them by HEAD
+        break;
+      }
+      done += static_cast<int>(n);
+      batch_bytes = 0;
+    }
+  }
+  // What was uploaded before an upload error (or a stop) is confirmed now:
+  // the next pass then starts after it.
+  if (!batch.empty()) {
+    const size_t n = batch.size();
+    Status c = Confirm(&batch);
+    if (c.ok()) done += static_cast<int>(n);
+    if (st.ok()) st = c;
   }
   std::lock_guard<std::mutex> l(mu_);
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kNoSpace) {
+      // Say what it means for this host, not only what the gateway said.
+      st = st.Annotate(
+          "the bucket is full (its quota): records stay in the local store until it "
+          "is raised");
+    }
+    ++stats_.failures;
+    ++stats_.consecutive_failures;
+    stats_.last_error = st.message();
+    stats_.last_error_unix_ns = UnixNowNs();
+    return st;
+  }
   stats_.last_error.clear();
+  stats_.consecutive_failures = 0;
   return done;
 }
 
@@ -264,6 +339,8 @@ void Shipper::Loop() {
         logged_error.clear();
         backoff = std::chrono::milliseconds(0);
         next = Clock::now() + options_.rescan_interval;
+        std::lock_guard<std::mutex> l(mu_);
+        stats_.backoff_ms = 0;
       } else {
         backoff = backoff.count() == 0 ? options_.backoff_initial
                                        : std::min(backoff * 2, options_.backoff_max);
@@ -274,6 +351,8 @@ void Shipper::Loop() {
           logged_error = r.status().message();
         }
         next = Clock::now() + backoff;
+        std::lock_guard<std::mutex> l(mu_);
+        stats_.backoff_ms = backoff.count();
       }
       continue;
     }

@@ -7,6 +7,8 @@
 // upload and journal costs a HEAD, never a second copy) → PUT or multipart
 // upload, verified by the gateway → on_uploaded (fleet-pg's index insert)
 // → one line appended to the journal `<store>/fleet/journal` and fsynced.
+// A backlog goes in batches: up to batch_records uploads, then one index
+// transaction and one journal write + fdatasync for all of them.
 // A record is "confirmed" once its line is in the journal; the store's
 // retention (store/store.cc, Store::Vacuum) never removes a record that is
 // not confirmed while that journal exists, so nothing is deleted locally
@@ -27,9 +29,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/scoped_fd.h"
 #include "common/status.h"
@@ -43,7 +47,8 @@ struct UploadedRecord {
   std::string key;     // object key in the bucket
   std::string sha256;  // hex, of the whole record file
   uint64_t bytes = 0;
-  std::filesystem::path path;  // the local record file
+  std::filesystem::path path;    // the local record file
+  bool already_present = false;  // found in the bucket by HEAD, not PUT
 };
 
 struct ShipperOptions {
@@ -55,6 +60,15 @@ struct ShipperOptions {
   // it is retried (the upload then costs one HEAD), so the callback must be
   // idempotent (e.g. INSERT ... ON CONFLICT DO NOTHING).
   std::function<Status(const UploadedRecord&)> on_uploaded;
+  // The same for several records at once (one index transaction for a
+  // backlog, e.g. after an outage); preferred to on_uploaded when set. An
+  // error leaves every record of the batch unconfirmed.
+  std::function<Status(const std::vector<UploadedRecord>&)> on_uploaded_batch;
+  // A batch is at most this many records or bytes: the records of a backlog
+  // are uploaded one by one, then indexed and journaled (one fdatasync)
+  // together. 1 confirms each record as soon as it is uploaded.
+  size_t batch_records = 64;
+  uint64_t batch_bytes = 256ull << 20;
   std::chrono::milliseconds rescan_interval{30'000};
   std::chrono::milliseconds backoff_initial{500};
   std::chrono::milliseconds backoff_max{60'000};
@@ -73,14 +87,21 @@ StatusOr<std::string> ObjectKeyFor(const std::string& host_id, const std::string
 std::filesystem::path JournalPath(const std::filesystem::path& store_dir);
 StatusOr<std::set<std::string>> ReadJournal(const std::filesystem::path& store_dir);
 
+// What `recorder status` shows of the shipper (recorderd's "fleet" object).
 struct ShipperStats {
-  uint64_t uploaded = 0;         // objects PUT by this process
-  uint64_t already_present = 0;  // found by HEAD with the same sha256
-  uint64_t confirmed = 0;        // journal lines (all time)
-  uint64_t failures = 0;         // failed attempts
-  uint64_t pending = 0;          // committed records not yet confirmed (last scan)
-  std::string last_error;        // empty once a pass succeeds
-  std::string uploading;         // the record being sent now, if any
+  uint64_t uploaded = 0;              // objects PUT by this process
+  uint64_t already_present = 0;       // found by HEAD with the same sha256
+  uint64_t shipped_bytes = 0;         // bytes of the records this process confirmed
+  uint64_t confirmed = 0;             // journal lines (all time)
+  uint64_t failures = 0;              // failed attempts, each followed by a retry
+  uint64_t consecutive_failures = 0;  // since the last pass that succeeded
+  uint64_t pending = 0;               // committed records not yet confirmed (last scan)
+  uint64_t pending_bytes = 0;         // their bytes
+  std::string last_error;             // empty once a pass succeeds
+  int64_t last_error_unix_ns = 0;
+  int64_t last_success_unix_ns = 0;  // a record last confirmed (0: none yet)
+  int64_t backoff_ms = 0;            // the wait before the next attempt (0: not backing off)
+  std::string uploading;             // the record being sent now, if any
 };
 
 class Shipper {
@@ -99,8 +120,12 @@ class Shipper {
 
  private:
   explicit Shipper(ShipperOptions options) : options_(std::move(options)) {}
-  Status ShipRecord(const std::string& id);
-  Status AppendJournal(const UploadedRecord& rec);
+  // Uploads one record unless the bucket has it; nullopt if the file is
+  // gone (removed before fleet mode was on, or quarantined).
+  StatusOr<std::optional<UploadedRecord>> Upload(const std::string& id);
+  // Indexes (on_uploaded*) then journals the batch, and clears it.
+  Status Confirm(std::vector<UploadedRecord>* batch);
+  Status AppendJournal(const std::vector<UploadedRecord>& recs);
   void Loop();
 
   ShipperOptions options_;

@@ -7,6 +7,9 @@
 #   ceph_cluster.sh stop DIR                stop every daemon it started, by pid
 #   ceph_cluster.sh kill-rgw DIR            SIGKILL radosgw only (fault tests)
 #   ceph_cluster.sh start-rgw DIR           start radosgw again, wait until it serves
+#   ceph_cluster.sh pause-rgw DIR           SIGSTOP radosgw: a partitioned gateway (connections
+#                                           are still accepted by the kernel, nothing answers)
+#   ceph_cluster.sh resume-rgw DIR          SIGCONT it, wait until it serves
 #
 # Bounded in memory: every daemon runs in a memory cgroup of its own limited to
 # FLEET_CEPH_MEMORY_MB (default 2048; memstore keeps objects in RAM, so the
@@ -22,7 +25,7 @@ set -euo pipefail
 cmd=${1:-}
 dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || {
-  echo "usage: $0 start|stop|kill-rgw|start-rgw DIR [OWNER_PID]" >&2
+  echo "usage: $0 start|stop|kill-rgw|start-rgw|pause-rgw|resume-rgw DIR [OWNER_PID]" >&2
   exit 2
 }
 dir=$(realpath -m "$dir")
@@ -99,6 +102,19 @@ kill_named() {
   done <"$dir/pids"
 }
 
+# SIGSTOP/SIGCONT to the radosgw processes we started that are still radosgw:
+# the pids file keeps the pids of gateways killed earlier, which the system
+# may have given to another process since.
+signal_rgw() {
+  local sig=$1 name pid
+  [ -f "$dir/pids" ] || return 0
+  while read -r name pid; do
+    if [ "$name" = rgw ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = radosgw ]; then
+      kill "-$sig" "$pid" 2>/dev/null || true
+    fi
+  done <"$dir/pids"
+}
+
 rgw_serves() { curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$rgw_port/"; }
 
 start_rgw() {
@@ -110,6 +126,7 @@ start_rgw() {
 
 stop_all() {
   [ -d "$dir" ] || return 0
+  signal_rgw CONT # a paused gateway would not act on TERM
   kill_named all TERM
   local cg=""
   [ -f "$dir/cgroup" ] && cg=$(cat "$dir/cgroup")
@@ -149,6 +166,16 @@ kill-rgw)
 start-rgw)
   load_ports
   start_rgw
+  exit 0
+  ;;
+pause-rgw)
+  signal_rgw STOP
+  exit 0
+  ;;
+resume-rgw)
+  load_ports
+  signal_rgw CONT
+  wait_for "radosgw on port $rgw_port" rgw_serves
   exit 0
   ;;
 start) ;;

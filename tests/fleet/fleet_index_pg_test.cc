@@ -2,6 +2,7 @@
 // idempotent insertion, the crash queries, and how failures read.
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -339,6 +340,49 @@ TEST(FleetIndexPgTest, AServerRestartIsRetriedWithoutLossOrDuplicate) {
   EXPECT_STREQ(PQgetvalue(r, 0, 0), "2");
   PQclear(r);
   PQfinish(c);
+}
+
+TEST(FleetIndexPgTest, AddRecordsIndexesABatchInOneTransactionAndRetriesAddNothing) {
+  const std::string db = FreshDb();
+  FleetIndex idx = Open(db);
+  ASSERT_TRUE(idx.Migrate().ok());
+  // Two months (two partitions), two hosts, a crash among the dumps, and
+  // more rows than one multi-row INSERT holds (500).
+  std::vector<IndexItem> batch;
+  for (int i = 0; i < 1203; ++i) {
+    const std::string id = fmt::format("2026{:02}{:02}T10{:02}{:02}Z-{:06x}", 10 + i % 2,
+                                       1 + i % 28, i / 60 % 60, i % 60, i);
+    batch.push_back({Rec(i % 3 ? "host-a" : "host-b", id, i == 7 ? "crash" : "dump"), {}});
+    if (i == 7) batch.back().crash = Crash("batch_top");
+  }
+  auto added = idx.AddRecords(batch);
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_EQ(std::count(added->begin(), added->end(), true), 1203);
+  EXPECT_EQ(Query(db, "SELECT count(*) FROM records"), "1203");
+  EXPECT_EQ(Query(db, "SELECT count(*) FROM crashes"), "1");
+  EXPECT_EQ(Query(db, "SELECT count(*) FROM crash_processes"), "1");
+  EXPECT_EQ(Query(db, fmt::format("SELECT sha256 FROM records WHERE record_id = '{}'",
+                                  batch[42].record.record_id)),
+            batch[42].record.sha256);
+  // A retry of a batch (a lost reply) adds nothing; a batch mixing old and
+  // new records adds only the new ones, each once.
+  added = idx.AddRecords(batch);
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_EQ(std::count(added->begin(), added->end(), true), 0);
+  std::vector<IndexItem> mixed = {batch[5],
+                                  {Rec("host-a", "20261103T080000Z-aaaaaa"), {}},
+                                  {Rec("host-a", "20261103T080000Z-aaaaaa"), {}}};
+  added = idx.AddRecords(mixed);
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_EQ(*added, (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(Query(db, "SELECT count(*) FROM records"), "1204");
+  EXPECT_EQ(Query(db, "SELECT count(*) FROM crashes"), "1");
+  // A batch with an invalid record is refused whole, before any row.
+  std::vector<IndexItem> bad = {{Rec("host-c", "20261104T080000Z-bbbbbb"), {}},
+                                {Rec("host-c", "20261104T080000Z-cccccc"), {}}};
+  bad[1].record.sha256 = "not-hex";
+  EXPECT_FALSE(idx.AddRecords(bad).ok());
+  EXPECT_EQ(Query(db, "SELECT count(*) FROM records WHERE host_id = 'host-c'"), "0");
 }
 
 }  // namespace

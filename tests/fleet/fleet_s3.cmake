@@ -3,13 +3,13 @@
 # scenario, so its startup is paid once per run.
 flightrec_add_test(fleet_test
   SOURCES fleet_test_main.cc s3_client_test.cc shipper_test.cc recorderd_fleet_test.cc
-          fleet_e2e_test.cc
+          fleet_e2e_test.cc recorderd_fleet_faults_test.cc shipper_batch_test.cc
   DEPS flightrec_recorder_fleet flightrec_fleet_glue flightrec_fleet_pg fleet_pg_server
        flightrec_store flightrec_coredump flightrec_test_support flightrec_test_support_store
        nlohmann_json::nlohmann_json
   LABELS root
   TIMEOUT 600)
-add_dependencies(fleet_test recorder recorderd fr_crash)
+add_dependencies(fleet_test recorder recorderd recorder-coredump fr_crash)
 # So the binary also finds tests/fleet/ceph_cluster.sh when run by hand.
 target_compile_definitions(fleet_test PRIVATE FLIGHTREC_FLEET_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
