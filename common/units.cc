@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <ctime>
+#include <span>
 #include <string>
 
 namespace flightrec {
@@ -38,58 +39,58 @@ bool SplitNumber(std::string_view text, double* value, std::string* suffix) {
   return true;
 }
 
-}  // namespace
+// A unit suffix (lower case; "" for none) and what it multiplies by.
+struct Unit {
+  std::string_view suffix;
+  double mult;
+};
 
-StatusOr<int64_t> ParseDurationNs(std::string_view text) {
+// What ParseQuantity accepts and says: the quantity's name, examples and
+// unit list for messages, the largest value, and the units.
+struct Quantity {
+  std::string_view what;
+  std::string_view examples;
+  std::string_view unit_list;
+  double max;
+  std::span<const Unit> units;
+};
+
+// `text` ("1.5GiB", "250 ms") as its number times its unit's multiplier.
+StatusOr<double> ParseQuantity(std::string_view text, const Quantity& q) {
   double v = 0;
   std::string suffix;
   if (!SplitNumber(text, &v, &suffix)) {
-    return InvalidArgument(fmt::format("invalid duration '{}' (examples: 5s, 250ms, 2h)", text));
+    return InvalidArgument(fmt::format("invalid {} '{}' (examples: {})", q.what, text, q.examples));
   }
-  double mult = 0;
-  if (suffix.empty() || suffix == "s" || suffix == "sec")
-    mult = 1e9;
-  else if (suffix == "ms")
-    mult = 1e6;
-  else if (suffix == "us")
-    mult = 1e3;
-  else if (suffix == "ns")
-    mult = 1;
-  else if (suffix == "m" || suffix == "min")
-    mult = 60e9;
-  else if (suffix == "h")
-    mult = 3600e9;
-  else if (suffix == "d")
-    mult = 86400e9;
-  else
-    return InvalidArgument(
-        fmt::format("invalid duration unit in '{}' (use ns, us, ms, s, m, h, d)", text));
-  double ns = v * mult;
-  if (ns > 9.2e18) return InvalidArgument(fmt::format("duration '{}' is too large", text));
+  for (const Unit& u : q.units) {
+    if (suffix != u.suffix) continue;
+    double scaled = v * u.mult;
+    if (scaled > q.max) return InvalidArgument(fmt::format("{} '{}' is too large", q.what, text));
+    return scaled;
+  }
+  return InvalidArgument(
+      fmt::format("invalid {} unit in '{}' (use {})", q.what, text, q.unit_list));
+}
+
+}  // namespace
+
+StatusOr<int64_t> ParseDurationNs(std::string_view text) {
+  static constexpr Unit kUnits[] = {{"", 1e9},     {"s", 1e9},    {"sec", 1e9}, {"ms", 1e6},
+                                    {"us", 1e3},   {"ns", 1},     {"m", 60e9},  {"min", 60e9},
+                                    {"h", 3600e9}, {"d", 86400e9}};
+  static constexpr Quantity kDuration{"duration", "5s, 250ms, 2h", "ns, us, ms, s, m, h, d", 9.2e18,
+                                      kUnits};
+  ASSIGN_OR_RETURN(double ns, ParseQuantity(text, kDuration));
   return static_cast<int64_t>(std::llround(ns));
 }
 
 StatusOr<uint64_t> ParseSize(std::string_view text) {
-  double v = 0;
-  std::string suffix;
-  if (!SplitNumber(text, &v, &suffix)) {
-    return InvalidArgument(fmt::format("invalid size '{}' (examples: 4096, 64M, 4G)", text));
-  }
-  double mult = 0;
-  if (suffix.empty() || suffix == "b")
-    mult = 1;
-  else if (suffix == "k" || suffix == "kb" || suffix == "kib")
-    mult = 1024.0;
-  else if (suffix == "m" || suffix == "mb" || suffix == "mib")
-    mult = 1024.0 * 1024;
-  else if (suffix == "g" || suffix == "gb" || suffix == "gib")
-    mult = 1024.0 * 1024 * 1024;
-  else if (suffix == "t" || suffix == "tb" || suffix == "tib")
-    mult = 1024.0 * 1024 * 1024 * 1024;
-  else
-    return InvalidArgument(fmt::format("invalid size unit in '{}' (use K, M, G, T)", text));
-  double bytes = v * mult;
-  if (bytes > 1.8e19) return InvalidArgument(fmt::format("size '{}' is too large", text));
+  constexpr double kKi = 1024.0, kMi = kKi * 1024, kGi = kMi * 1024, kTi = kGi * 1024;
+  static constexpr Unit kUnits[] = {
+      {"", 1},      {"b", 1},   {"k", kKi},  {"kb", kKi},  {"kib", kKi}, {"m", kMi},  {"mb", kMi},
+      {"mib", kMi}, {"g", kGi}, {"gb", kGi}, {"gib", kGi}, {"t", kTi},   {"tb", kTi}, {"tib", kTi}};
+  static constexpr Quantity kSize{"size", "4096, 64M, 4G", "K, M, G, T", 1.8e19, kUnits};
+  ASSIGN_OR_RETURN(double bytes, ParseQuantity(text, kSize));
   return static_cast<uint64_t>(std::llround(bytes));
 }
 

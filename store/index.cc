@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <chrono>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -151,6 +152,18 @@ std::string RowColumns(bool has_owner) {
       has_owner ? "r.owner_uid" : "0");
 }
 
+// The objects in meta[key] if it is an array (anything else in it skipped):
+// how the index reads a record's per-process and per-file lists.
+std::vector<std::reference_wrapper<const nlohmann::json>> ObjectsIn(const nlohmann::json& meta,
+                                                                    const char* key) {
+  std::vector<std::reference_wrapper<const nlohmann::json>> out;
+  if (!meta.contains(key) || !meta[key].is_array()) return out;
+  for (const auto& v : meta[key]) {
+    if (v.is_object()) out.push_back(std::cref(v));
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json RecordRow::ToJson() const {
@@ -294,19 +307,15 @@ Status Index::Upsert(const RecordRow& row) {
   if (sqlite3_step(s.get()) != SQLITE_DONE) return fail("inserting " + row.id);
 
   const auto& meta = row.meta;
-  if (meta.contains("processes") && meta["processes"].is_array()) {
-    for (const auto& p : meta["processes"]) {
-      if (!p.is_object()) continue;
-      Stmt ps(db_,
-              "INSERT INTO record_processes(record_id, pid, exe, comm, uid) VALUES(?,?,?,?,?)");
-      ps.Bind(1, row.id);
-      ps.Bind(2, json::Get<int64_t>(p, "pid", 0));
-      ps.Bind(3, json::Str(p, "exe"));
-      ps.Bind(4, json::Str(p, "comm"));
-      if (p.contains("uid") && p["uid"].is_number_integer())
-        ps.Bind(5, json::Get<int64_t>(p, "uid", 0));
-      if (sqlite3_step(ps.get()) != SQLITE_DONE) return fail("indexing processes of " + row.id);
-    }
+  for (const nlohmann::json& p : ObjectsIn(meta, "processes")) {
+    Stmt ps(db_, "INSERT INTO record_processes(record_id, pid, exe, comm, uid) VALUES(?,?,?,?,?)");
+    ps.Bind(1, row.id);
+    ps.Bind(2, json::Get<int64_t>(p, "pid", 0));
+    ps.Bind(3, json::Str(p, "exe"));
+    ps.Bind(4, json::Str(p, "comm"));
+    if (p.contains("uid") && p["uid"].is_number_integer())
+      ps.Bind(5, json::Get<int64_t>(p, "uid", 0));
+    if (sqlite3_step(ps.get()) != SQLITE_DONE) return fail("indexing processes of " + row.id);
   }
   if (meta.contains("crash") && meta["crash"].is_object()) {
     const auto& c = meta["crash"];
@@ -338,18 +347,14 @@ Status Index::Upsert(const RecordRow& row) {
       }
     }
   }
-  if (meta.contains("cookies") && meta["cookies"].is_array()) {
-    for (const auto& k : meta["cookies"]) {
-      if (!k.is_object()) continue;
-      Stmt ks(db_,
-              "INSERT INTO file_cookies(record_id, build_id, path, dev, ino) VALUES(?,?,?,?,?)");
-      ks.Bind(1, row.id);
-      ks.Bind(2, json::Str(k, "build_id"));
-      ks.Bind(3, json::Str(k, "path"));
-      ks.Bind(4, json::Get<int64_t>(k, "dev", 0));
-      ks.Bind(5, json::Get<int64_t>(k, "ino", 0));
-      if (sqlite3_step(ks.get()) != SQLITE_DONE) return fail("indexing cookies of " + row.id);
-    }
+  for (const nlohmann::json& k : ObjectsIn(meta, "cookies")) {
+    Stmt ks(db_, "INSERT INTO file_cookies(record_id, build_id, path, dev, ino) VALUES(?,?,?,?,?)");
+    ks.Bind(1, row.id);
+    ks.Bind(2, json::Str(k, "build_id"));
+    ks.Bind(3, json::Str(k, "path"));
+    ks.Bind(4, json::Get<int64_t>(k, "dev", 0));
+    ks.Bind(5, json::Get<int64_t>(k, "ino", 0));
+    if (sqlite3_step(ks.get()) != SQLITE_DONE) return fail("indexing cookies of " + row.id);
   }
   return Exec("COMMIT");
 }

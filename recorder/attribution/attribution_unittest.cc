@@ -254,13 +254,7 @@ CommEvent Rename(uint64_t t, uint32_t pid, uint32_t tid, const std::string& comm
   return c;
 }
 TaskEvent Clone(uint64_t t, uint32_t pid, uint32_t tid, uint32_t ppid, uint32_t ptid) {
-  TaskEvent e;
-  e.time_ns = t;
-  e.pid = pid;
-  e.tid = tid;
-  e.ppid = ppid;
-  e.ptid = ptid;
-  return e;
+  return TaskEvent{.time_ns = t, .pid = pid, .ppid = ppid, .tid = tid, .ptid = ptid};
 }
 
 // Replays EventsFor + samples like Attribute above; returns each sample's comm.

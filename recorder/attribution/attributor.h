@@ -42,12 +42,7 @@ struct UnwindNote {
   std::string where;  // the frame/file where unwinding stopped
 };
 
-struct AttributedSample {
-  uint64_t time_ns = 0;
-  uint32_t cpu = 0;
-  uint32_t pid = 0;
-  uint32_t tid = 0;
-  uint64_t period = 0;
+struct AttributedSample : SampleHead {
   std::string comm;
   std::vector<Frame> frames;  // innermost first: kernel frames, then user frames
   UnwindNote unwind;          // set when the user part came from DWARF unwinding

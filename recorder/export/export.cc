@@ -1,5 +1,9 @@
 #include "recorder/export/export.h"
 
+#include <algorithm>
+#include <initializer_list>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "recorder/export/exporters.h"
@@ -25,67 +29,49 @@ StatusOr<std::unique_ptr<Exporter>> MakeExporter(std::string_view format,
   return InvalidArgument(fmt::format("unknown export format '{}' (valid: {})", format, valid));
 }
 
-std::string XmlEscape(std::string_view s) {
+namespace {
+
+// A character and the text that stands for it in an escaped string.
+struct CharEscape {
+  char c;
+  std::string_view to;
+};
+
+// `s` with each character of `table` replaced by its text and each other
+// control character (below 0x20) by control(c).
+template <typename Control>
+std::string EscapeWith(std::string_view s, std::initializer_list<CharEscape> table,
+                       Control control) {
   std::string out;
-  out.reserve(s.size());
+  out.reserve(s.size() + 2);
   for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        // XML 1.0 forbids most control characters even as references.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-          out += '?';
-        } else {
-          out += c;
-        }
+    auto e =
+        std::find_if(table.begin(), table.end(), [c](const CharEscape& x) { return x.c == c; });
+    if (e != table.end()) {
+      out += e->to;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += control(c);
+    } else {
+      out += c;
     }
   }
   return out;
 }
 
+}  // namespace
+
+std::string XmlEscape(std::string_view s) {
+  return EscapeWith(
+      s, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&apos;"}},
+      [](char c) {
+        // XML 1.0 forbids most control characters even as references.
+        return c == '\t' || c == '\n' || c == '\r' ? std::string(1, c) : std::string("?");
+      });
+}
+
 std::string JsonEscape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
+  return EscapeWith(s, {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\t', "\\t"}, {'\r', "\\r"}},
+                    [](char c) { return fmt::format("\\u{:04x}", static_cast<unsigned>(c)); });
 }
 
 std::string IncompleteStackMarker(const attribution::AttributedSample& s) {

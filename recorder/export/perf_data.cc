@@ -46,6 +46,7 @@
 #include "common/terminal_escape.h"
 #include "recorder/export/exporters.h"
 #include "recorder/export/perf_data.h"
+#include "recorder/model/perf_sideband.h"
 
 namespace flightrec::recorder::exporter {
 
@@ -132,13 +133,8 @@ std::string FileAttr(const EventAttr& ev) {
   attr.sample_type = kSampleType;
   attr.disabled = 1;
   attr.inherit = 1;
-  attr.mmap = 1;
-  attr.comm = 1;
-  attr.task = 1;
-  attr.sample_id_all = 1;
   attr.exclude_guest = 1;  // as perf record sets it; perf then names the event plainly
-  attr.mmap2 = 1;
-  attr.comm_exec = 1;
+  SetSidebandRecordBits(&attr);
   std::string out(reinterpret_cast<const char*>(&attr), kAttrSize);
   out.append(16, '\0');  // ids: none (one attr: every record is its)
   return out;

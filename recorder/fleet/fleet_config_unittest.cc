@@ -6,6 +6,8 @@
 
 #include <fstream>
 
+#include "tests/support/files.h"
+
 namespace flightrec::fleet {
 namespace {
 
@@ -14,13 +16,6 @@ constexpr const char* kPgSecret = "pg-PASSWORD-never-shown";
 
 class FleetConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/fleet_config_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::filesystem::path Write(const std::string& name, const std::string& text, mode_t mode) {
     auto p = dir_ / name;
     std::ofstream(p) << text;
@@ -47,7 +42,8 @@ class FleetConfigTest : public ::testing::Test {
     EXPECT_EQ(st.message().find(kPgSecret), std::string::npos) << st.message();
   }
 
-  std::filesystem::path dir_;
+  flightrec::testing::TempDir tmp_;
+  const std::filesystem::path dir_ = tmp_.path();
 };
 
 TEST_F(FleetConfigTest, LoadsEveryKey) {

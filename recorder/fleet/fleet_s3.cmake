@@ -9,4 +9,4 @@ flightrec_add_library(flightrec_recorder_fleet
 
 flightrec_add_test(fleet_unittest
   SOURCES fleet_config_unittest.cc
-  DEPS flightrec_recorder_fleet)
+  DEPS flightrec_recorder_fleet flightrec_test_support)

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -39,25 +40,22 @@ nlohmann::json ErrorResponse(const nlohmann::json& id, const std::string& code,
   return {{"v", 1}, {"id", id}, {"ok", false}, {"error", {{"code", code}, {"message", msg}}}};
 }
 
+// The protocol's error codes; every other StatusCode travels as "internal".
+constexpr std::pair<StatusCode, const char*> kWireCodes[] = {
+    {StatusCode::kInvalidArgument, "invalid_argument"},
+    {StatusCode::kNotFound, "not_found"},
+    {StatusCode::kPermissionDenied, "permission_denied"},
+    {StatusCode::kNoSpace, "no_space"},
+    {StatusCode::kUnavailable, "unavailable"},
+    {StatusCode::kUnsupported, "unsupported"},
+    {StatusCode::kResourceExhausted, "limit_exceeded"},
+};
+
 std::string CodeName(StatusCode c) {
-  switch (c) {
-    case StatusCode::kInvalidArgument:
-      return "invalid_argument";
-    case StatusCode::kNotFound:
-      return "not_found";
-    case StatusCode::kPermissionDenied:
-      return "permission_denied";
-    case StatusCode::kNoSpace:
-      return "no_space";
-    case StatusCode::kUnavailable:
-      return "unavailable";
-    case StatusCode::kUnsupported:
-      return "unsupported";
-    case StatusCode::kResourceExhausted:
-      return "limit_exceeded";
-    default:
-      return "internal";
+  for (const auto& [code, name] : kWireCodes) {
+    if (code == c) return name;
   }
+  return "internal";
 }
 
 }  // namespace

@@ -51,16 +51,6 @@ class EventEncoder {
   std::unordered_map<std::string, uint32_t> stack_ids_;  // encoded stack -> id
 };
 
-// The per-sample fields of a sample that SkimSample reads; the rest
-// (mode, ip, call chains) is left encoded, as its identity key.
-struct SampleHead {
-  uint64_t time_ns = 0;
-  uint32_t cpu = 0;
-  uint32_t pid = 0;
-  uint32_t tid = 0;
-  uint64_t period = 0;
-};
-
 class EventDecoder {
  public:
   enum class Skim {

@@ -41,6 +41,18 @@ struct Sample {
   UserStack user_stack;  // empty unless captured with --call-graph dwarf
 };
 
+// The per-sample fields of a sample, apart from what identifies its stack:
+// what EventDecoder::SkimSample reads (leaving mode, ip and call chains
+// encoded, as the stack's identity key), and what an attributed sample
+// carries on beside its frames.
+struct SampleHead {
+  uint64_t time_ns = 0;
+  uint32_t cpu = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t period = 0;
+};
+
 // A file (or anonymous) mapping coming into existence: PERF_RECORD_MMAP2 or the
 // module's sideband. build_id is raw bytes (empty if the kernel gave none).
 struct MmapEvent {

@@ -6,11 +6,23 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace flightrec::recorder::module {
 namespace {
+
+// A sideband record of `type` from task pid/tid at time_ns; the rest zero.
+flightrec_sideband Sideband(uint32_t type, uint64_t time_ns, uint32_t pid, uint32_t tid) {
+  flightrec_sideband r{};
+  r.type = type;
+  r.time_ns = time_ns;
+  r.pid = pid;
+  r.tid = tid;
+  return r;
+}
 
 // A gap in the SIDEBAND ring (it was full) arrives as a LOST record before
 // the next record: it becomes a sideband LostEvent with the count, kept in
@@ -29,10 +41,7 @@ TEST(ModuleBackendTest, SidebandLostRecordBecomesSidebandLostEvent) {
   EXPECT_EQ(l.time_ns, 2'000u);
   EXPECT_EQ(l.cause, LossCause::kSidebandLost);
   // It keeps its place in a batch (no exec/mmap reordering moves it).
-  flightrec_sideband fork{};
-  fork.type = FLIGHTREC_SB_FORK;
-  fork.pid = 5;
-  fork.time_ns = 2'000;
+  flightrec_sideband fork = Sideband(FLIGHTREC_SB_FORK, 2'000, 5, 0);
   auto out = OrderSideband({r, fork});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_TRUE(std::holds_alternative<LostEvent>(out[0]));
@@ -60,11 +69,7 @@ TEST(ModuleBackendTest, CrashHookReasonSaysWhyMarkersAreUnavailable) {
 }
 
 TEST(ModuleBackendTest, SidebandRecordsBecomeMmapExecAndTaskEvents) {
-  flightrec_sideband r{};
-  r.type = FLIGHTREC_SB_MMAP;
-  r.time_ns = 5;
-  r.pid = 10;
-  r.tid = 11;
+  flightrec_sideband r = Sideband(FLIGHTREC_SB_MMAP, 5, 10, 11);
   r.start = 0x7f0000001000;
   r.len = 0x2000;
   r.pgoff = 0x1000;
@@ -140,14 +145,19 @@ TEST(ModuleBackendTest, SamplesCarryChainsLikePerfAndTheAuxStack) {
   EXPECT_EQ(s.user_stack.dyn_size, sizeof(stack));
 }
 
-TEST(ModuleBackendTest, TheCallGraphModeDecidesWhatASampleKeeps) {
+// A user-mode record of that ABI whose ip is its first user frame.
+SampleRecord UserRecord(const std::vector<uint64_t>& uframes, uint16_t abi) {
   SampleRecord r{};
   r.h.mode = FLIGHTREC_MODE_USER;
-  r.h.ip = 0x401000;
-  r.h.nr_uframes = 2;
-  r.uframes[0] = 0x401000;
-  r.uframes[1] = 0x402000;
-  r.h.abi = PERF_SAMPLE_REGS_ABI_64;
+  r.h.ip = uframes.at(0);
+  r.h.nr_uframes = static_cast<uint16_t>(uframes.size());
+  std::copy(uframes.begin(), uframes.end(), r.uframes);
+  r.h.abi = abi;
+  return r;
+}
+
+TEST(ModuleBackendTest, TheCallGraphModeDecidesWhatASampleKeeps) {
+  SampleRecord r = UserRecord({0x401000, 0x402000}, PERF_SAMPLE_REGS_ABI_64);
   flightrec_aux aux{};
   aux.abi = PERF_SAMPLE_REGS_ABI_64;
   uint8_t stack[64];
@@ -184,14 +194,7 @@ TEST(ModuleBackendTest, ACompatTasksStackIsNeverGivenToTheX8664Unwinder) {
   // A 32-bit task: the module walked its frame-pointer chain in 4-byte
   // words and recorded ABI_32; its registers and stack bytes must not reach
   // the x86_64 DWARF unwinder, which would read them as 8-byte words.
-  SampleRecord r{};
-  r.h.mode = FLIGHTREC_MODE_USER;
-  r.h.ip = 0x8049000;
-  r.h.nr_uframes = 3;
-  r.uframes[0] = 0x8049000;
-  r.uframes[1] = 0x8049100;
-  r.uframes[2] = 0x8049200;
-  r.h.abi = PERF_SAMPLE_REGS_ABI_32;
+  SampleRecord r = UserRecord({0x8049000, 0x8049100, 0x8049200}, PERF_SAMPLE_REGS_ABI_32);
   flightrec_aux aux{};
   aux.abi = PERF_SAMPLE_REGS_ABI_32;
   aux.regs[7] = 0xffffd000;
@@ -424,10 +427,7 @@ TEST(ModuleBackendTest, ACrashFindsItsOwnNewestMarkerAndOldOnesGoStale) {
 
 TEST(ModuleBackendTest, AnExecComesBeforeTheMappingsOfItsImage) {
   auto rec = [](uint32_t type, uint32_t pid, uint64_t t) {
-    flightrec_sideband r{};
-    r.type = type;
-    r.pid = r.tid = pid;
-    r.time_ns = t;
+    flightrec_sideband r = Sideband(type, t, pid, pid);
     std::strcpy(r.path, "/bin/x");
     return r;
   };

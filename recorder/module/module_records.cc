@@ -22,15 +22,23 @@ std::string PathOf(const flightrec_sideband& r) {
   return std::string(r.path, strnlen(r.path, sizeof(r.path)));
 }
 
+// An event of type E with the time and task that every module record
+// (flightrec_sideband, flightrec_sample) carries.
+template <typename E, typename R>
+E TaskStamped(const R& r) {
+  E e;
+  e.time_ns = r.time_ns;
+  e.pid = r.pid;
+  e.tid = r.tid;
+  return e;
+}
+
 }  // namespace
 
 std::optional<Event> SidebandEvent(const flightrec_sideband& r) {
   switch (r.type) {
     case FLIGHTREC_SB_MMAP: {
-      MmapEvent m;
-      m.time_ns = r.time_ns;
-      m.pid = r.pid;
-      m.tid = r.tid;
+      auto m = TaskStamped<MmapEvent>(r);
       m.start = r.start;
       m.len = r.len;
       m.pgoff = r.pgoff;
@@ -43,10 +51,7 @@ std::optional<Event> SidebandEvent(const flightrec_sideband& r) {
       return m;
     }
     case FLIGHTREC_SB_EXEC: {
-      CommEvent c;
-      c.time_ns = r.time_ns;
-      c.pid = r.pid;
-      c.tid = r.tid;
+      auto c = TaskStamped<CommEvent>(r);
       std::string path = PathOf(r);
       c.comm = path.substr(path.rfind('/') + 1).substr(0, 15);
       c.exec = true;
@@ -65,10 +70,7 @@ std::optional<Event> SidebandEvent(const flightrec_sideband& r) {
     }
     case FLIGHTREC_SB_FORK:
     case FLIGHTREC_SB_EXIT: {
-      TaskEvent t;
-      t.time_ns = r.time_ns;
-      t.pid = r.pid;
-      t.tid = r.tid;
+      auto t = TaskStamped<TaskEvent>(r);
       t.ppid = r.ppid;
       t.ptid = r.ppid;
       t.exit = r.type == FLIGHTREC_SB_EXIT;
@@ -144,11 +146,8 @@ std::vector<SampleRecord> ParseDataRecords(const uint8_t* p, size_t len, uint64_
 Sample SampleFromRecord(const SampleRecord& rec, uint64_t period_ns, const flightrec_aux* aux,
                         const uint8_t* stack, size_t stack_len, const CallGraphMode& mode) {
   const flightrec_sample& r = rec.h;
-  Sample s;
-  s.time_ns = r.time_ns;
+  auto s = TaskStamped<Sample>(r);
   s.cpu = r.cpu;
-  s.pid = r.pid;
-  s.tid = r.tid;
   s.ip = r.ip;
   s.period = period_ns;
   s.mode = r.mode == FLIGHTREC_MODE_KERNEL ? CpuMode::kKernel : CpuMode::kUser;

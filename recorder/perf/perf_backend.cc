@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/units.h"
+#include "recorder/model/perf_sideband.h"
 #include "recorder/perf/perf_event.h"
 #include "recorder/perf/record_parser.h"
 
@@ -228,12 +229,7 @@ Status PerfBackend::OpenCpu(int cpu, const perf_event_attr& sample_attr, Cpu* c)
   s.type = PERF_TYPE_SOFTWARE;
   s.config = PERF_COUNT_SW_DUMMY;
   s.sample_type = kSideSampleType;
-  s.sample_id_all = 1;
-  s.mmap = 1;
-  s.mmap2 = 1;
-  s.comm = 1;
-  s.comm_exec = 1;
-  s.task = 1;
+  SetSidebandRecordBits(&s);
   s.use_clockid = 1;
   s.clockid = CLOCK_MONOTONIC;
   s.inherit = config_.target_pid >= 0;

@@ -6,6 +6,7 @@
 // past it.
 #pragma once
 
+#include <asm/perf_regs.h>
 #include <linux/perf_event.h>
 
 #include <cstdint>
@@ -24,21 +25,6 @@ inline constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_
                                         PERF_SAMPLE_CALLCHAIN;
 inline constexpr uint64_t kSampleTypeNoChain = kSampleType & ~uint64_t{PERF_SAMPLE_CALLCHAIN};
 
-// x86-64 register numbers of arch/x86/include/uapi/asm/perf_regs.h (enum
-// perf_event_x86_regs): the bit a register has in sample_regs_user.
-enum PerfRegX86 : uint32_t {
-  kPerfRegAx = 0,
-  kPerfRegBx = 1,
-  kPerfRegBp = 6,
-  kPerfRegSp = 7,
-  kPerfRegIp = 8,
-  kPerfRegR12 = 20,
-  kPerfRegR13 = 21,
-  kPerfRegR14 = 22,
-  kPerfRegR15 = 23,
-  kPerfRegX86_64Max = 24,  // PERF_REG_X86_64_MAX
-};
-
 // The user registers a --call-graph dwarf sample carries. perf itself takes
 // every register (tools/perf/arch/x86/include/perf_regs.h PERF_REGS_MASK =
 // all of PERF_REG_X86_64_MAX but DS/ES/FS/GS, 160 bytes a sample); unwinding
@@ -46,9 +32,12 @@ enum PerfRegX86 : uint32_t {
 // (System V x86-64 ABI 3.2.1: rbx, rbp, r12-r15), because compiler CFI
 // computes the CFA from rsp or rbp and restores only callee-saved registers
 // from the stack: 8 registers, 64 bytes.
-inline constexpr uint64_t kUserRegsMask =
-    (1ull << kPerfRegBx) | (1ull << kPerfRegBp) | (1ull << kPerfRegSp) | (1ull << kPerfRegIp) |
-    (1ull << kPerfRegR12) | (1ull << kPerfRegR13) | (1ull << kPerfRegR14) | (1ull << kPerfRegR15);
+// The bit numbers are <asm/perf_regs.h>'s (enum perf_event_x86_regs): the
+// bit a register has in sample_regs_user.
+inline constexpr uint64_t kUserRegsMask = (1ull << PERF_REG_X86_BX) | (1ull << PERF_REG_X86_BP) |
+                                          (1ull << PERF_REG_X86_SP) | (1ull << PERF_REG_X86_IP) |
+                                          (1ull << PERF_REG_X86_R12) | (1ull << PERF_REG_X86_R13) |
+                                          (1ull << PERF_REG_X86_R14) | (1ull << PERF_REG_X86_R15);
 
 // --call-graph dwarf: the kernel part of the callchain (attr.exclude_callchain_user,
 // as perf record --call-graph dwarf does), user registers and a copy of the

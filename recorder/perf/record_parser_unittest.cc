@@ -3,6 +3,7 @@
 // and the --call-graph option.
 #include "recorder/perf/record_parser.h"
 
+#include <asm/perf_regs.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -43,6 +44,16 @@ class RecordBuilder {
 
 constexpr int kRegs = __builtin_popcountll(kUserRegsMask);
 
+// `b` parsed as a --call-graph dwarf sample: well formed, but with neither
+// user registers nor a stack copy.
+void ExpectSampleWithoutUserStack(RecordBuilder& b) {
+  auto r = ParsePerfRecord(b.Done(), kSampleTypeDwarf, 0);
+  ASSERT_FALSE(r.malformed);
+  const auto& s = std::get<Sample>(*r.event);
+  EXPECT_TRUE(s.user_stack.regs.empty());
+  EXPECT_TRUE(s.user_stack.stack.empty());
+}
+
 std::vector<uint8_t> Pattern(size_t n) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 7 + 3);
@@ -77,11 +88,7 @@ TEST(RecordParserTest, KernelThreadSampleHasNoRegistersAndAZeroSizeStack) {
   b.U64(2).U64(PERF_CONTEXT_KERNEL).U64(0xffffffff81000000);
   b.U64(PERF_SAMPLE_REGS_ABI_NONE);  // no regs follow
   b.U64(0);                          // size 0: no data, no dyn_size
-  auto r = ParsePerfRecord(b.Done(), kSampleTypeDwarf, 0);
-  ASSERT_FALSE(r.malformed);
-  const auto& s = std::get<Sample>(*r.event);
-  EXPECT_TRUE(s.user_stack.regs.empty());
-  EXPECT_TRUE(s.user_stack.stack.empty());
+  ExpectSampleWithoutUserStack(b);
 }
 
 TEST(RecordParserTest, ThirtyTwoBitTaskRegistersAreSkippedNotMisread) {
@@ -91,11 +98,7 @@ TEST(RecordParserTest, ThirtyTwoBitTaskRegistersAreSkippedNotMisread) {
   b.U64(PERF_SAMPLE_REGS_ABI_32);
   for (int i = 0; i < kRegs; ++i) b.U64(i);
   b.U64(16).Bytes(Pattern(16)).U64(16);
-  auto r = ParsePerfRecord(b.Done(), kSampleTypeDwarf, 0);
-  ASSERT_FALSE(r.malformed);
-  const auto& s = std::get<Sample>(*r.event);
-  EXPECT_TRUE(s.user_stack.regs.empty());
-  EXPECT_TRUE(s.user_stack.stack.empty());
+  ExpectSampleWithoutUserStack(b);
 }
 
 TEST(RecordParserTest, TruncatedOrInconsistentStackCopiesAreMalformed) {
@@ -132,7 +135,7 @@ TEST(RecordParserTest, TruncatedOrInconsistentStackCopiesAreMalformed) {
 }
 
 TEST(RecordParserTest, RegisterCountFollowsTheEventsMask) {
-  const uint64_t mask = (1ull << kPerfRegIp) | (1ull << kPerfRegSp);
+  const uint64_t mask = (1ull << PERF_REG_X86_IP) | (1ull << PERF_REG_X86_SP);
   RecordBuilder b;
   b.Head(0x401000);
   b.U64(0);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -42,24 +43,21 @@ int64_t MonotonicToBoottimeOffset() {
   int64_t m1 = read(CLOCK_MONOTONIC);
   return b - (m0 + (m1 - m0) / 2);
 }
+
+// Each KernelFrames value's name, indexed by the value.
+constexpr const char* kKernelFramesNames[] = {"addresses", "symbolized", "none"};
+static_assert(std::size(kKernelFramesNames) == static_cast<size_t>(KernelFrames::kNone) + 1);
+
 }  // namespace
 
 const char* KernelFramesName(KernelFrames k) {
-  switch (k) {
-    case KernelFrames::kAddresses:
-      return "addresses";
-    case KernelFrames::kSymbolized:
-      return "symbolized";
-    case KernelFrames::kNone:
-      return "none";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(k);
+  return i < std::size(kKernelFramesNames) ? kKernelFramesNames[i] : "?";
 }
 
 StatusOr<KernelFrames> ParseKernelFrames(const std::string& name) {
-  for (KernelFrames k :
-       {KernelFrames::kAddresses, KernelFrames::kSymbolized, KernelFrames::kNone}) {
-    if (name == KernelFramesName(k)) return k;
+  for (size_t i = 0; i < std::size(kKernelFramesNames); ++i) {
+    if (name == kKernelFramesNames[i]) return static_cast<KernelFrames>(i);
   }
   return InvalidArgument(
       fmt::format("kernel frames: '{}' is not one of addresses, symbolized, none", name));

@@ -6,6 +6,7 @@
 // a rebuilt file give.
 #include "recorder/unwind/dwarf_unwinder.h"
 
+#include <asm/perf_regs.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <gtest/gtest.h>
@@ -83,6 +84,14 @@ __attribute__((noinline)) int Level1(Captured* c, size_t copy) {
   return r + 1;
 }
 
+// This thread's stack as Capture sees it, called through Level1 and Level2,
+// with 8 KiB of it copied.
+Captured CaptureOwnStack() {
+  Captured c;
+  Level1(&c, 8192);
+  return c;
+}
+
 std::string SelfMaps() {
   std::ifstream f("/proc/self/maps");
   std::stringstream ss;
@@ -114,8 +123,7 @@ std::string SelfExe() {
 }
 
 TEST(DwarfUnwinderTest, UnwindsItsOwnStackToTheReturnAddressesTheCompilerReports) {
-  Captured c;
-  Level1(&c, 8192);
+  Captured c = CaptureOwnStack();
   attribution::Attributor a = TableOfThisProcess();
   auto u = MakeDwarfUnwinder();
   attribution::UnwindNote note;
@@ -137,8 +145,7 @@ TEST(DwarfUnwinderTest, UnwindsItsOwnStackToTheReturnAddressesTheCompilerReports
 }
 
 TEST(DwarfUnwinderTest, AShortCopyGivesTheRightPrefixAndSaysTruncated) {
-  Captured full, c;
-  Level1(&full, 8192);
+  Captured full = CaptureOwnStack();
   attribution::Attributor a = TableOfThisProcess();
   auto u = MakeDwarfUnwinder();
   attribution::UnwindNote note;
@@ -156,8 +163,7 @@ TEST(DwarfUnwinderTest, AShortCopyGivesTheRightPrefixAndSaysTruncated) {
 }
 
 TEST(DwarfUnwinderTest, AFileRebuiltSinceTheRecordIsMissingNotGuessed) {
-  Captured c;
-  Level1(&c, 8192);
+  Captured c = CaptureOwnStack();
   attribution::Attributor a = TableOfThisProcess(SelfExe());
   auto u = MakeDwarfUnwinder();
   attribution::UnwindNote note;
@@ -168,8 +174,7 @@ TEST(DwarfUnwinderTest, AFileRebuiltSinceTheRecordIsMissingNotGuessed) {
 }
 
 TEST(DwarfUnwinderTest, AnIpOutsideEveryMappingIsAnErrorWithTheAddress) {
-  Captured c;
-  Level1(&c, 8192);
+  Captured c = CaptureOwnStack();
   attribution::Attributor empty;
   auto u = MakeDwarfUnwinder();
   attribution::UnwindNote note;
@@ -332,8 +337,7 @@ TEST(DwarfUnwinderTest, ADamagedDebugFrameIsReportedNeverFollowed) {
 }
 
 TEST(DwarfUnwinderTest, StatsSayWhereIncompleteStacksStopped) {
-  Captured full;
-  Level1(&full, 8192);
+  Captured full = CaptureOwnStack();
   attribution::Attributor a = TableOfThisProcess();
   auto u = MakeDwarfUnwinder();
   attribution::UnwindNote note;
@@ -369,7 +373,7 @@ TEST(DwarfUnwinderTest, NoSummaryWithoutDwarfStacks) {
 
 TEST(DwarfUnwinderTest, ASampleWithoutIpOrSpIsRefused) {
   Sample s;
-  s.user_stack.regs_mask = 1ull << perf::kPerfRegBx;
+  s.user_stack.regs_mask = 1ull << PERF_REG_X86_BX;
   s.user_stack.regs = {1};
   attribution::Attributor a;
   auto u = MakeDwarfUnwinder();

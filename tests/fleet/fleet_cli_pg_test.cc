@@ -17,6 +17,7 @@
 #include "recorder/fleet/index_shipped_pg.h"
 #include "store/store.h"
 #include "tests/fleet/fleet_pg_server.h"
+#include "tests/fleet/real_crash.h"
 #include "tests/support/files.h"
 #include "tests/support/run.h"
 
@@ -24,6 +25,8 @@ namespace flightrec::fleet {
 namespace {
 
 using flightrec::testing::BuildPath;
+using flightrec::testing::CommitRealCrash;
+using flightrec::testing::RealCrash;
 using flightrec::testing::RunCommand;
 using flightrec::testing::SharedPgServer;
 using Json = nlohmann::json;
@@ -193,65 +196,29 @@ TEST_F(FleetCliPgTest, FailuresSayWhatToFixAndNeverShowTheSecret) {
   EXPECT_NE(r.out.find("--group"), std::string::npos) << r.out;
 }
 
-// Real crashes without kernel.core_pattern (other tests own it): gdb runs
-// fr_crash to its SIGSEGV and writes the core of the stopped process
-// (generate-core-file) and its /proc/PID/maps. The hook's own unwinder
-// (coredump::Backtrace: libunwind over the core, symbolized by the
-// attribution pipeline) turns them into the `backtrace` section of a crash
-// record. The hook itself is not run on that core: its CoreReducer refuses
-// gdb's core layout ("segment 1 at offset 1128 overlaps the headers and
-// notes"), and only the kernel writes the layout it expects. Three hosts'
+// Real crashes (tests/fleet/real_crash.h: gdb's core of fr_crash, unwound by
+// the hook's own unwinder, committed as a crash record): three hosts'
 // crashes of one bug, shipped to the index, are one group.
 TEST_F(FleetCliPgTest, RealCrashesOfOneProgramOnThreeHostsAreOneSignature) {
-  const std::string prog = BuildPath("tests/programs/fr_crash");
   for (const std::string host : {"host-a", "host-b", "host-c"}) {
-    const std::string core = tmp_.path() + "/core-" + host, maps = core + ".maps";
-    const std::string script = tmp_.path() + "/gdb-" + host + ".py";
-    std::ofstream(script) << fmt::format(
-        "import gdb\n"
-        "pid = gdb.selected_inferior().pid\n"
-        "gdb.execute('generate-core-file {0}', to_string=True)\n"
-        "open('{1}', 'w').write(open('/proc/%d/maps' % pid).read())\n"
-        "print('PID', pid)\n",
-        core, maps);
-    auto r = RunCommand({"/usr/bin/gdb", "-nx", "-batch", "-ex", "run", "-x", script, "--args",
-                         prog, "segv", "10"});
-    auto pid_at = r.out.find("PID ");
-    ASSERT_NE(pid_at, std::string::npos) << r.out << r.err;
-    const pid_t pid = std::atoi(r.out.c_str() + pid_at + 4);
-    std::ifstream min(maps);
-    const std::string maps_text((std::istreambuf_iterator<char>(min)),
-                                std::istreambuf_iterator<char>());
-    Json bt = coredump::Backtrace(core, maps_text, pid, pid, {{pid, pid}});
-    ASSERT_TRUE(bt.contains("threads")) << bt.dump();
     const std::string store = tmp_.path() + "/store-" + host;
-    auto st = store::Store::Open(store, {});
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
-    auto rec = (*st)->BeginRecord("crash");
-    ASSERT_TRUE(rec.ok());
-    ASSERT_TRUE((*rec)->writer().AddSection("backtrace", bt.dump()).ok());
-    Json meta = {{"crash",
-                  {{"pid", pid},
-                   {"signal", 11},
-                   {"signal_name", "SIGSEGV"},
-                   {"comm", "fr_crash"},
-                   {"exe", prog}}},
-                 {"processes", {{{"pid", pid}, {"comm", "fr_crash"}, {"exe", prog}}}}};
-    auto row = (*st)->Commit(std::move(*rec), meta);
-    ASSERT_TRUE(row.ok()) << row.status().ToString();
-    const std::string path = store + "/" + row->id + ".frec";
+    const RealCrash made = CommitRealCrash(tmp_.path(), store, host);
+    ASSERT_TRUE(made.backtrace.contains("threads")) << made.backtrace.dump();
+    ASSERT_FALSE(made.id.empty());
+    const std::string path = store + "/" + made.id + ".frec";
     auto reader = store::RecordReader::Open(path);
     ASSERT_TRUE(reader.ok());
     auto crash = CrashFromRecord(**reader);
     ASSERT_TRUE(crash.ok()) << crash.status().ToString();
     // The NULL store in crash_here, called from main (tests/programs/fr_crash.c).
-    ASSERT_GE(crash->signature.frames.size(), 2u) << crash->signature.title << bt.dump();
+    ASSERT_GE(crash->signature.frames.size(), 2u)
+        << crash->signature.title << made.backtrace.dump();
     EXPECT_EQ(crash->signature.frames[0], (SignatureFrame{"crash_here", "fr_crash"}));
     EXPECT_EQ(crash->signature.frames[1], (SignatureFrame{"main", "fr_crash"}));
     auto sum = Sha256FileHex(path);
     ASSERT_TRUE(sum.ok());
     ShippedRecord s{
-        host, row->id, host + "/" + row->id + ".frec", *sum, std::filesystem::file_size(path),
+        host, made.id, host + "/" + made.id + ".frec", *sum, std::filesystem::file_size(path),
         path};
     auto added = IndexShippedRecord(*index_, s);
     ASSERT_TRUE(added.ok()) << added.status().ToString();

@@ -24,24 +24,16 @@
 #include "tests/fleet/ceph_fixture.h"
 #include "tests/fleet/fleet_pg_server.h"
 #include "tests/fleet/fleet_test_util.h"
+#include "tests/fleet/real_crash.h"
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
 #include "tests/support/run.h"
+#include "tests/support/wait.h"
 
 namespace flightrec::testing {
 namespace {
 
 using Json = nlohmann::json;
-
-// Polls `cond` every 100 ms until it holds or `timeout` passes.
-bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return true;
-}
 
 // One value of a one-row, one-column query (the test's own view of the
 // index, not FleetIndex's).
@@ -56,48 +48,6 @@ std::string PgScalar(const std::string& conninfo, const std::string& sql) {
   }
   PQfinish(c);
   return out;
-}
-
-// A real crash of tests/programs/fr_crash, without kernel.core_pattern:
-// gdb writes the core of the stopped process and its maps, the hook's
-// unwinder makes the backtrace (as in fleet_cli_pg_test), and the record is
-// committed into `store` the way the hook commits one, while recorderd runs.
-std::string CommitRealCrash(const std::string& tmp, const std::string& store_dir,
-                            const std::string& tag) {
-  const std::string prog = BuildPath("tests/programs/fr_crash");
-  const std::string core = tmp + "/core-" + tag, maps = core + ".maps";
-  const std::string script = tmp + "/gdb-" + tag + ".py";
-  std::ofstream(script) << fmt::format(
-      "import gdb\n"
-      "pid = gdb.selected_inferior().pid\n"
-      "gdb.execute('generate-core-file {0}', to_string=True)\n"
-      "open('{1}', 'w').write(open('/proc/%d/maps' % pid).read())\n"
-      "print('PID', pid)\n",
-      core, maps);
-  auto r = RunCommand(
-      {"/usr/bin/gdb", "-nx", "-batch", "-ex", "run", "-x", script, "--args", prog, "segv", "10"});
-  auto at = r.out.find("PID ");
-  EXPECT_NE(at, std::string::npos) << r.out << r.err;
-  if (at == std::string::npos) return "";
-  const pid_t pid = std::atoi(r.out.c_str() + at + 4);
-  Json bt = coredump::Backtrace(core, ReadFile(maps), pid, pid, {{pid, pid}});
-  std::filesystem::remove(core);
-  auto st = store::Store::Open(store_dir, {});
-  EXPECT_TRUE(st.ok()) << st.status().ToString();
-  if (!st.ok()) return "";
-  auto rec = (*st)->BeginRecord("crash");
-  EXPECT_TRUE(rec.ok());
-  EXPECT_TRUE((*rec)->writer().AddSection("backtrace", bt.dump()).ok());
-  Json meta = {{"crash",
-                {{"pid", pid},
-                 {"signal", 11},
-                 {"signal_name", "SIGSEGV"},
-                 {"comm", "fr_crash"},
-                 {"exe", prog}}},
-               {"processes", {{{"pid", pid}, {"comm", "fr_crash"}, {"exe", prog}}}}};
-  auto row = (*st)->Commit(std::move(*rec), meta);
-  EXPECT_TRUE(row.ok()) << row.status().ToString();
-  return row.ok() ? row->id : "";
 }
 
 struct Host {
@@ -184,7 +134,7 @@ TEST(FleetEndToEnd, ThreeHostsShipOnceGroupCrashesAndReportFromTheFleet) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     h.ids.push_back(Json::parse(r.out).value("id", ""));
     ASSERT_FALSE(h.ids.back().empty()) << r.out;
-    h.ids.push_back(CommitRealCrash(tmp.path(), h.daemon->store(), h.name));
+    h.ids.push_back(CommitRealCrash(tmp.path(), h.daemon->store(), h.name).id);
     ASSERT_FALSE(h.ids.back().empty());
   }
   for (auto& h : hosts) {

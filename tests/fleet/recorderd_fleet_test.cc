@@ -14,18 +14,10 @@
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
 #include "tests/support/records.h"
+#include "tests/support/wait.h"
 
 namespace flightrec::testing {
 namespace {
-
-bool WaitUntil(const std::function<bool()>& cond, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return true;
-}
 
 std::vector<std::string> StoreRecordIds(const std::string& store) {
   std::vector<std::string> ids;
@@ -51,8 +43,8 @@ TEST(RecorderdFleet, ShipsDumpsExactlyOnceThroughAGatewayRestart) {
 
   auto r = d.Cli({"dump", "--last", "3s", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  ASSERT_TRUE(WaitUntil([&] { return d.Log().find("fleet: uploading") != std::string::npos; },
-                        std::chrono::seconds(60)))
+  ASSERT_TRUE(WaitFor([&] { return d.Log().find("fleet: uploading") != std::string::npos; },
+                      std::chrono::seconds(60)))
       << d.Log();
   ASSERT_EQ(RunToExit({ClusterScript(), "kill-rgw", Cluster().dir.string()}), 0);
   // The gateway is gone: recording and dumping go on.
@@ -60,7 +52,7 @@ TEST(RecorderdFleet, ShipsDumpsExactlyOnceThroughAGatewayRestart) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto status = d.Cli({"status", "--json"});
   EXPECT_EQ(status.exit_code, 0);
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(WaitFor(
       [&] {
         return d.Log().find("[error] fleet: S3") != std::string::npos ||
                d.Log().find("error: fleet: S3") != std::string::npos;
@@ -73,7 +65,7 @@ TEST(RecorderdFleet, ShipsDumpsExactlyOnceThroughAGatewayRestart) {
 
   auto ids = StoreRecordIds(d.store());
   ASSERT_EQ(ids.size(), 2u);
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(WaitFor(
       [&] {
         auto j = fleet::ReadJournal(d.store());
         return j.ok() && j->size() == 2;

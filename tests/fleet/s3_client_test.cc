@@ -10,6 +10,7 @@
 #include "recorder/fleet/s3_client.h"
 #include "tests/fleet/ceph_fixture.h"
 #include "tests/fleet/fleet_test_util.h"
+#include "tests/support/files.h"
 
 namespace flightrec::testing {
 namespace {
@@ -19,16 +20,12 @@ using fleet::S3Client;
 class S3ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/s3_client_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     auto c = S3Client::Create(ClusterS3Options());
     ASSERT_TRUE(c.ok()) << c.status().message();
     s3_ = std::move(*c);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::filesystem::path dir_;
+  TempDir tmp_;
+  const std::filesystem::path dir_ = tmp_.path();
   std::unique_ptr<S3Client> s3_;
 };
 

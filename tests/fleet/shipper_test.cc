@@ -12,6 +12,7 @@
 #include "tests/fleet/fleet_test_util.h"
 #include "tests/support/files.h"
 #include "tests/support/records.h"
+#include "tests/support/wait.h"
 
 namespace flightrec::testing {
 namespace {
@@ -19,16 +20,9 @@ namespace {
 using fleet::Shipper;
 using fleet::UploadedRecord;
 
-// Polls `cond` until it holds or `timeout` passes (a bounded wait on a
-// condition; the pause only paces the polling).
-bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
+// The shipper's counters are polled more often than the default: the
+// `uploading` state lasts only as long as one upload.
+constexpr std::chrono::milliseconds kPoll(50);
 
 int CountLines(const std::filesystem::path& p) {
   std::string s = ReadFile(p);
@@ -183,17 +177,19 @@ TEST_F(ShipperTest, GatewayKilledMidUploadThenRestarted) {
   auto s = Shipper::Create(o);
   ASSERT_TRUE(s.ok());
   (*s)->Start();
-  ASSERT_TRUE(WaitFor([&] { return (*s)->stats().uploading == row->id; }, std::chrono::seconds(30)))
+  ASSERT_TRUE(
+      WaitFor([&] { return (*s)->stats().uploading == row->id; }, std::chrono::seconds(30), kPoll))
       << "upload never started";
   ASSERT_EQ(RunToExit({ClusterScript(), "kill-rgw", Cluster().dir.string()}), 0);
-  ASSERT_TRUE(WaitFor([&] { return (*s)->stats().failures >= 1; }, std::chrono::seconds(60)))
+  ASSERT_TRUE(WaitFor([&] { return (*s)->stats().failures >= 1; }, std::chrono::seconds(60), kPoll))
       << "the kill was not noticed";
   EXPECT_EQ((*s)->stats().confirmed, 0u);
   EXPECT_NE((*s)->stats().last_error.find("S3 "), std::string::npos) << (*s)->stats().last_error;
   ASSERT_EQ(RunToExit({ClusterScript(), "start-rgw", Cluster().dir.string()},
                       (Cluster().dir / "log" / "start-rgw.out").string()),
             0);
-  ASSERT_TRUE(WaitFor([&] { return (*s)->stats().confirmed == 1; }, std::chrono::seconds(120)))
+  ASSERT_TRUE(
+      WaitFor([&] { return (*s)->stats().confirmed == 1; }, std::chrono::seconds(120), kPoll))
       << "not shipped after the gateway came back: " << (*s)->stats().last_error;
   (*s)->Stop();
   ExpectShipped(*fleet::ObjectKeyFor("host-killed", row->id), local);

@@ -11,6 +11,7 @@
 
 #include "tests/support/files.h"
 #include "tests/support/records.h"
+#include "tests/support/run.h"
 
 namespace flightrec::store {
 namespace {
@@ -41,10 +42,7 @@ uint64_t PeakRssKiB() {
 // Runs fn in a child; returns its exit code (fn's return) — a crash is -1.
 template <typename Fn>
 int InChild(Fn fn) {
-  pid_t pid = fork();
-  if (pid == 0) _exit(fn());
-  int st = 0;
-  waitpid(pid, &st, 0);
+  const int st = flightrec::testing::RunInChild(fn);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 

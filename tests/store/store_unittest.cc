@@ -24,29 +24,20 @@
 #include "common/checked_json.h"
 #include "tests/support/files.h"
 #include "tests/support/records.h"
+#include "tests/support/run.h"
 
 namespace flightrec::store {
 namespace {
 
+using flightrec::testing::RunInChild;
 using flightrec::testing::TempDir;
 using testing::TestOptions;
 using testing::WriteSmallRecord;
 
-// Runs fn in a child process: a hostile file that crashed the code under test
-// must fail the test, not kill the test binary. Returns the child's status.
-template <typename Fn>
-int InChild(Fn fn) {
-  pid_t pid = fork();
-  if (pid == 0) _exit(fn());
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
-
 // Opens the store at `dir` in a child (recovery runs there): fails the test
 // if recovery killed the child or the open failed.
 void OpenInAChild(const std::string& dir) {
-  int status = InChild([&] {
+  int status = RunInChild([&] {
     auto s = Store::Open(dir, TestOptions());
     return s.ok() ? 0 : 1;
   });
@@ -497,7 +488,7 @@ TEST(StoreTest, IndexIsPrivateAndOtherUsersCannotReadIt) {
   // users reach the record files granted to them; the index still closed.
   ASSERT_EQ(chmod(d.path().c_str(), 0755), 0);
   ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
-  int status = InChild([&] {
+  int status = RunInChild([&] {
     if (setgid(65534) != 0 || setuid(65534) != 0) return 3;
     int fd = open((dir + "/index.sqlite").c_str(), O_RDONLY);
     if (fd >= 0) return 1;  // read every user's metadata
@@ -558,7 +549,7 @@ TEST(GrantTest, NobodyListsExactlyTheirGrantedRecordsAndCannotListTheStore) {
   ASSERT_EQ(stat((dir + "/by-uid/65534").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
   EXPECT_EQ(st.st_mode & 0007, 0u);
-  int status = InChild([&] {
+  int status = RunInChild([&] {
     if (!BecomeUser(65534)) return 10;
     if (opendir(dir.c_str()) != nullptr || errno != EACCES) return 1;  // listed the store
     if (Names(dir + "/by-uid/65534") != std::set<std::string>{mine->file}) return 2;
@@ -586,7 +577,7 @@ TEST(GrantTest, NobodyListsExactlyTheirGrantedRecordsAndCannotListTheStore) {
   EXPECT_EQ(WEXITSTATUS(status), 0)
       << "1: store listable; 2: wrong by-uid listing; 3/4: another uid's or by-uid listable; "
          "5/6: link not readable; 7/8: library lookup; 9: another record readable; 11: index";
-  status = InChild([&] {
+  status = RunInChild([&] {
     if (!BecomeUser(65532)) return 10;
     auto files = GrantedRecordFiles(dir, 65532);
     return files.ok() && files->empty() ? 0 : 1;

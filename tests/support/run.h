@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <optional>
 #include <string>
@@ -42,6 +43,16 @@ pid_t Spawn(const std::vector<std::string>& args, bool quiet = true,
 
 // Waits for pid; its wait status.
 int WaitStatus(pid_t pid);
+
+// Runs fn() in a forked child that exits with fn's return value; the
+// child's wait status. Code under test that crashes there fails the test
+// instead of killing the test binary.
+template <typename Fn>
+int RunInChild(Fn fn) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(fn());
+  return WaitStatus(pid);
+}
 
 // Runs argv (stdout to /dev/null) to its end; true if it exited with status
 // 0. *pid is its pid, which a record's samples name.

@@ -12,57 +12,17 @@
 
 #include "fr_deep.h"
 
-#define NOIPA __attribute__((noipa))
-
-NOIPA long fr_deep_e01(long n) {
-  long r = fr_deep_e02(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e02(long n) {
-  long r = fr_deep_e03(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e03(long n) {
-  long r = fr_deep_e04(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e04(long n) {
-  long r = fr_deep_e05(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e05(long n) {
-  long r = fr_deep_e06(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e06(long n) {
-  long r = fr_deep_e07(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e07(long n) {
-  long r = fr_deep_e08(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e08(long n) {
-  long r = fr_deep_e09(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e09(long n) {
-  long r = fr_deep_e10(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
-
-NOIPA long fr_deep_e10(long n) {
-  long r = fr_deep_l11(n + 1);
-  return r * 3 + n;  /* work after the call: no tail call */
-}
+// Ten links of the chain, each its own noipa function and frame.
+FR_DEEP_LINK(fr_deep_e01, fr_deep_e02)
+FR_DEEP_LINK(fr_deep_e02, fr_deep_e03)
+FR_DEEP_LINK(fr_deep_e03, fr_deep_e04)
+FR_DEEP_LINK(fr_deep_e04, fr_deep_e05)
+FR_DEEP_LINK(fr_deep_e05, fr_deep_e06)
+FR_DEEP_LINK(fr_deep_e06, fr_deep_e07)
+FR_DEEP_LINK(fr_deep_e07, fr_deep_e08)
+FR_DEEP_LINK(fr_deep_e08, fr_deep_e09)
+FR_DEEP_LINK(fr_deep_e09, fr_deep_e10)
+FR_DEEP_LINK(fr_deep_e10, fr_deep_l11)
 
 int main(int argc, char** argv) {
   if (argc > 2 && strcmp(argv[1], "-n") == 0) {

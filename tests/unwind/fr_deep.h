@@ -1,6 +1,18 @@
 // fr_deep: the chain of 20 functions (see fr_deep.c).
 #pragma once
 
+// noipa: no inlining, cloning or interprocedural shortcuts, so each link of
+// the chain stays a real frame under its own name for the unwinder to find.
+#define NOIPA __attribute__((noipa))
+
+// One link of the chain: calls `next`, then works on its result, so the call
+// is not a tail call and `name` keeps its frame while `next` runs.
+#define FR_DEEP_LINK(name, next) \
+  NOIPA long name(long n) {      \
+    long r = next(n + 1);        \
+    return r * 3 + n;            \
+  }
+
 long fr_deep_e01(long n);
 long fr_deep_e02(long n);
 long fr_deep_e03(long n);

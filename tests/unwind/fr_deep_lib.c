@@ -1,8 +1,6 @@
 // The shared-library half of fr_deep's 20-frame chain (see fr_deep.c).
 #include "fr_deep.h"
 
-#define NOIPA __attribute__((noipa))
-
 volatile long fr_deep_sink;
 
 // The hot function: ~10 ms of arithmetic per call, so nearly every sample of
@@ -14,47 +12,13 @@ NOIPA long fr_deep_hot(long n) {
   return (long)(x & 0xff);
 }
 
-NOIPA long fr_deep_l11(long n) {
-  long r = fr_deep_l12(n + 1);
-  return r * 3 + n;
-}
-
-NOIPA long fr_deep_l12(long n) {
-  long r = fr_deep_l13(n + 1);
-  return r * 3 + n;
-}
-
-NOIPA long fr_deep_l13(long n) {
-  long r = fr_deep_l14(n + 1);
-  return r * 3 + n;
-}
-
-NOIPA long fr_deep_l14(long n) {
-  long r = fr_deep_l15(n + 1);
-  return r * 3 + n;
-}
-
-NOIPA long fr_deep_l15(long n) {
-  long r = fr_deep_l16(n + 1);
-  return r * 3 + n;
-}
-
-NOIPA long fr_deep_l16(long n) {
-  long r = fr_deep_l17(n + 1);
-  return r * 3 + n;
-}
-
-NOIPA long fr_deep_l17(long n) {
-  long r = fr_deep_l18(n + 1);
-  return r * 3 + n;
-}
-
-NOIPA long fr_deep_l18(long n) {
-  long r = fr_deep_l19(n + 1);
-  return r * 3 + n;
-}
-
-NOIPA long fr_deep_l19(long n) {
-  long r = fr_deep_hot(n + 1);
-  return r * 3 + n;
-}
+// The nine links between fr_deep_e10 and the hot function.
+FR_DEEP_LINK(fr_deep_l11, fr_deep_l12)
+FR_DEEP_LINK(fr_deep_l12, fr_deep_l13)
+FR_DEEP_LINK(fr_deep_l13, fr_deep_l14)
+FR_DEEP_LINK(fr_deep_l14, fr_deep_l15)
+FR_DEEP_LINK(fr_deep_l15, fr_deep_l16)
+FR_DEEP_LINK(fr_deep_l16, fr_deep_l17)
+FR_DEEP_LINK(fr_deep_l17, fr_deep_l18)
+FR_DEEP_LINK(fr_deep_l18, fr_deep_l19)
+FR_DEEP_LINK(fr_deep_l19, fr_deep_hot)

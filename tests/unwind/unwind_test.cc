@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/daemon.h"
+#include "tests/support/files.h"
 #include "tests/support/run.h"
 
 namespace flightrec {
@@ -30,6 +31,7 @@ using testing::BuildPath;
 using testing::Daemon;
 using testing::RunCommand;
 using testing::Spawn;
+using testing::TempDir;
 
 // Fewer samples than this and a percentage says little. The tests' workloads
 // give 2-6 times as many on the development VMs (~4 ms of CPU a call).
@@ -46,13 +48,6 @@ std::vector<std::string> Expected() {
 
 class UnwindTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/flightrec-unwind-test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   // Records `program` (fr_deep or fr_deep_df) running its chain `calls`
   // times with this call graph; returns the samples of `recorder script
   // --json` (the program's own). A fixed number of calls is a fixed amount
@@ -115,7 +110,8 @@ class UnwindTest : public ::testing::Test {
     return names;
   }
 
-  std::string dir_;
+  TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(UnwindTest, FramePointersSeeAtMostThreeUserFramesOfTheDeepProgram) {

@@ -78,26 +78,28 @@ static struct flightrec_cpu_stats_ev *stats(struct flightrec_stats *s)
 	return st;
 }
 
-static uint64_t produced(void)
+/* The produced and written counters of STATS, summed over the CPUs. */
+static struct flightrec_cpu_stats cpu_totals(void)
 {
 	struct flightrec_stats s;
 	struct flightrec_cpu_stats_ev *st = stats(&s);
-	uint64_t n = 0;
+	struct flightrec_cpu_stats t = { 0 };
 
-	for (uint32_t c = 0; c < s.count; c++)
-		n += st[c].s.produced;
-	return n;
+	for (uint32_t c = 0; c < s.count; c++) {
+		t.produced += st[c].s.produced;
+		t.written += st[c].s.written;
+	}
+	return t;
+}
+
+static uint64_t produced(void)
+{
+	return cpu_totals().produced;
 }
 
 static uint64_t written(void)
 {
-	struct flightrec_stats s;
-	struct flightrec_cpu_stats_ev *st = stats(&s);
-	uint64_t n = 0;
-
-	for (uint32_t c = 0; c < s.count; c++)
-		n += st[c].s.written;
-	return n;
+	return cpu_totals().written;
 }
 
 static void spin_ms(uint64_t ms)
