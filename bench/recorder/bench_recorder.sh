@@ -29,6 +29,21 @@ start_recorderd() {
   for _ in $(seq 100); do $R status >/dev/null 2>&1 && return; sleep 0.05; done
   echo "recorderd did not start" >&2; cat "$work/d.log" >&2; exit 1
 }
+# perf starts with its events disabled and is enabled through its control
+# fifo once its start-up (reading /proc and kallsyms: seconds on a loaded
+# machine) is over, so that neither the start-up is counted nor part of the
+# job goes unsampled (a fixed `sleep 1` did both under load). -B: perf 6.1's
+# build-id pass at exit aborts on this kernel (util/build-id.c:1010).
+start_perf() {
+  rm -f "$work/ctl" "$work/ack"; mkfifo "$work/ctl" "$work/ack"
+  perf record --overwrite -a -g -F $RATE -o "$work/perf.data" -q -B -D -1 \
+    --control "fifo:$work/ctl,$work/ack" -- sleep 3600 >/dev/null 2>&1 &
+  PPID_=$!
+  local ack
+  # The opens block until perf has opened its ends; timeout bounds it all.
+  ack=$(cd "$work" && timeout 120 bash -c 'exec 7>ctl 8<ack; echo enable >&7; read -r a <&8; echo "$a"') || true
+  [ "$ack" = ack ] || { echo "perf did not acknowledge 'enable'" >&2; exit 1; }
+}
 stop_pid() { kill -INT "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 echo "== overhead: $ncpu x bench_work $ITERS, $ROUNDS rounds, alternating order"
@@ -36,9 +51,7 @@ echo "== overhead: $ncpu x bench_work $ITERS, $ROUNDS rounds, alternating order"
 for r in $(seq "$ROUNDS"); do
   run_job >> "$work/base"
   start_recorderd; run_job >> "$work/rec"; stop_pid $DPID
-  perf record --overwrite -a -g -F $RATE -o "$work/perf.data" -q -- sleep 3600 >/dev/null 2>&1 &
-  PPID_=$!; sleep 1
-  run_job >> "$work/perf"; stop_pid $PPID_
+  start_perf; run_job >> "$work/perf"; stop_pid $PPID_
 done
 base=$(median < "$work/base"); rec=$(median < "$work/rec"); prf=$(median < "$work/perf")
 awk -v b="$base" -v r="$rec" -v p="$prf" -v rate=$RATE 'BEGIN {
