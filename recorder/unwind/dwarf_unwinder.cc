@@ -26,6 +26,7 @@
 #include "common/scoped_fd.h"
 #include "recorder/elf/build_id.h"
 #include "recorder/unwind/cfi.h"
+#include "recorder/unwind/fast_rule.h"
 
 // Not in libunwind's public headers, but exported by libunwind-x86_64 and
 // used the same way by perf (tools/perf/util/unwind-libunwind-local.c): the
@@ -48,78 +49,11 @@ using attribution::UnwindNote;
 // The CFI row for [start, end): libunwind's register-state record
 // (dwarf_reg_state_t) as unw_reg_states_iterate hands it out, applied to a
 // cursor with unw_apply_reg_state.
-//
-// Most rows are simple — CFA = register + offset, the other registers
-// unchanged, undefined or saved at CFA + offset — and for those the row is
-// also kept in a compact form (FastRule) that Unwind() applies itself, in a
-// few instructions instead of libunwind's apply_reg_state (which copies and
-// visits all 17 register locations and calls back for every read: 3/4 of
-// the unwinder's time before, docs/BENCHMARKS.md). The semantics are
-// libunwind's (src/dwarf/Gparser.c apply_reg_state, src/x86_64/Gregs.c
-// tdep_access_reg: rsp reads the CFA); any frame the fast walk cannot take
-// makes the whole sample go through libunwind instead, so results, notes
-// and statistics are the same either way.
-struct FastRule {
-  bool ok = false;
-  uint8_t cfa_reg = 0;  // libunwind register number; rsp = the previous CFA
-  uint8_t count = 0;    // entries of `set`
-  int64_t cfa_off = 0;
-  struct Set {
-    uint8_t reg;
-    bool undefined;  // else saved at CFA + off
-    int64_t off;
-  };
-  Set set[17];
-};
-
 struct Rule {
   uint64_t end = 0;
   std::unique_ptr<uint64_t[]> data;  // 8-aligned copy of the record
   FastRule fast;
 };
-
-// The layout of libunwind 1.6's dwarf_reg_state_t (its include/dwarf.h,
-// not installed) on x86-64: DWARF_NUM_PRESERVED_REGS = 17 columns, then the
-// CFA's register and offset. Only read when the record handed to the
-// callback has exactly this size; otherwise no row is fast.
-struct RegStateLayout {
-  uint64_t ret_addr_column;
-  char where[17 + 2];
-  uint64_t val[17 + 2];
-};
-static_assert(sizeof(RegStateLayout) == 184);
-constexpr int kCfaRegColumn = 17, kCfaOffColumn = 18, kRipColumn = 16;
-// dwarf_where_t
-constexpr char kWhereUndef = 0, kWhereSame = 1, kWhereCfaRel = 2, kWhereReg = 3;
-
-FastRule MakeFastRule(const void* data, size_t size) {
-  FastRule f;
-  if (size != sizeof(RegStateLayout)) return f;
-  RegStateLayout rs;
-  std::memcpy(&rs, data, sizeof(rs));
-  if (rs.ret_addr_column != kRipColumn || rs.where[kCfaRegColumn] != kWhereReg ||
-      rs.val[kCfaRegColumn] >= kRipColumn) {
-    return f;
-  }
-  f.cfa_reg = static_cast<uint8_t>(rs.val[kCfaRegColumn]);
-  f.cfa_off = static_cast<int64_t>(rs.val[kCfaOffColumn]);
-  for (int i = 0; i < 17; ++i) {
-    switch (rs.where[i]) {
-      case kWhereSame:
-        break;
-      case kWhereUndef:
-        f.set[f.count++] = {static_cast<uint8_t>(i), true, 0};
-        break;
-      case kWhereCfaRel:
-        f.set[f.count++] = {static_cast<uint8_t>(i), false, static_cast<int64_t>(rs.val[i])};
-        break;
-      default:  // another register, DWARF expressions: libunwind's job
-        return f;
-    }
-  }
-  f.ok = true;
-  return f;
-}
 
 // One ELF image at one load bias, with the rules found in it so far. Rules
 // are kept per bias, not per file: a rule whose CFA is a DWARF expression
