@@ -23,7 +23,7 @@ PKGS=(
   libseccomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-  linux-perf gdb golang-go util-linux bsdutils procps psmisc time python3 binutils
+  linux-perf gdb valgrind golang-go util-linux bsdutils procps psmisc time python3 binutils
   protobuf-compiler
   clang libclang-rt-14-dev
   chromium

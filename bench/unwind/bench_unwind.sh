@@ -107,7 +107,7 @@ print(f"recorder report --children: {n1} samples in {t1:.2f} s wall (median; {lo
       f"CPU {c1:.2f} s = {q1/1e3:.0f} k samples/CPU-s; peak RSS {m1/1024:.0f} MiB")
 print(f"perf report --children:     {n2} samples in {t2:.2f} s wall (median; {lo2:.2f}-{hi2:.2f}) = {r2/1e3:.0f} k samples/s; "
       f"CPU {c2:.2f} s = {q2/1e3:.0f} k samples/CPU-s; peak RSS {m2/1024:.0f} MiB")
-print(f"ratio (samples/s, recorder / perf): {r1/r2:.1f}x wall, {q1/q2:.1f}x CPU   (goal >= 5x)")
+print(f"ratio (samples/s, recorder / perf): {r1/r2:.1f}x wall, {q1/q2:.1f}x CPU   (goal >= 10x CPU, issue 17)")
 PY
 
 RATE=99  # the default -F of recorderd and recorder record

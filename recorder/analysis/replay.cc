@@ -269,10 +269,16 @@ class ChunkPipe {
 // same frames as long as no sideband event changes that process's mappings,
 // so the translation and symbolization of a chain are done once and reused;
 // a sideband event makes the cached stacks of the process it affects stale
-// (a per-pid generation), leaving every other process's. (Samples carrying a
-// DWARF user stack are unwound one by one.)
+// (a per-pid generation), leaving every other process's. Samples carrying a
+// DWARF user stack are unwound one by one, every time; what they unwound to
+// is then looked up the same way (DwarfKey), so the translation and
+// symbolization of a chain seen before are not done again.
 class StackCache {
  public:
+  // Ids come from *next_id, which caches that hand stacks to the same
+  // consumer share: an id names one stack.
+  explicit StackCache(uint64_t* next_id) : next_id_(next_id) {}
+
   struct Entry {
     std::string key;                       // version 1: the sample's encoded identity
     attribution::AttributedSample sample;  // per-sample fields are overwritten
@@ -331,7 +337,7 @@ class StackCache {
     e->sample = std::move(as);
     e->stack.assign(stack.begin(), stack.end());
     e->no_mapping = no_mapping;
-    e->id = ++next_id_;
+    e->id = ++*next_id_;
     return e;
   }
   std::unordered_map<uint64_t, Entry> map_;
@@ -339,8 +345,41 @@ class StackCache {
   std::unordered_map<uint32_t, uint64_t> generations_;
   uint32_t memo_pid_ = UINT32_MAX;
   uint64_t memo_generation_ = 0;
-  uint64_t next_id_ = 0;  // ids are never reused, even after invalidation
+  uint64_t* next_id_;  // ids are never reused, even after invalidation
 };
+
+// Hands Attribute() the user frames unwound already (once per sample).
+class Unwound : public attribution::UserUnwinder {
+ public:
+  std::vector<uint64_t> ips;
+  attribution::UnwindNote note;
+  std::vector<uint64_t> Unwind(const Sample&, const attribution::ProcessTable&,
+                               const attribution::CookieTable&,
+                               attribution::UnwindNote* out) override {
+    *out = std::move(note);
+    return std::move(ips);
+  }
+};
+
+// Everything Attribute() makes a DWARF sample's frames and note of, besides
+// the process's mappings: its key in a StackCache of its own.
+void DwarfKey(const Sample& s, const Unwound& u, std::string* key) {
+  key->clear();
+  auto put = [key](uint64_t v) { key->append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(s.pid);
+  put(static_cast<uint64_t>(s.mode));
+  put(s.ip);
+  put(s.kernel_chain.size());
+  for (uint64_t ip : s.kernel_chain) put(ip);
+  put(u.ips.size());
+  for (uint64_t ip : u.ips) put(ip);
+  if (u.ips.empty()) {
+    put(s.user_chain.size());
+    for (uint64_t ip : s.user_chain) put(ip);
+  }
+  key->push_back(static_cast<char>(u.note.status.value()));
+  key->append(u.note.where);
+}
 
 }  // namespace
 
@@ -380,7 +419,9 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     attributor.set_unwinder(unwinder.get());
   }
   Resolver resolver(&attributor.cookies(), &ksyms, opts.source_lines, dump.vdso);
-  StackCache cache;
+  uint64_t next_stack_id = 0;
+  StackCache cache(&next_stack_id);
+  StackCache dwarf_cache(&next_stack_id);  // by DwarfKey
   Progress progress(opts.progress);
   // The events section is decompressed in chunks and decoded as it comes, so
   // memory stays flat whatever the record's size.
@@ -415,6 +456,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   SampleHead head;
   std::string key;
   uint32_t stack_id = 0;
+  Unwound unwound;
   auto filtered = [&](uint32_t pid, uint32_t tid, uint64_t t) {
     return (opts.pid && pid != *opts.pid) || (opts.tid && tid != *opts.tid) ||
            (opts.since_ns && static_cast<int64_t>(t - info.window_start_ns) < *opts.since_ns) ||
@@ -471,7 +513,10 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     progress.Update(consumed + dec.position(), raw_total);
     const Sample* s = std::get_if<Sample>(&e);
     if (s == nullptr) {
-      if (auto pid = attribution::AffectedPid(e)) cache.Invalidate(*pid);
+      if (auto pid = attribution::AffectedPid(e)) {
+        cache.Invalidate(*pid);
+        dwarf_cache.Invalidate(*pid);
+      }
       attributor.Add(e);
       continue;
     }
@@ -481,6 +526,30 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     }
     ++stats.samples;
     stats.pids.insert(s->pid);  // (a cache hit above is a pid seen here before)
+    if (!skimmed && unwinder != nullptr && !s->user_stack.regs.empty()) {
+      // A DWARF stack copy: unwound here, then attributed and symbolized
+      // only if no earlier sample of the process unwound to the same chain.
+      unwound.ips = unwinder->Unwind(*s, attributor.table(), attributor.cookies(), &unwound.note);
+      DwarfKey(*s, unwound, &key);
+      StackCache::Entry* hit = dwarf_cache.Find(key);
+      if (hit == nullptr) {
+        uint64_t misses = 0;
+        auto as =
+            attribution::Attribute(*s, attributor.table(), attributor.cookies(), &unwound, &misses);
+        auto stack = resolver.Stack(as);
+        hit = dwarf_cache.Insert(key, std::move(as), stack, misses);
+      } else {
+        attribution::AttributedSample& as = hit->sample;
+        as.time_ns = s->time_ns;
+        as.cpu = s->cpu;
+        as.tid = s->tid;
+        as.period = s->period;
+        as.comm = attributor.table().ThreadComm(s->pid, s->tid);
+      }
+      stats.no_mapping += hit->no_mapping;
+      on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies()});
+      continue;
+    }
     uint64_t before = attributor.no_mapping();
     auto as = attributor.Add(e);
     auto stack = resolver.Stack(*as);

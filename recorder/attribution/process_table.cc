@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace flightrec::recorder::attribution {
 
@@ -17,7 +18,13 @@ const Process* ProcessTable::Find(uint32_t pid) const {
   return it == procs_.end() ? nullptr : &it->second;
 }
 
+uint64_t ProcessTable::NextGeneration() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void ProcessTable::Apply(const Event& e) {
+  generation_ = NextGeneration();
   if (auto* m = std::get_if<MmapEvent>(&e)) {
     if (m->kernel || m->len == 0) return;
     Process& p = Get(m->pid);
@@ -154,6 +161,7 @@ const std::string& ProcessTable::ThreadComm(uint32_t pid, uint32_t tid) const {
 }
 
 void ProcessTable::Prune(uint64_t cutoff_ns) {
+  generation_ = NextGeneration();
   for (auto it = procs_.begin(); it != procs_.end();) {
     if (it->second.exited && it->second.exit_time_ns < cutoff_ns) {
       mmaps_.erase(it->first);

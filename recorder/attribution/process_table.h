@@ -58,6 +58,10 @@ class ProcessTable {
   // Drops processes (and threads) that exited before cutoff_ns.
   void Prune(uint64_t cutoff_ns);
   size_t size() const { return procs_.size(); }
+  // Changes with every Apply and Prune, and is never the same for two
+  // states of any two tables of the program: a consumer that derived
+  // something from the table may keep it while this is unchanged.
+  uint64_t generation() const { return generation_; }
   // Re-creates the events that rebuild pid's current state (for records):
   // its exec, its mappings, then each live thread's name.
   std::vector<Event> StateEvents(uint32_t pid, uint64_t time_ns) const;
@@ -65,6 +69,8 @@ class ProcessTable {
  private:
   Process& Get(uint32_t pid);
   CookieTable* cookies_;
+  uint64_t generation_ = NextGeneration();
+  static uint64_t NextGeneration();
   std::unordered_map<uint32_t, Process> procs_;
   std::unordered_map<uint32_t, uint32_t> tid_to_pid_;
   std::unordered_map<uint32_t, std::vector<MmapEvent>> mmaps_;  // per pid, for StateEvents

@@ -26,6 +26,7 @@
 #include "common/scoped_fd.h"
 #include "recorder/elf/build_id.h"
 #include "recorder/unwind/cfi.h"
+#include "recorder/unwind/fast_rule.h"
 
 // Not in libunwind's public headers, but exported by libunwind-x86_64 and
 // used the same way by perf (tools/perf/util/unwind-libunwind-local.c): the
@@ -51,6 +52,7 @@ using attribution::UnwindNote;
 struct Rule {
   uint64_t end = 0;
   std::unique_ptr<uint64_t[]> data;  // 8-aligned copy of the record
+  FastRule fast;
 };
 
 // One ELF image at one load bias, with the rules found in it so far. Rules
@@ -67,6 +69,7 @@ struct Placement {
 // it; forgotten when the process's mappings change.
 struct Space {
   uint64_t signature = 0;
+  uint64_t table_generation = 0;  // of the table the signature was taken from
   std::vector<Placement*> placed;
   std::vector<Placement*> overlaid;  // the placed images with built CFI (usually none)
 };
@@ -191,6 +194,20 @@ class Unwinder : public DwarfUnwinder {
     uint64_t ip = us.regs[ctx.reg_index[UNW_X86_64_RIP]];
     ctx.space = SpaceFor(s.pid, table);
     ips.push_back(ip);
+    if (FastWalk(&ctx, ip, &ips)) {
+      stats_.frames += ips.size();
+      ++stats_.complete;
+      ++stats_.fast;
+      note->status = UnwindCode::kOk;
+      note->where.clear();
+      return ips;
+    }
+    // Through libunwind, from the start, with nothing the fast walk noted.
+    ips.resize(1);
+    ctx.status = attribution::UnwindStatus();
+    ctx.where.clear();
+    ctx.place.clear();
+    ctx.last = nullptr;
 
     unw_cursor_t cursor;
     int r = unw_init_remote(&cursor, as_, &ctx);
@@ -297,8 +314,18 @@ class Unwinder : public DwarfUnwinder {
   }
 
   Space* SpaceFor(uint32_t pid, const ProcessTable& table) {
-    uint64_t sig = Signature(table, pid);
+    // Consecutive samples are mostly of one process, and the table mostly
+    // unchanged since: then the signature is too.
+    if (last_space_ != nullptr && last_pid_ == pid &&
+        last_space_->table_generation == table.generation()) {
+      return last_space_;
+    }
     Space& sp = spaces_[pid];
+    last_pid_ = pid;
+    last_space_ = &sp;
+    if (sp.table_generation == table.generation()) return &sp;
+    sp.table_generation = table.generation();
+    uint64_t sig = Signature(table, pid);
     if (sp.signature != sig) {
       sp.placed.clear();
       sp.overlaid.clear();
@@ -380,6 +407,74 @@ class Unwinder : public DwarfUnwinder {
     return slot.get();
   }
 
+  // A register's location during the fast walk (libunwind's dwarf_loc_t).
+  struct Loc {
+    enum Kind : uint8_t { kNull, kReg, kMem } kind;
+    uint64_t v;  // the register number, or the address
+  };
+
+  static bool Read(Ctx* ctx, const Loc& l, uint64_t* out) {
+    switch (l.kind) {
+      case Loc::kReg: {
+        unw_word_t w = 0;
+        AccessReg(nullptr, static_cast<unw_regnum_t>(l.v), &w, 0, ctx);
+        *out = w;
+        return true;
+      }
+      case Loc::kMem: {
+        unw_word_t w = 0;
+        if (AccessMem(nullptr, l.v, &w, 0, ctx) < 0) return false;
+        *out = w;
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // Unwinds the sample with FastRules only: true when it reached the end of
+  // the call chain that way (ips then holds every frame); false as soon as a
+  // frame needs anything else (a rule not read yet, a complex rule, a failed
+  // read, the frame limit), and the caller starts over through libunwind.
+  bool FastWalk(Ctx* ctx, uint64_t ip, std::vector<uint64_t>* ips) {
+    Loc loc[17];
+    for (int i = 0; i < 17; ++i) loc[i] = {Loc::kReg, static_cast<uint64_t>(i)};
+    uint64_t cfa = ctx->sp;
+    while (ips->size() < kMaxFrames) {
+      const uint64_t lookup = ips->size() == 1 ? ip : ip - 1;
+      Placement* p = Place(ctx, lookup);
+      if (p == nullptr) return false;
+      MemoEntry& m = memo_[(lookup * 0x9e3779b97f4a7c15ull) >> (64 - kMemoBits)];
+      const Rule* rule;
+      if (m.placement == p && m.addr == lookup) {
+        rule = m.rule;
+      } else {
+        rule = RuleIn(*p, lookup);
+        if (rule == nullptr) return false;
+        m = MemoEntry{p, lookup, rule};
+      }
+      const FastRule& f = rule->fast;
+      if (!f.ok) return false;
+      uint64_t next_cfa = cfa;
+      if (f.cfa_reg != UNW_X86_64_RSP && !Read(ctx, loc[f.cfa_reg], &next_cfa)) return false;
+      next_cfa += f.cfa_off;
+      for (uint8_t i = 0; i < f.count; ++i) {
+        const FastRule::Set& e = f.set[i];
+        loc[e.reg] = e.undefined ? Loc{Loc::kNull, 0} : Loc{Loc::kMem, next_cfa + e.off};
+      }
+      // An undefined return address column is the end of the chain.
+      if (loc[kRipColumn].kind == Loc::kNull) return true;
+      uint64_t next = 0;
+      if (!Read(ctx, loc[kRipColumn], &next)) return false;
+      if (next == ip && next_cfa == cfa) return false;  // libunwind: a bad frame
+      if (next == 0) return true;
+      cfa = next_cfa;
+      ip = next;
+      ips->push_back(ip);
+    }
+    return false;
+  }
+
   // The rule for ctx->lookup: from the placement's rules, or by reading the
   // FDE that covers it (all of its rows at once).
   const Rule* FindRule(Ctx* ctx, unw_cursor_t* cursor) {
@@ -430,6 +525,7 @@ class Unwinder : public DwarfUnwinder {
     rule.end = end;
     rule.data.reset(new uint64_t[(size + 7) / 8]);
     std::memcpy(rule.data.get(), data, size);
+    rule.fast = MakeFastRule(data, size);
     ctx->collect->rules.emplace(start, std::move(rule));
     return 0;
   }
@@ -559,7 +655,9 @@ class Unwinder : public DwarfUnwinder {
 
   unw_accessors_t accessors_;
   unw_addr_space_t as_ = nullptr;
-  std::unordered_map<uint32_t, Space> spaces_;
+  std::unordered_map<uint32_t, Space> spaces_;  // (node-based: pointers stay valid)
+  Space* last_space_ = nullptr;
+  uint32_t last_pid_ = 0;
   std::map<std::pair<const ElfImage*, uint64_t>, std::unique_ptr<Placement>> placements_;
   std::unordered_map<std::string, std::unique_ptr<ElfImage>> images_;
   UnwindStats stats_;

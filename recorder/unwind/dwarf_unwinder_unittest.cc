@@ -142,6 +142,42 @@ TEST(DwarfUnwinderTest, UnwindsItsOwnStackToTheReturnAddressesTheCompilerReports
   attribution::UnwindNote again;
   EXPECT_EQ(u->Unwind(c.sample, a.table(), a.cookies(), &again), ips);
   EXPECT_EQ(again.status, note.status);
+  EXPECT_EQ(again.where, note.where);
+}
+
+TEST(DwarfUnwinderTest, TheFastWalkGivesWhatLibunwindGives) {
+  Captured c;
+  Level1(&c, 65536);  // enough for the whole stack: a complete walk
+  attribution::Attributor a = TableOfThisProcess();
+  auto u = MakeDwarfUnwinder();
+  attribution::UnwindNote first;
+  auto ips = u->Unwind(c.sample, a.table(), a.cookies(), &first);
+  ASSERT_EQ(first.status, "ok") << first.where;
+  EXPECT_EQ(u->stats().fast, 0u);  // no rules known yet: all through libunwind
+  // Every rule is known now (gtest's and libc's frames are all of the simple
+  // kind): the same sample again takes the fast walk, to the same frames.
+  attribution::UnwindNote second;
+  EXPECT_EQ(u->Unwind(c.sample, a.table(), a.cookies(), &second), ips);
+  EXPECT_EQ(second.status, "ok");
+  EXPECT_EQ(u->stats().fast, 1u);
+  EXPECT_EQ(u->stats().complete, 2u);
+  EXPECT_EQ(u->stats().frames, 2 * ips.size());
+  // A different value in a saved register slot must not change the frames
+  // (only CFA-relative return addresses matter), but a different return
+  // address must: the fast walk reads the copy, not a memo of the sample.
+  ASSERT_GE(ips.size(), 3u);
+  Captured changed = c;
+  auto& stack = changed.sample.user_stack.stack;
+  const uint64_t old_ret = ips[2];
+  auto at = std::search(stack.begin(), stack.end(), reinterpret_cast<const uint8_t*>(&old_ret),
+                        reinterpret_cast<const uint8_t*>(&old_ret) + 8);
+  ASSERT_NE(at, stack.end());
+  const uint64_t moved = ips[1];  // another address with a rule, so the walk goes on
+  std::memcpy(&*at, &moved, 8);
+  attribution::UnwindNote third;
+  auto other = u->Unwind(changed.sample, a.table(), a.cookies(), &third);
+  ASSERT_GE(other.size(), 3u);
+  EXPECT_EQ(other[2], moved);
 }
 
 TEST(DwarfUnwinderTest, AShortCopyGivesTheRightPrefixAndSaysTruncated) {

@@ -21,6 +21,10 @@ struct UnwindStats {
   uint64_t missing_file = 0;    // a frame's file is gone, rebuilt, or anonymous ([vdso], JIT)
   uint64_t no_unwind_info = 0;  // a frame's file has no CFI for it
   uint64_t errors = 0;          // anything else (unmapped address, bad CFI)
+  // Complete stacks whose every frame had a simple rule kept from earlier
+  // samples (dwarf_unwinder.cc FastWalk; the rest went through libunwind).
+  // Not printed: how, not what.
+  uint64_t fast = 0;
   // Where incomplete stacks stopped, by (status, place). A place is coarse so
   // that it aggregates: "stack copy of 8192 bytes", a file's path, "[vdso]".
   std::map<std::pair<std::string, std::string>, uint64_t> stops;
