@@ -377,25 +377,10 @@ std::string FoundError(int32_t err) {
 
 }  // namespace
 
-PanicClaim ClaimPanicRegion(const std::string& device, const std::function<KernelEnv()>& env,
-                            const StorePanicFn& store) {
+std::optional<PanicClaim> ClaimFromInfo(const flightrec_panic_info& info,
+                                        const std::string& where) {
   using O = PanicClaim::Outcome;
   PanicClaim c;
-  ScopedFd fd(open(device.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (!fd) {
-    c.outcome = O::kFailed;
-    c.message = ErrnoStatus(fmt::format("panic region: opening {}", device)).message();
-    return c;
-  }
-  flightrec_panic_info info{};
-  if (ioctl(fd.get(), FLIGHTREC_IOC_PANIC_INFO, &info) != 0) {
-    if (errno == ENOTTY) return c;  // a module without panic support
-    c.outcome = O::kFailed;
-    c.message = ErrnoStatus("panic region: PANIC_INFO").message();
-    return c;
-  }
-  const std::string where =
-      fmt::format("at {} ({})", Hex(info.region_phys), FormatBytes(info.region_size));
   switch (info.state) {
     case FLIGHTREC_PANIC_NONE:
       return c;
@@ -417,12 +402,34 @@ PanicClaim ClaimPanicRegion(const std::string& device, const std::function<Kerne
           fmt::format("panic region {} configured but unusable: {}", where, FoundError(info.error));
       return c;
     case FLIGHTREC_PANIC_HELD:
-      break;
+      return std::nullopt;
     default:
       c.outcome = O::kFailed;
       c.message = fmt::format("panic region: unknown state {} from PANIC_INFO", info.state);
       return c;
   }
+}
+
+PanicClaim ClaimPanicRegion(const std::string& device, const std::function<KernelEnv()>& env,
+                            const StorePanicFn& store) {
+  using O = PanicClaim::Outcome;
+  PanicClaim c;
+  ScopedFd fd(open(device.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) {
+    c.outcome = O::kFailed;
+    c.message = ErrnoStatus(fmt::format("panic region: opening {}", device)).message();
+    return c;
+  }
+  flightrec_panic_info info{};
+  if (ioctl(fd.get(), FLIGHTREC_IOC_PANIC_INFO, &info) != 0) {
+    if (errno == ENOTTY) return c;  // a module without panic support
+    c.outcome = O::kFailed;
+    c.message = ErrnoStatus("panic region: PANIC_INFO").message();
+    return c;
+  }
+  const std::string where =
+      fmt::format("at {} ({})", Hex(info.region_phys), FormatBytes(info.region_size));
+  if (auto known = ClaimFromInfo(info, where)) return *known;
   // Read it whole, in bounded pieces; a module that returns fewer bytes
   // than it holds ends the read (the parser names what is missing).
   const uint64_t want = std::min<uint64_t>(info.held_bytes, kMaxPanicRegionBytes);

@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,11 @@ struct PanicClaim {
   std::string message;
   std::string record_id;
 };
+// What PANIC_INFO's answer means: the outcome and its one log line for every
+// state but HELD (nullopt: read the region and store it). `where` names the
+// region ("at 0x30000000 (4.0 MiB)").
+std::optional<PanicClaim> ClaimFromInfo(const flightrec_panic_info& info, const std::string& where);
+
 // Stores the dump as a record (the daemon's WriteDump) and returns its id.
 using StorePanicFn = std::function<StatusOr<std::string>(PanicDump&)>;
 // Runs the claim on `device`: never blocks (ioctls only), never throws, and

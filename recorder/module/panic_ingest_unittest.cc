@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
 
 #include "recorder/module/panic_region_builder.h"
@@ -164,6 +165,47 @@ TEST(PanicIngestTest, ClaimWithoutAPanicCapableDeviceStoresNothing) {
   EXPECT_TRUE(c.message.empty());
   EXPECT_FALSE(asked);
   EXPECT_FALSE(stored);
+}
+
+// What recorderd logs for each PANIC_INFO state but HELD: a cold or claimed
+// region says there is nothing, a refused one names the module's reason,
+// an unusable one says how to fix it; none is stored.
+TEST(PanicIngestTest, EachPanicInfoStateHasItsLogLine) {
+  using O = PanicClaim::Outcome;
+  const std::string where = "at 0x30000000 (4.0 MiB)";
+  flightrec_panic_info info{};
+  info.state = FLIGHTREC_PANIC_NONE;
+  auto c = ClaimFromInfo(info, where);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->outcome, O::kNothing);
+  EXPECT_TRUE(c->message.empty());
+  info.state = FLIGHTREC_PANIC_EMPTY;
+  c = ClaimFromInfo(info, where);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->outcome, O::kEmpty);
+  EXPECT_EQ(c->message,
+            "no panic record from an earlier boot (panic region at 0x30000000 (4.0 MiB) armed "
+            "for this boot)");
+  info.state = FLIGHTREC_PANIC_REFUSED;
+  info.error = -EBADMSG;
+  c = ClaimFromInfo(info, where);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->outcome, O::kRefused);
+  EXPECT_NE(c->message.find("(EBADMSG: bad header checksum); nothing stored"), std::string::npos)
+      << c->message;
+  info.state = FLIGHTREC_PANIC_UNAVAILABLE;
+  info.error = -EBUSY;
+  c = ClaimFromInfo(info, where);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->outcome, O::kUnavailable);
+  EXPECT_NE(c->message.find("memmap=SIZE$ADDR"), std::string::npos) << c->message;
+  info.state = 77;
+  c = ClaimFromInfo(info, where);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->outcome, O::kFailed);
+  EXPECT_NE(c->message.find("unknown state 77"), std::string::npos);
+  info.state = FLIGHTREC_PANIC_HELD;
+  EXPECT_FALSE(ClaimFromInfo(info, where).has_value());
 }
 
 }  // namespace
