@@ -115,6 +115,8 @@ scen_panic_boot2() {
     t_load=$(date +%s%N)
     insmod "$KO" $PANIC_ARGS || { result panic FAIL "insmod (claim) failed"; return; }
     out=$(panic_claim "stored panic record") || { result panic FAIL "claim: $out"; return; }
+    # recorderd's own share: PANIC_INFO to the record committed and released.
+    echo "FLIGHTREC-VM-BENCH panic_claim $(echo "$out" | grep -o 'claim took [0-9]* ms')"
     $PR crash list --json > $p/list.json 2>$p/list.err || { result panic FAIL "crash list: $(head -3 $p/list.err)"; return; }
     id=$(sed -n 's/^.*stored panic record \([^ ]*\) from.*$/\1/p' $p/d.log | tail -1)
     $PR crash info "$id" --json > $p/info.json 2>$p/info.err || { result panic FAIL "crash info: $(head -3 $p/info.err)"; return; }
