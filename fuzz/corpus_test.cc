@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "fuzz/record_decode.h"
+#include "fuzz/panic_decode.h"
 
 namespace fs = std::filesystem;
 
@@ -43,8 +43,7 @@ void Replay(const std::vector<fs::path>& inputs) {
     // ctest reports it failed; the name of the input is on stderr.
     fprintf(stderr, "replaying %s\n", p.c_str());
     try {
-      flightrec::fuzz::DecodeRecordBytes(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                         bytes.size());
+      flightrec::fuzz::DecodeInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     } catch (const std::exception& e) {
       // In the CLI this would have been an abort (or, since the fix, the
       // last-resort error in RecorderMain): every decoder must return a

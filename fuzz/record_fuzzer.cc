@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "fuzz/record_decode.h"
+#include "fuzz/panic_decode.h"
 
 namespace {
 // FLIGHTREC_FUZZ_EVERY_VARIANT=1 (scripts/fuzz.sh's corpus replay): every
@@ -26,6 +26,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // While fuzzing, one output variant per command group per input (exec/s).
-  flightrec::fuzz::DecodeRecordBytes(data, size, every_variant);
+  flightrec::fuzz::DecodeInput(data, size, every_variant);
   return 0;
 }

@@ -26,7 +26,8 @@ constexpr const char* kNames[] = {"produced",
                                   "overwritten_bytes",
                                   "throttled",
                                   "cpus_not_counting",
-                                  "filtered_pid"};
+                                  "filtered_pid",
+                                  "not_copied"};
 static_assert(std::size(kNames) == static_cast<size_t>(LossCounter::kEnd),
               "one name per LossCounter, in enum order");
 

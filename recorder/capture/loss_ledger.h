@@ -35,6 +35,7 @@ enum class LossCounter : uint8_t {
   kThrottled,            // module: throttled periods (no sample, no loss counter)
   kCpusNotCounting,      // module: online CPUs whose counter is not active
   kFilteredPid,          // in the window, but not one of the dump's pids
+  kNotCopied,            // panic region: in the ring at the panic, beyond the CPU's share
   kEnd,                  // not a counter: the number of counters
 };
 

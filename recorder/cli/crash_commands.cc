@@ -5,6 +5,7 @@
 #include <string>
 
 #include "recorder/cli/crash_internal.h"
+#include "recorder/cli/panic_info.h"
 
 namespace flightrec::recorder::cli {
 
@@ -13,6 +14,10 @@ Status ExerciseCrashCommands(const store::RecordReader& reader, int pick) {
   // The list is cheap (no replay): always both forms.
   RETURN_IF_ERROR(PrintCrashList({{h.id, h.created_ns, reader.file_size(), reader.meta()}}, false));
   RETURN_IF_ERROR(PrintCrashList({{h.id, h.created_ns, reader.file_size(), reader.meta()}}, true));
+  for (bool as_json : {false, true}) {
+    RETURN_IF_ERROR(PrintCrashList(
+        {{h.id, h.created_ns, reader.file_size(), reader.meta(), "panic"}}, as_json));
+  }
   Status first;
   for (bool as_json : {false, true}) {
     if (pick >= 0 && as_json != (pick % 2 == 1)) continue;
@@ -20,6 +25,10 @@ Status ExerciseCrashCommands(const store::RecordReader& reader, int pick) {
     // history's events are decoded from the same bytes.
     Status st = PrintCrashInfo(h.id, reader.meta(), reader, h.id, &reader, "", as_json,
                                /*show_maps=*/true, /*bins=*/20);
+    if (first.ok() && !st.ok()) first = st;
+    // And as a kernel panic's record (any record: the panic section may be
+    // missing or hostile).
+    st = PrintPanicInfo(h.id, reader, as_json, /*bins=*/20);
     if (first.ok() && !st.ok()) first = st;
   }
   return first;
@@ -30,7 +39,8 @@ void AddCrashCommands(CLI::App& app, CliContext& ctx) {
       app.add_subcommand("crash", "Stored crashes: cores with their history (like coredumpctl)");
   crash->require_subcommand(1);
   auto la = std::make_shared<CrashListArgs>();
-  auto* list = crash->add_subcommand("list", "Crashes in the store, oldest first");
+  auto* list = crash->add_subcommand(
+      "list", "Crashes and kernel panics in the store, oldest first (KIND crash or panic)");
   list->add_flag("-1", la->newest, "Only the newest");
   list->add_option("--since", la->since, "Only crashes at or after T");
   list->add_option("--pid", la->pid, "Only this process id");

@@ -15,6 +15,7 @@
 #include "common/terminal_escape.h"
 #include "recorder/cli/crash_internal.h"
 #include "recorder/record/crash_record.h"
+#include "recorder/record/sections.h"
 
 namespace flightrec::recorder::cli {
 
@@ -22,6 +23,10 @@ Status WriteCore(const CliContext& ctx, const std::string& id_arg, int fd, std::
   ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, id_arg));
   auto& [row, reader] = found;
   const std::string id = row.id;
+  if (row.kind == kKindPanic) {
+    return InvalidArgument(
+        fmt::format("{} is a kernel panic: it has no core (see recorder crash info {})", id, id));
+  }
   RETURN_IF_ERROR(CheckAccess(row.meta));
   if (exe) *exe = json::Str(json::Object(row.meta, "crash"), "exe");
   if (!reader->FindSection(kCrashSection.core)) {

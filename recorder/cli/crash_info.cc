@@ -12,7 +12,9 @@
 #include "common/units.h"
 #include "recorder/analysis/crash_history.h"
 #include "recorder/cli/crash_internal.h"
+#include "recorder/cli/panic_info.h"
 #include "recorder/record/crash_record.h"
+#include "recorder/record/sections.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -195,6 +197,7 @@ Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args) {
   if (args.bins < 1 || args.bins > 1000) return InvalidArgument("--bins must be 1 to 1000");
   ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, args.id));
   auto& [row, reader] = found;
+  if (row.kind == kKindPanic) return PrintPanicInfo(row.id, *reader, args.json, args.bins);
   RETURN_IF_ERROR(CheckAccess(row.meta));
   const std::string hid = json::Str(json::Object(row.meta, "crash"), "history");
   std::unique_ptr<store::RecordReader> hreader;

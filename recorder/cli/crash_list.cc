@@ -11,6 +11,7 @@
 #include "common/checked_json.h"
 #include "common/units.h"
 #include "recorder/cli/crash_internal.h"
+#include "recorder/cli/panic_info.h"
 #include "recorder/record/sections.h"
 
 namespace flightrec::recorder::cli {
@@ -35,7 +36,18 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
   if (!VisibleUid()) {
     ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
     ASSIGN_OR_RETURN(auto rows, store->List(q));
-    for (auto& r : rows) out.push_back({r.id, r.created_ns, r.file_size, std::move(r.meta)});
+    // Kernel panics are listed next to process crashes (--pid/--exe name a
+    // process: no panic matches them).
+    if (q.kind == kKindCrash && !q.pid && !q.exe) {
+      store::ListQuery pq = q;
+      pq.kind = kKindPanic;
+      ASSIGN_OR_RETURN(auto panics, store->List(pq));
+      for (auto& r : panics) rows.push_back(std::move(r));
+      std::stable_sort(rows.begin(), rows.end(),
+                       [](const auto& a, const auto& b) { return a.created_ns < b.created_ns; });
+    }
+    for (auto& r : rows)
+      out.push_back({r.id, r.created_ns, r.file_size, std::move(r.meta), r.kind});
     return out;
   }
   // The store is not listable by others: the hook links each user's
@@ -68,16 +80,16 @@ StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
     if (id == "-1") {
       store::ListQuery q;
       q.kind = kKindCrash;
-      ASSIGN_OR_RETURN(auto rows, store->List(q));
+      ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
       if (rows.empty()) return NotFound("no crashes in the store");
       want = rows.back().id;
     }
     ASSIGN_OR_RETURN(auto row, store->Get(want));
-    if (row.kind != kKindCrash) {
+    if (row.kind != kKindCrash && row.kind != kKindPanic) {
       return InvalidArgument(fmt::format("{} is a {}, not a crash", want, row.kind));
     }
     ASSIGN_OR_RETURN(auto reader, store->OpenRecord(want));
-    return std::make_pair(CrashRow{row.id, row.created_ns, row.file_size, row.meta},
+    return std::make_pair(CrashRow{row.id, row.created_ns, row.file_size, row.meta, row.kind},
                           std::move(reader));
   }
   store::ListQuery q;
@@ -140,7 +152,12 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
   if (as_json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) {
+      if (r.kind == kKindPanic) {
+        out.push_back(PanicListJson(r.id, r.created_ns, r.file_size, r.meta));
+        continue;
+      }
       nlohmann::json c = json::Object(r.meta, "crash");
+      c["kind"] = kKindCrash;
       c["id"] = r.id;
       c["created_ns"] = r.created_ns;
       c["stored_bytes"] = r.file_size;
@@ -152,19 +169,24 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
   // (FormatTable escapes every cell for the terminal.)
   std::vector<std::vector<std::string>> table;
   for (const auto& r : rows) {
+    if (r.kind == kKindPanic) {
+      table.push_back(PanicListCells(r.id, r.created_ns, r.meta));
+      continue;
+    }
     const auto& c = json::Object(r.meta, "crash");
     std::string core = json::Get<bool>(c, "core_stored", false)
                            ? FormatBytes(json::Get<uint64_t>(c, "core_size", 0)) +
                                  (json::Get<bool>(c, "truncated", false) ? " (truncated)" : "")
                            : "none";
     const std::string history = json::Str(c, "history");
-    table.push_back({r.id, FormatTimeNs(r.created_ns),
+    table.push_back({r.id, kKindCrash, FormatTimeNs(r.created_ns),
                      std::to_string(json::Get<int64_t>(c, "pid", 0)),
                      std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
                      json::RawText(c, "exe"), core, history.empty() ? "-" : history});
   }
   std::fputs(
-      FormatTable({"ID", "TIME", "PID", "UID", "SIG", "EXE", "CORE", "HISTORY"}, table).c_str(),
+      FormatTable({"ID", "KIND", "TIME", "PID", "UID", "SIG", "EXE", "CORE", "HISTORY"}, table)
+          .c_str(),
       stdout);
   if (rows.empty()) std::printf("(no crashes)\n");
   return OkStatus();

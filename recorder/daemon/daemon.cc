@@ -15,9 +15,11 @@
 
 #include "common/units.h"
 #include "recorder/capture/backend_factory.h"
+#include "recorder/daemon/panic_record.h"
 #include "recorder/fleet/fleet_config.h"
 #include "recorder/fleet/fleet_glue.h"
 #include "recorder/fleet/shipper.h"
+#include "recorder/module/panic_ingest.h"
 #include "recorder/perf/perf_backend.h"
 
 #include <map>
@@ -46,6 +48,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
     d->history_->base().Apply(e);
   d->RefreshKernelSymbols();
 
+  // An earlier boot's kernel panic that flightrec.ko kept across the reboot:
+  // stored, and only then released, before this boot's recording is served
+  // (whatever the backend: the region is the module's, not the backend's).
+  if (access(FLIGHTREC_DEVICE, F_OK) == 0) d->ClaimPanic();
+
   ipc::ServerOptions io_opts;
   io_opts.path = options.socket_path;
   io_opts.group = options.socket_group;
@@ -55,6 +62,24 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
 }
 
 Daemon::~Daemon() = default;
+
+void Daemon::ClaimPanic() {
+  const int64_t t0 = MonotonicNs();
+  auto claim =
+      module::ClaimPanicRegion(FLIGHTREC_DEVICE, module::KernelEnv::ReadRunning,
+                               [this](module::PanicDump& dump) -> StatusOr<std::string> {
+                                 ASSIGN_OR_RETURN(DumpResult r, WritePanicRecord(*store_, dump));
+                                 return r.row.id;
+                               });
+  using O = module::PanicClaim::Outcome;
+  if (claim.outcome == O::kStored) {
+    spdlog::info("{} (claim took {} ms)", claim.message, (MonotonicNs() - t0) / 1'000'000);
+  } else if (claim.outcome == O::kEmpty) {
+    spdlog::info("{}", claim.message);
+  } else if (claim.outcome != O::kNothing) {
+    spdlog::warn("{}", claim.message);
+  }
+}
 
 namespace {
 

@@ -106,6 +106,10 @@ class Daemon {
   attribution::KernelSymbols ksyms_;
   std::string modules_text_;  // /proc/modules when ksyms_ was read
   void RefreshKernelSymbols();
+  // Stores an earlier boot's kernel panic held by flightrec.ko as a record of
+  // kind panic, then releases the region (recorder/module/panic_ingest.h);
+  // logs the outcome in one line.
+  void ClaimPanic();
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> side_fds_;
   std::vector<std::unique_ptr<Trigger>> triggers_;
   uint64_t next_trigger_id_ = 1;

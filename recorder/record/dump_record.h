@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +48,13 @@ struct DumpRequest {
   // Whose space the record uses for retention (the crashed uid for the hook's
   // history, the requester otherwise): one user's dumps never evict another's.
   uint32_t owner_uid = 0;
+  // A record of another boot (a kernel panic's, recorder/module/panic_ingest.h):
+  // its samples' clock is that boot's, so are these offsets (default: now).
+  std::optional<int64_t> mono_to_wall_ns;
+  std::optional<int64_t> mono_to_boot_ns;
+  // Kind-specific sections and index metadata keys (a panic's `panic`).
+  std::vector<std::pair<std::string, std::string>> extra_sections;
+  nlohmann::json extra_meta = nlohmann::json::object();
 };
 
 struct DumpResult {

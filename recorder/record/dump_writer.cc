@@ -278,7 +278,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     if (auto image = attribution::ReadOwnVdso(); image.ok()) vdso = std::move(*image);
     break;
   }
-  const int64_t to_wall = MonotonicToWallOffset();
+  const int64_t to_wall = req.mono_to_wall_ns.value_or(MonotonicToWallOffset());
   snap.counters.Set(LossCounter::kFilteredPid, filtered);
   nlohmann::json loss = snap.counters.ToJson();
   loss["unaccounted"] = snap.unaccounted;
@@ -286,13 +286,14 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   // The loss inside the requested window when the backend measures it (the
   // perf backend); else its lifetime counters (flightrec.ko's).
   uint64_t lost = snap.counters.LostInWindow();
+  const int64_t to_boot = req.mono_to_boot_ns.value_or(MonotonicToBoottimeOffset());
   nlohmann::json config = {{"backend", backend_description},
                            {"last_ns", req.last_ns},
                            {"pids", req.pids},
                            {"freeze_time_mono_ns", snap.freeze_time_ns},
                            {"window_start_mono_ns", snap.window_start_ns},
                            {"mono_to_wall_ns", to_wall},
-                           {"mono_to_boot_ns", MonotonicToBoottimeOffset()},
+                           {"mono_to_boot_ns", to_boot},
                            {"freeze_copy_ns", snap.copy_ns},
                            {"history_source", snap.source},
                            {"kernel_frames", KernelFramesName(req.kernel_frames)}};
@@ -317,6 +318,9 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   if (!vdso.empty()) RETURN_IF_ERROR(rec->writer().AddSection(kSectionVdso, vdso));
   RETURN_IF_ERROR(rec->writer().AddSection(kSectionConfig, json::Dump(config)));
   RETURN_IF_ERROR(rec->writer().AddSection(kSectionLoss, loss.dump()));
+  for (const auto& [name, bytes] : req.extra_sections) {
+    RETURN_IF_ERROR(rec->writer().AddSection(name, bytes));
+  }
   uint64_t start_mono = snap.oldest_sample_ns ? snap.oldest_sample_ns : snap.window_start_ns;
   nlohmann::json meta = {{"reason", req.reason},
                          {"start_ns", static_cast<int64_t>(start_mono) + to_wall},
@@ -330,6 +334,9 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                          {"event", backend_description.value("event", "")},
                          {"history_source", snap.source.value("kind", "")},
                          {"cookies", cookies.ToJson()}};
+  if (req.extra_meta.is_object()) {
+    for (const auto& [key, value] : req.extra_meta.items()) meta[key] = value;
+  }
   ASSIGN_OR_RETURN(store::RecordRow row,
                    store.Commit(std::move(rec), meta,
                                 store::CommitOptions{.protect = {}, .owner_uid = req.owner_uid}));

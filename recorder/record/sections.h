@@ -8,6 +8,9 @@ namespace flightrec::recorder {
 // Record kinds (store::Store::BeginRecord).
 inline constexpr const char* kKindDump = "dump";
 inline constexpr const char* kKindCrash = "crash";
+// A kernel panic's history, kept across the reboot by flightrec.ko and stored
+// by recorderd at the next start (a dump record plus section `panic`).
+inline constexpr const char* kKindPanic = "panic";
 
 // A dump record (recorder/record/dump_record.h); the crash record's sections
 // are named in recorder/record/crash_record.h.
@@ -18,5 +21,6 @@ inline constexpr const char* kSectionVdso = "vdso";
 inline constexpr const char* kSectionConfig = "config";
 inline constexpr const char* kSectionLoss = "loss";
 inline constexpr const char* kSectionLiveAttribution = "live_attribution";
+inline constexpr const char* kSectionPanic = "panic";
 
 }  // namespace flightrec::recorder

@@ -25,6 +25,12 @@
  *   panic-corrupt ADDR release|flip  rewrite the header's release (checksum
  *                       fixed) or flip a header byte (checksum left), through
  *                       /dev/mem (module unloaded)
+ *   panic-restore ADDR FILE          write FILE (a panic-dump, or zeros for a
+ *                       cold boot) over the region through /dev/mem (module
+ *                       unloaded): a claimed region held again
+ *   panic-release [--gone]           PANIC_RELEASE, then again (-ENOENT);
+ *                       --gone: the first must already be -ENOENT (user
+ *                       space released it)
  *   panic-burn LIB CPU               spin in LIB's fr_vm_burn pinned to CPU
  *
  * Kernel frames are symbolized with this boot's /proc/kallsyms shifted by
@@ -556,6 +562,35 @@ static int panic_corrupt(uint64_t addr, const char *what)
 	return 0;
 }
 
+static int panic_restore(uint64_t addr, const char *path)
+{
+	int m = open("/dev/mem", O_RDWR | O_SYNC);
+	int f = open(path, O_RDONLY);
+	struct stat st;
+
+	if (m < 0 || f < 0 || fstat(f, &st))
+		FAIL("panic-restore: /dev/mem or %s: %s", path, strerror(errno));
+	if (st.st_size < (off_t)FLIGHTREC_PANIC_HEADER_BYTES || st.st_size > (64 << 20))
+		FAIL("panic-restore: %s has %lld bytes", path, (long long)st.st_size);
+	uint8_t *r = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, m, addr);
+
+	if (r == MAP_FAILED)
+		FAIL("mmap /dev/mem at %#llx: %s", (unsigned long long)addr, strerror(errno));
+	for (off_t off = 0; off < st.st_size;) {
+		ssize_t n = pread(f, r + off, st.st_size - off, off);
+
+		if (n <= 0)
+			FAIL("panic-restore: reading %s: %s", path, n ? strerror(errno) : "short");
+		off += n;
+	}
+	msync(r, st.st_size, MS_SYNC);
+	munmap(r, st.st_size);
+	close(f);
+	close(m);
+	printf("region at %#llx: %lld bytes from %s\n", (unsigned long long)addr, (long long)st.st_size, path);
+	return 0;
+}
+
 static int panic_burn(const char *lib, int cpu)
 {
 	cpu_set_t set;
@@ -580,6 +615,8 @@ int cmd_panic(int argc, char **argv)
 		return panic_check(argc, argv);
 	if (!strcmp(argv[0], "panic-corrupt") && argc > 2)
 		return panic_corrupt(strtoull(argv[1], NULL, 0), argv[2]);
+	if (!strcmp(argv[0], "panic-restore") && argc > 2)
+		return panic_restore(strtoull(argv[1], NULL, 0), argv[2]);
 	if (!strcmp(argv[0], "panic-burn") && argc > 2)
 		return panic_burn(argv[1], atoi(argv[2]));
 	fd = open(FLIGHTREC_DEVICE, O_RDONLY);
@@ -592,6 +629,12 @@ int cmd_panic(int argc, char **argv)
 	if (!strcmp(argv[0], "panic-capture") && argc > 1)
 		return panic_capture(argv[1]);
 	if (!strcmp(argv[0], "panic-release")) {
+		if (argc > 1 && !strcmp(argv[1], "--gone")) {
+			if (!ioctl(fd, FLIGHTREC_IOC_PANIC_RELEASE, 0) || errno != ENOENT)
+				FAIL("PANIC_RELEASE after user space released it: not -ENOENT");
+			printf("already released\n");
+			return 0;
+		}
 		if (ioctl(fd, FLIGHTREC_IOC_PANIC_RELEASE, 0))
 			FAIL("PANIC_RELEASE: %s", strerror(errno));
 		if (!ioctl(fd, FLIGHTREC_IOC_PANIC_RELEASE, 0) || errno != ENOENT)

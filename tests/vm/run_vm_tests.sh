@@ -261,6 +261,16 @@ if printf '%s\n' "${SCEN[@]}" | grep -qx panic; then
   else
     echo "FLIGHTREC-VM-RESULT panic-bootid PASS the held region names boot 1 ($b1)"
   fi
+  # ... and so does the record of kind panic recorderd stored from it
+  # (generic kernel only: guest_panic.sh's PANIC_RD).
+  b3=$(sed -n 's/^FLIGHTREC-VM-PANIC-RECORD .*"boot_id": *"\([0-9a-f-]*\)".*/\1/p' "$LOG.txt" | tail -1)
+  if [ "$FLAVOUR" = rt ]; then
+    :
+  elif [ -z "$b1" ] || [ "$b1" != "$b3" ]; then
+    echo "FLIGHTREC-VM-RESULT panic-record-bootid FAIL boot 1 was '$b1', the panic record names '$b3'"; fail=1
+  else
+    echo "FLIGHTREC-VM-RESULT panic-record-bootid PASS the panic record names boot 1 ($b1)"
+  fi
 fi
 for s in "${SCEN[@]}" final; do
   line=$(grep "^FLIGHTREC-VM-RESULT $s " "$LOG.txt" | tail -1 || true)
@@ -271,7 +281,7 @@ for s in "${SCEN[@]}" final; do
     case "$line" in *" PASS"*) ;; *) fail=1 ;; esac
   fi
 done
-grep -E "^(FLIGHTREC-VM-(BOOTED|BENCH|INFO|PANIC-CHECK)|SPLAT)" "$LOG.txt" || true
+grep -E "^(FLIGHTREC-VM-(BOOTED|BENCH|INFO|PANIC-CHECK|PANIC-RECORD)|SPLAT)" "$LOG.txt" || true
 if [ $fail -ne 0 ]; then
   echo "=== console log tail:"; tail -80 "$LOG.txt"
 fi

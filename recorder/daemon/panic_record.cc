@@ -1,0 +1,25 @@
+#include "recorder/daemon/panic_record.h"
+
+#include "common/checked_json.h"
+#include "common/units.h"
+
+namespace flightrec::recorder {
+
+StatusOr<DumpResult> WritePanicRecord(store::Store& store, module::PanicDump& dump) {
+  DumpRequest req;
+  req.kind = kKindPanic;
+  req.reason = "kernel panic";
+  req.last_ns = dump.last_ns;
+  // Root's record, like the kernel's own log: kernel addresses and the
+  // symbols that name them.
+  req.kernel_frames = KernelFrames::kAddresses;
+  req.owner_uid = 0;
+  req.mono_to_wall_ns = dump.mono_to_wall_ns;
+  req.mono_to_boot_ns = dump.mono_to_boot_ns;
+  req.extra_sections.emplace_back(kSectionPanic, json::Dump(dump.panic));
+  req.extra_meta = {{kKindPanic, dump.summary}};
+  return WriteDump(store, req, std::move(dump.snap), *dump.history, dump.ksyms, dump.backend,
+                   MonotonicNs());
+}
+
+}  // namespace flightrec::recorder
