@@ -34,6 +34,8 @@ PKGS=(
   # the single-node Ceph cluster with its S3 gateway the fleet tests and
   # bench/fleet start (tests/fleet/ceph_cluster.sh); s3cmd is the peer.
   libcurl4-openssl-dev curl ceph-mon ceph-mgr ceph-osd radosgw s3cmd
+  # bench/: the cost curves (issue 17) are drawn as PNG by gnuplot.
+  gnuplot-nox
 )
 # Node.js runs the speedscope check (tests/export/speedscope); Debian's nodejs
 # and npm unless a node with npm is already there (Debian's npm package
