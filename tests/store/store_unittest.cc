@@ -883,12 +883,12 @@ TEST(IndexTest, VersionOneIndexMigratesOwnersFromCrashes) {
     // Back to what a version 1 index holds.
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open((d.path() + "/index.sqlite").c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(
-        sqlite3_exec(db,
-                     "DROP INDEX records_by_owner; ALTER TABLE records DROP COLUMN owner_uid; "
-                     "PRAGMA user_version=1",
-                     nullptr, nullptr, nullptr),
-        SQLITE_OK)
+    ASSERT_EQ(sqlite3_exec(db,
+                           "DROP INDEX records_by_owner; DROP INDEX records_usage; "
+                           "ALTER TABLE records DROP COLUMN owner_uid; "
+                           "PRAGMA user_version=1",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK)
         << sqlite3_errmsg(db);
     sqlite3_close(db);
   }
