@@ -44,7 +44,7 @@ for secs in "${secs_list[@]}"; do
   }
   ours=$($R info -1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["meta"]["samples"])')
   rm -f "$work/perf.data"
-  # -N: perf 6.1 on this host can abort in util/build-id.c (docs: DESIGN.md facts).
+  # -N: perf 6.1 on a 6.18 host has been seen to abort in util/build-id.c without it.
   perf record -q -N -F "$HZ" -g -o "$work/perf.data" -- sh -c "$workload" 2> "$work/perf.log"
   theirs=$(perf script -i "$work/perf.data" -F tid 2> /dev/null | wc -l)
   : > "$work/m"
