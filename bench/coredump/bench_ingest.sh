@@ -43,6 +43,7 @@ stop_busy() {
 }
 bench_workdir /var/tmp/flightrec-bench-ingest.XXXXXX
 HOOK=$(readlink -f "$B/coredump-hook/recorder-coredump")
+BIGCORE=$(readlink -f "$B/bench/coredump/bench_bigcore")
 
 make_core() {  # make_core MIB: prints the core's path
   local dir="$work/c$1" core
@@ -50,7 +51,7 @@ make_core() {  # make_core MIB: prints the core's path
   case "$old_pattern" in
     "|"* | */*) echo "$dir/core" > /proc/sys/kernel/core_pattern ;;
   esac
-  (cd "$dir" && ulimit -c unlimited && "$OLDPWD/$B/bench/coredump/bench_bigcore" "$1" > /dev/null) \
+  (cd "$dir" && ulimit -c unlimited && "$BIGCORE" "$1" > /dev/null) \
     2> /dev/null || true
   [ "$(cat /proc/sys/kernel/core_pattern)" = "$old_pattern" ] ||
     echo "$old_pattern" > /proc/sys/kernel/core_pattern
