@@ -21,3 +21,27 @@ bench_workdir() {
 
 # The median of the numbers on stdin, one a line.
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# bench_plot PNG TITLE XLABEL YLABEL DATA SERIES...: draws the whitespace
+# table DATA ('#' lines are comments; column 1 is x) as a log-log PNG (gnuplot),
+# one line per SERIES "COLUMN:title" (COLUMN counted from 1).
+bench_plot() {
+  local png=$1 title=$2 xlabel=$3 ylabel=$4 data=$5
+  shift 5
+  local plots="" s
+  for s in "$@"; do
+    plots+="${plots:+, }'$data' using 1:${s%%:*} with linespoints lw 2 title '${s#*:}'"
+  done
+  gnuplot <<GP
+set terminal pngcairo size 720,440 font ",10"
+set output '$png'
+set title '$title'
+set xlabel '$xlabel'
+set ylabel '$ylabel'
+set logscale xy
+set grid
+set key top left
+plot $plots
+GP
+  echo "plot: $png"
+}

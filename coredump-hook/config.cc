@@ -160,6 +160,7 @@ int ParseHookCommandLine(int argc, char** argv, HookOptions* out, HookArgs* args
       set("max_per_hour", &o.max_per_hour);
       set("history_timeout_ms", &o.history_timeout_ms);
       set("backtrace_memory_max", &o.backtrace_memory_max);
+      set("core_level", &o.compression.level);
     } else {
       Log("ignoring " + config + ": not JSON");
     }
@@ -178,9 +179,17 @@ int ParseHookCommandLine(int argc, char** argv, HookOptions* out, HookArgs* args
                  "without it")
       ->capture_default_str();
   std::string bt_max = std::to_string(o.backtrace_memory_max);
+  bool fixed_level = false;
   app.add_option("--backtrace-memory-max", bt_max,
                  "Memory of the core the unwinder's reduced copy may keep (stacks first)")
       ->capture_default_str();
+  app.add_option("--core-level", o.compression.level,
+                 "zstd level of the core on an idle host; on a busy one the hook steps down to "
+                 "level 1 while it waits on the CPU more than it runs")
+      ->check(CLI::Range(1, 19))
+      ->capture_default_str();
+  app.add_flag("--core-level-fixed", fixed_level,
+               "Always compress the core at --core-level with 2 zstd workers (no adapting)");
   app.add_option("--max-per-exe-per-hour", o.max_per_exe_per_hour,
                  "Cores stored per executable per hour; later crashes keep metadata only")
       ->capture_default_str();
@@ -222,6 +231,7 @@ int ParseHookCommandLine(int argc, char** argv, HookOptions* out, HookArgs* args
   }
   o.max_core_bytes = *size;
   o.backtrace_memory_max = *btmax;
+  if (fixed_level) o.compression.adapt = false;
   o.history_ns = *hist;
   o.history_timeout_ms = static_cast<int>(std::clamp<int64_t>(*htimeout / 1'000'000, 1, 600'000));
   *args_out = *args;

@@ -29,6 +29,7 @@ struct Crash {
   std::string history_id, history_file;
   uint64_t core_size = 0;
   bool truncated = false;
+  std::string compression;   // how the core was compressed (CompressionGovernor)
   nlohmann::json backtrace;  // null when there is none
 };
 

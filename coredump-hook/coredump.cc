@@ -36,6 +36,7 @@ void LogSummary(const Crash& c, const store::RecordRow& row, bool core_stored) {
                   core_stored ? FormatBytes(c.core_size) : std::string("no core"),
                   c.history_id.empty() ? ", no history" : ", history " + c.history_id,
                   c.truncated ? ", truncated" : "");
+  if (core_stored && !c.compression.empty()) summary += "; " + c.compression;
   for (const auto& n : c.notes) summary += "; " + n;
   Log(summary);
 }

@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "coredump-hook/core_compression.h"
 
 namespace flightrec::coredump {
 
@@ -84,6 +85,8 @@ struct HookOptions {
   // most this much memory (stacks first), so a core of any size gets a
   // backtrace and each running hook puts at most notes + this in /var/tmp.
   uint64_t backtrace_memory_max = 48ull << 20;
+  // zstd level and workers for the core, adapted to the CPU the hook gets.
+  CoreCompressionOptions compression;
 };
 
 // Runs the hook on stdin; returns the process exit code (0 unless nothing at

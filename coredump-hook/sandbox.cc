@@ -34,6 +34,10 @@ UnwinderChild::~UnwinderChild() {
 Status UnwinderChild::Start(int tmp_fd, const std::string& maps, const HookArgs& a,
                             const std::map<pid_t, pid_t>& global_tids, CoreReducer::Limits limits) {
   ASSIGN_OR_RETURN(auto core, MakePipe());
+  // 1 MiB, the hook's read size (the default 64 KiB made the hook and the
+  // unwinder switch 16 times per MiB of core); best effort: the default
+  // pipe-max-size allows it, a lower one keeps the default.
+  (void)fcntl(core.second.get(), F_SETPIPE_SZ, 1 << 20);
   ASSIGN_OR_RETURN(auto out, MakePipe());
   const uid_t uid = a.uid == 0 ? 65534 : a.uid;
   const gid_t gid = a.uid == 0 ? 65534 : a.gid;

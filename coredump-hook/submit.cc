@@ -107,6 +107,8 @@ Status StreamCore(int core_fd, const HookOptions& o, store::PendingRecord* rec,
   // The core goes into the record, and to the sandboxed unwinder, which
   // keeps what unwinding needs of it in the temporary file.
   auto& w = rec->writer();
+  CompressionGovernor governor(o.compression, ReadCpuSight());
+  w.SetCompression(governor.choice().level, governor.choice().workers);
   Status core_io = w.BeginSection("core");
   std::vector<char> buf(1 << 20);
   for (;;) {
@@ -129,7 +131,11 @@ Status StreamCore(int core_fd, const HookOptions& o, store::PendingRecord* rec,
     if (core_io.ok()) core_io = w.Write(std::string_view(buf.data(), static_cast<size_t>(n)));
     unwinder->Feed(buf.data(), static_cast<size_t>(n));
     c->core_size += static_cast<uint64_t>(n);
+    if (governor.Observe(static_cast<uint64_t>(n))) {
+      w.SetCompression(governor.choice().level, governor.choice().workers);
+    }
   }
+  c->compression = governor.history();
   if (core_io.ok()) core_io = w.EndSection();
   if (c->truncated) {
     c->notes.push_back(fmt::format("core truncated at {} bytes (limit)", c->core_size));
@@ -170,6 +176,7 @@ StatusOr<store::RecordRow> Finish(store::Store& st, std::unique_ptr<store::Pendi
                           {"core_stored", with_core},
                           {"rate_limited", c.limited},
                           {"history", c.history_id},
+                          {"core_compression", c.compression},
                           {"notes", nlohmann::json::array()}};
   json::SetText(crash, "comm", a.comm);
   json::SetText(crash, "exe", c.exe);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <set>
@@ -136,8 +137,13 @@ RecordRow ReadRow(Stmt& s) {
   r.checksum = s.Text(12);
   r.state = s.Text(13);
   // Bounded like a record's TOC: the index is a cache of untrusted files.
-  auto meta = json::ParseUntrusted(s.Text(14), "index meta");
-  r.meta = meta.ok() && meta->is_object() ? std::move(*meta) : nlohmann::json::object();
+  // NULL when the query left meta out (ListQuery::with_meta).
+  if (sqlite3_column_type(s.get(), 14) == SQLITE_NULL) {
+    r.meta = nlohmann::json::object();
+  } else {
+    auto meta = json::ParseUntrusted(s.Text(14), "index meta");
+    r.meta = meta.ok() && meta->is_object() ? std::move(*meta) : nlohmann::json::object();
+  }
   int64_t owner = sqlite3_column_int64(s.get(), 15);
   r.owner_uid = owner >= 0 && owner <= UINT32_MAX ? static_cast<uint32_t>(owner) : 0;
   return r;
@@ -145,11 +151,11 @@ RecordRow ReadRow(Stmt& s) {
 
 // A read-only open of a version 1 index (which it must not migrate) has no
 // owner_uid column: it reads as 0 there.
-std::string RowColumns(bool has_owner) {
+std::string RowColumns(bool has_owner, bool with_meta = true) {
   return fmt::format(
       "r.id, r.kind, r.reason, r.created_ns, r.start_ns, r.end_ns, r.host, r.kernel, r.boot_id, "
-      "r.file, r.file_size, r.raw_size, r.checksum, r.state, r.meta, {}",
-      has_owner ? "r.owner_uid" : "0");
+      "r.file, r.file_size, r.raw_size, r.checksum, r.state, {}, {}",
+      with_meta ? "r.meta" : "NULL", has_owner ? "r.owner_uid" : "0");
 }
 
 // The objects in meta[key] if it is an array (anything else in it skipped):
@@ -267,6 +273,23 @@ Status Index::Migrate() {
       return st.Annotate(fmt::format("migrating index {} to version {}", path_, i + 1));
     }
   }
+  // Every insert of a history dump looks up the crash that refers to it
+  // (Upsert's owner_uid), and v2's migration did too: without this index that
+  // is a scan of every crash per commit, which made a commit's cost grow
+  // with the store (issue 17). IF NOT EXISTS: indexes of any version get it;
+  // older readers ignore it.
+  // Retention's totals (Usage, on every commit) from this covering index
+  // alone: a scan of the table reads every row's meta with it (~1 KiB each).
+  Status st = Exec("CREATE INDEX IF NOT EXISTS crashes_by_history ON crashes(history)");
+  if (st.ok()) {
+    st = Exec(
+        "CREATE INDEX IF NOT EXISTS records_usage ON records(owner_uid, state, file_size, "
+        "created_ns)");
+  }
+  if (!st.ok()) {
+    (void)Exec("ROLLBACK");
+    return st.Annotate(fmt::format("indexing {}", path_));
+  }
   return Exec("COMMIT");
 }
 
@@ -375,7 +398,7 @@ Status Index::Delete(const std::string& id) {
 }
 
 StatusOr<std::vector<RecordRow>> Index::List(const ListQuery& q) {
-  std::string sql = fmt::format("SELECT {} FROM records r", RowColumns(has_owner_));
+  std::string sql = fmt::format("SELECT {} FROM records r", RowColumns(has_owner_, q.with_meta));
   std::vector<std::string> where;
   if (q.since_ns) where.push_back("r.created_ns >= ?1");
   if (q.until_ns) where.push_back("r.created_ns <= ?2");
@@ -415,6 +438,26 @@ StatusOr<std::vector<RecordRow>> Index::List(const ListQuery& q) {
   return rows;
 }
 
+StatusOr<std::vector<OwnerUsage>> Index::Usage() {
+  Stmt s(db_, fmt::format("SELECT {}, count(*), sum(file_size), min(created_ns) FROM records "
+                          "WHERE state <> 'missing' GROUP BY 1",
+                          has_owner_ ? "owner_uid" : "0"));
+  if (!s.ok()) return SqlError(db_, "summing the store's usage");
+  std::vector<OwnerUsage> out;
+  int rc;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+    int64_t owner = sqlite3_column_int64(s.get(), 0);
+    OwnerUsage u;
+    u.owner_uid = owner >= 0 && owner <= UINT32_MAX ? static_cast<uint32_t>(owner) : 0;
+    u.count = static_cast<uint64_t>(sqlite3_column_int64(s.get(), 1));
+    u.bytes = static_cast<uint64_t>(std::max<int64_t>(0, sqlite3_column_int64(s.get(), 2)));
+    u.oldest_created_ns = sqlite3_column_int64(s.get(), 3);
+    out.push_back(u);
+  }
+  if (rc != SQLITE_DONE) return SqlError(db_, "summing the store's usage");
+  return out;
+}
+
 StatusOr<RecordRow> Index::Resolve(const std::string& ref) {
   if (ref.empty()) return InvalidArgument("empty record id");
   if (ref[0] == '-') {
@@ -442,6 +485,15 @@ StatusOr<RecordRow> Index::Resolve(const std::string& ref) {
   // wins; then a unique substring; then, for ids typed before substrings
   // were accepted, a unique prefix among several substring matches.
   constexpr int kShown = 8;  // candidates named in an ambiguity error
+  {
+    // The whole id (what scripts and `list` give): one primary-key lookup,
+    // where the substring search below must read every id.
+    Stmt exact(db_,
+               fmt::format("SELECT {} FROM records r WHERE r.id = ?1", RowColumns(has_owner_)));
+    if (!exact.ok()) return SqlError(db_, "looking up " + ref);
+    exact.Bind(1, ref);
+    if (sqlite3_step(exact.get()) == SQLITE_ROW) return ReadRow(exact);
+  }
   Stmt s(db_, fmt::format("SELECT {} FROM records r WHERE instr(r.id, ?1) > 0 "
                           "ORDER BY r.id LIMIT {}",
                           RowColumns(has_owner_), kShown + 1));

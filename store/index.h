@@ -54,6 +54,17 @@ struct ListQuery {
   std::optional<uint32_t> uid;  // crashes visible to this uid (root: unset)
   bool newest_first = false;
   int limit = -1;
+  // false: rows without `meta` (left an empty object): no JSON to parse per
+  // row, for callers that walk every record (recovery, retention).
+  bool with_meta = true;
+};
+
+// What the non-missing records of one owner use (retention's totals).
+struct OwnerUsage {
+  uint32_t owner_uid = 0;
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+  int64_t oldest_created_ns = 0;
 };
 
 class Index {
@@ -67,6 +78,9 @@ class Index {
   Status SetState(const std::string& id, const std::string& state);
   Status Delete(const std::string& id);
   StatusOr<std::vector<RecordRow>> List(const ListQuery& q);
+  // Count, bytes and oldest record per owner, in one aggregate query (no
+  // row is materialised).
+  StatusOr<std::vector<OwnerUsage>> Usage();
   // Exact id, any unique substring of one (the random suffix alone will
   // do), or -N (N-th newest, -1 = newest). Ambiguous: InvalidArgument naming
   // the candidates (at most 8); no match: NotFound.

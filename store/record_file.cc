@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -83,21 +84,12 @@ StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(ScopedFd fd, std::s
   w->fd_ = std::move(fd);
   w->name_ = std::move(display_name);
   w->header_ = header;
-  w->options_ = options;
   w->cctx_ = ZSTD_createCCtx();
   if (w->cctx_ == nullptr) return Internal("zstd: cannot create a compression context");
-  ZSTD_CCtx_setParameter(w->cctx_, ZSTD_c_compressionLevel, options.level);
   ZSTD_CCtx_setParameter(w->cctx_, ZSTD_c_checksumFlag, 1);
-  if (options.workers > 0) {
-    // Fails harmlessly (returns an error code) on a libzstd built without
-    // threads; compression then stays single-threaded.
-    ZSTD_CCtx_setParameter(w->cctx_, ZSTD_c_nbWorkers, options.workers);
-    // zstd's default job size at level 3 is 4 windows (8 MiB) and it keeps
-    // several jobs' input and output buffers per worker, which took a 2-worker
-    // writer to ~60 MiB resident. 2 MiB jobs keep it near 30 MiB with the
-    // same compression ratio (jobs still share their window via overlap).
-    ZSTD_CCtx_setParameter(w->cctx_, ZSTD_c_jobSize, 2 << 20);
-  }
+  w->wanted_ = options;
+  w->options_ = {.level = options.level, .workers = -1};  // nothing applied yet
+  w->ApplyWanted();
   w->out_.resize(ZSTD_CStreamOutSize());
 
   // Header and meta carry callers' text (a crashed program's name is bytes):
@@ -113,6 +105,31 @@ StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(ScopedFd fd, std::s
   RETURN_IF_ERROR(w->WriteRaw(prefix, sizeof(prefix)));
   RETURN_IF_ERROR(w->WriteRaw(hjson.data(), hjson.size()));
   return w;
+}
+
+void RecordWriter::ApplyWanted() {
+  if (wanted_.workers != options_.workers) {
+    // Fails harmlessly (returns an error code) on a libzstd built without
+    // threads; compression then stays single-threaded.
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, std::max(0, wanted_.workers));
+    // zstd's default job size at level 3 is 4 windows (8 MiB) and it keeps
+    // several jobs' input and output buffers per worker, which took a 2-worker
+    // writer to ~60 MiB resident. 2 MiB jobs keep it near 30 MiB with the
+    // same compression ratio (jobs still share their window via overlap).
+    if (wanted_.workers > 0) ZSTD_CCtx_setParameter(cctx_, ZSTD_c_jobSize, 2 << 20);
+  }
+  ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, wanted_.level);
+  options_ = wanted_;
+}
+
+void RecordWriter::SetCompression(int level, int workers) {
+  wanted_ = {.level = level, .workers = workers};
+  if (frame_raw_ == 0) {
+    ApplyWanted();
+  } else if (level != options_.level && options_.workers > 0 &&
+             !ZSTD_isError(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level))) {
+    options_.level = level;  // from zstd's next job
+  }
 }
 
 RecordWriter::~RecordWriter() {
@@ -185,6 +202,7 @@ Status RecordWriter::EndFrame() {
 Status RecordWriter::Write(std::string_view data) {
   if (!in_section_) return Internal("Write outside a section");
   while (!data.empty()) {
+    if (frame_raw_ == 0 && !(wanted_ == options_)) ApplyWanted();
     uint64_t room = kFrameRawBytes - frame_raw_;
     size_t n = static_cast<size_t>(std::min<uint64_t>(room, data.size()));
     RETURN_IF_ERROR(Compress(data.substr(0, n), ZSTD_e_continue));

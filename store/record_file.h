@@ -82,6 +82,7 @@ struct SectionInfo {
 struct WriterOptions {
   int level = 3;    // zstd level (the CLI's default)
   int workers = 2;  // zstd worker threads (0 = single-threaded)
+  bool operator==(const WriterOptions&) const = default;
 };
 
 // Writes one record into an open fd, from offset 0. The caller (Store) owns
@@ -104,6 +105,11 @@ class RecordWriter {
   Status AddSection(const std::string& name, std::string_view data);
   // Writes the table of contents (with meta) and trailer, then fsyncs.
   Status Finish(const nlohmann::json& meta);
+  // Changes zstd's level and workers for what is written from now on: a new
+  // level from zstd's next job when workers run (zstd allows that within a
+  // frame), else from the next frame; new workers from the next frame.
+  // Every frame stays a standard zstd frame: readers see no difference.
+  void SetCompression(int level, int workers);
 
   uint64_t bytes_written() const { return pos_; }
   uint64_t raw_bytes() const { return raw_total_; }
@@ -119,7 +125,9 @@ class RecordWriter {
   ScopedFd fd_;
   std::string name_;
   RecordHeader header_;
-  WriterOptions options_;
+  WriterOptions options_;  // what the compression context runs with
+  WriterOptions wanted_;   // SetCompression's, applied at the next frame
+  void ApplyWanted();
   ZSTD_CCtx* cctx_ = nullptr;
   std::vector<char> out_;
   uint64_t pos_ = 0;

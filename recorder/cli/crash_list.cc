@@ -143,6 +143,12 @@ Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
     q.since_ns = t;
   }
   q.uid = VisibleUid();
+  // The newest from the index alone: one row, not every crash read and
+  // parsed to keep the last (which grew with the store: issue 17).
+  if (a.newest && !q.uid) {
+    q.newest_first = true;
+    q.limit = 1;
+  }
   ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
   if (a.newest && rows.size() > 1) rows.erase(rows.begin(), rows.end() - 1);
   return PrintCrashList(rows, a.json);

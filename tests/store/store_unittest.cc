@@ -18,6 +18,7 @@
 #include <iterator>
 #include <random>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -90,6 +91,54 @@ TEST(RecordFileTest, SeveralSectionsRoundTrip) {
   EXPECT_TRUE((*r)->Verify().ok());
   EXPECT_EQ((*r)->meta()["reason"], "test");
   EXPECT_EQ((*r)->ReadSection("nope").status().code(), StatusCode::kNotFound);
+}
+
+// The hook changes zstd's level within the core's frame and its workers
+// between frames (coredump-hook/core_compression.h): the record must read
+// back the same, and the new level must take effect.
+TEST(RecordFileTest, CompressionChangesMidSectionRoundTripAndTakeEffect) {
+  TempDir d;
+  auto s = Store::Open(d.path(), TestOptions());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  std::vector<std::string> chunks;
+  for (uint32_t i = 0; i < 24; ++i) chunks.push_back(Pattern(1 << 20, 100 + i));
+  const std::string& chunk = chunks[0];
+  auto write = [&](bool switch_level) -> RecordRow {
+    auto rec = (*s)->BeginRecord("crash");
+    EXPECT_TRUE(rec.ok());
+    auto& w = (*rec)->writer();
+    w.SetCompression(1, 2);
+    EXPECT_TRUE(w.BeginSection("core").ok());
+    for (int i = 0; i < 24; ++i) {
+      // After a quarter, a level zstd accepts within the frame (workers run).
+      if (switch_level && i == 6) w.SetCompression(12, 2);
+      EXPECT_TRUE(w.Write(chunks[i]).ok());
+    }
+    EXPECT_TRUE(w.EndSection().ok());
+    // Single-threaded from the next section's frame on; a level change in
+    // the middle of a single-threaded frame waits for the next frame.
+    w.SetCompression(3, 0);
+    EXPECT_TRUE(w.BeginSection("after").ok());
+    EXPECT_TRUE(w.Write(chunk).ok());
+    w.SetCompression(5, 1);
+    EXPECT_TRUE(w.Write(chunk).ok());
+    EXPECT_TRUE(w.EndSection().ok());
+    auto row = (*s)->Commit(std::move(*rec), {{"reason", "t"}});
+    EXPECT_TRUE(row.ok()) << row.status().message();
+    auto r = (*s)->OpenRecord(row->id);
+    EXPECT_TRUE(r.ok());
+    std::string core = *(*r)->ReadSection("core");
+    EXPECT_EQ(core.size(), 24 * chunk.size());
+    for (int i = 0; i < 24; ++i) {
+      EXPECT_EQ(core.compare(i * chunk.size(), chunk.size(), chunks[i]), 0) << "chunk " << i;
+    }
+    EXPECT_EQ(*(*r)->ReadSection("after"), chunk + chunk);
+    EXPECT_TRUE((*r)->Verify().ok());
+    return *row;
+  };
+  RecordRow level1 = write(false), switched = write(true);
+  EXPECT_LT(switched.file_size, level1.file_size)
+      << "level 12 from the 7th MiB on compressed no better than level 1 throughout";
 }
 
 TEST(RecordFileTest, DuplicateOrUnnamedSectionsAreRefused) {
@@ -825,12 +874,12 @@ TEST(IndexTest, VersionOneIndexMigratesOwnersFromCrashes) {
     // Back to what a version 1 index holds.
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open((d.path() + "/index.sqlite").c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(
-        sqlite3_exec(db,
-                     "DROP INDEX records_by_owner; ALTER TABLE records DROP COLUMN owner_uid; "
-                     "PRAGMA user_version=1",
-                     nullptr, nullptr, nullptr),
-        SQLITE_OK)
+    ASSERT_EQ(sqlite3_exec(db,
+                           "DROP INDEX records_by_owner; DROP INDEX records_usage; "
+                           "ALTER TABLE records DROP COLUMN owner_uid; "
+                           "PRAGMA user_version=1",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK)
         << sqlite3_errmsg(db);
     sqlite3_close(db);
   }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Core ingestion throughput vs core size, idle and with every CPU busy
+# (issue 17: the curve, and item 2's ratio). For each size, a real core
+# (bench_bigcore, written by the kernel) is fed on stdin to
+#   hook   recorder-coredump as installed (zstd level and workers adapted to
+#          the CPU it gets: coredump-hook/core_compression.h),
+#   fixed  recorder-coredump --core-level-fixed (level 3, 2 workers always:
+#          the hook before the adapting),
+#   zstd   zstd -3 -c core > file,
+# alternating their order, ROUNDS rounds, best of each, page cache warm.
+# "busy" rounds run a fixed background job the same for all three: one shell
+# busy loop per CPU, in a session of its own (like another user's work).
+# Prints a table, writes DIR/ingest.dat and DIR/ingest.png (gnuplot).
+# The core is written through the current core_pattern when it is a plain
+# file name (the default "core"); otherwise the pattern is set to a plain
+# file for the moment of the crash and restored.
+# Usage (root): bench/coredump/bench_ingest.sh [SIZES_MIB] [ROUNDS] [DIR]
+#   SIZES_MIB comma-separated, default 32,128,512,4096
+source "$(dirname "$0")/../common.sh"
+SIZES=${1:-32,128,512,4096}
+ROUNDS=${2:-2}
+OUT=${3:-bench-out}
+mkdir -p "$OUT"
+old_pattern=$(cat /proc/sys/kernel/core_pattern)
+SPIN=()
+bench_cleanup() {
+  [ "$(cat /proc/sys/kernel/core_pattern)" = "$old_pattern" ] ||
+    echo "$old_pattern" > /proc/sys/kernel/core_pattern
+  stop_busy
+}
+start_busy() {
+  local i
+  for i in $(seq "$ncpu"); do
+    setsid sh -c 'while :; do :; done' &
+    SPIN+=($!)
+  done
+}
+stop_busy() {
+  local p
+  for p in "${SPIN[@]}"; do kill -- "-$p" 2> /dev/null || kill "$p" 2> /dev/null || true; done
+  for p in "${SPIN[@]}"; do wait "$p" 2> /dev/null || true; done
+  SPIN=()
+}
+bench_workdir /var/tmp/flightrec-bench-ingest.XXXXXX
+HOOK=$(readlink -f "$B/coredump-hook/recorder-coredump")
+BIGCORE=$(readlink -f "$B/bench/coredump/bench_bigcore")
+
+make_core() {  # make_core MIB: prints the core's path
+  local dir="$work/c$1" core
+  mkdir -p "$dir"
+  case "$old_pattern" in
+    "|"* | */*) echo "$dir/core" > /proc/sys/kernel/core_pattern ;;
+  esac
+  (cd "$dir" && ulimit -c unlimited && "$BIGCORE" "$1" > /dev/null) \
+    2> /dev/null || true
+  [ "$(cat /proc/sys/kernel/core_pattern)" = "$old_pattern" ] ||
+    echo "$old_pattern" > /proc/sys/kernel/core_pattern
+  core=$(find "$dir" -maxdepth 1 -name 'core*' -type f | head -1)
+  [ -n "$core" ] || { echo "no core written in $dir (core_pattern '$old_pattern')" >&2; exit 1; }
+  echo "$core"
+}
+
+run_one() {  # run_one WHO MODE CORE: appends "WHO MODE secs user sys stored_bytes" to $work/t
+  local who=$1 mode=$2 core=$3 t stored log
+  case $who in
+    hook | fixed)
+      local extra=()
+      [ "$who" = fixed ] && extra=(--core-level-fixed)
+      rm -rf "$work/hstore"
+      /usr/bin/time -f "%e %U %S" -o "$work/tm" "$HOOK" --config /dev/null --store "$work/hstore" \
+        --socket "$work/nosock" "${extra[@]}" -- "$$" "$$" "$$" 11 "$(date +%s)" -1 0 0 1 bench \
+        < "$core" 2> "$work/hook.log"
+      t=$(tail -1 "$work/tm")
+      stored=$(du -b --apparent-size "$work/hstore" | tail -1 | cut -f1)
+      log=$(grep -o 'zstd level.*' "$work/hook.log" | head -1 | sed 's/; recorderd .*//' | tr ' ' '_')
+      echo "$who $mode $t $stored $log" >> "$work/t"
+      rm -rf "$work/hstore"
+      ;;
+    zstd)
+      /usr/bin/time -f "%e %U %S" -o "$work/tm" sh -c "zstd -q -3 -c '$core' > '$work/core.zst'"
+      t=$(tail -1 "$work/tm")
+      stored=$(stat -c %s "$work/core.zst")
+      echo "zstd $mode $t $stored" >> "$work/t"
+      rm -f "$work/core.zst"
+      ;;
+  esac
+}
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg), zstd $(zstd -V | grep -o 'v[0-9.]*')"
+dat="$OUT/ingest.dat"
+echo "# MiB hook_idle fixed_idle zstd_idle hook_busy fixed_busy zstd_busy (MB/s)" > "$dat"
+printf '%6s %5s | %9s %9s %9s | %10s %10s | %7s %7s | %s\n' MiB CPUs hook fixed "zstd -3" \
+  hook/zstd fixed/zstd "hook x" "zstd x" "hook's choice"
+IFS=, read -r -a sizes <<< "$SIZES"
+for mib in "${sizes[@]}"; do
+  core=$(make_core "$mib")
+  bytes=$(stat -c %s "$core")
+  cat "$core" > /dev/null
+  : > "$work/t"
+  for r in $(seq "$ROUNDS"); do
+    order=(hook fixed zstd)
+    [ $((r % 2)) = 0 ] && order=(zstd fixed hook)
+    for who in "${order[@]}"; do run_one "$who" idle "$core"; done
+    start_busy
+    for who in "${order[@]}"; do run_one "$who" busy "$core"; done
+    stop_busy
+  done
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 - "$bytes" "$mib" "$load" "$work/t" "$dat" << 'PY'
+import sys
+n, mib, load, path, dat = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+best = {}
+for line in open(path):
+    f = line.split()
+    who, mode, secs, stored = f[0], f[1], float(f[2]), int(f[5])
+    note = " ".join(f[6:]).replace("_", " ")
+    if (who, mode) not in best or secs < best[(who, mode)][0]:
+        best[(who, mode)] = (secs, stored, note)
+row = [mib]
+for mode in ("idle", "busy"):
+    h, x, z = best[("hook", mode)], best[("fixed", mode)], best[("zstd", mode)]
+    mbs = lambda b: n / b[0] / 1e6
+    print(f"{mib:>6} {mode:>5} | {mbs(h):9.1f} {mbs(x):9.1f} {mbs(z):9.1f} | "
+          f"{z[0]/h[0]:9.2f}x {z[0]/x[0]:9.2f}x | {n/h[1]:7.2f} {n/z[1]:7.2f} | {h[2]}  [load {load}]")
+    row += [f"{mbs(h):.1f}", f"{mbs(x):.1f}", f"{mbs(z):.1f}"]
+open(dat, "a").write(" ".join(row) + "\n")
+PY
+  rm -rf "$work/c$mib"
+done
+bench_plot "$OUT/ingest.png" "Core ingestion: recorder-coredump vs zstd -3 ($(nproc) CPUs)" \
+  "core size (MiB)" "MB/s (best of $ROUNDS)" "$dat" \
+  "2:hook, idle" "3:hook fixed level 3, idle" "4:zstd -3, idle" \
+  "5:hook, CPUs busy" "6:hook fixed, CPUs busy" "7:zstd -3, CPUs busy"
