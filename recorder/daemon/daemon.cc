@@ -19,7 +19,6 @@
 #include "recorder/fleet/fleet_config.h"
 #include "recorder/fleet/fleet_glue.h"
 #include "recorder/fleet/shipper.h"
-#include "recorder/module/panic_ingest.h"
 #include "recorder/perf/perf_backend.h"
 
 #include <map>
@@ -62,24 +61,6 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
 }
 
 Daemon::~Daemon() = default;
-
-void Daemon::ClaimPanic() {
-  const int64_t t0 = MonotonicNs();
-  auto claim =
-      module::ClaimPanicRegion(FLIGHTREC_DEVICE, module::KernelEnv::ReadRunning,
-                               [this](module::PanicDump& dump) -> StatusOr<std::string> {
-                                 ASSIGN_OR_RETURN(DumpResult r, WritePanicRecord(*store_, dump));
-                                 return r.row.id;
-                               });
-  using O = module::PanicClaim::Outcome;
-  if (claim.outcome == O::kStored) {
-    spdlog::info("{} (claim took {} ms)", claim.message, (MonotonicNs() - t0) / 1'000'000);
-  } else if (claim.outcome == O::kEmpty) {
-    spdlog::info("{}", claim.message);
-  } else if (claim.outcome != O::kNothing) {
-    spdlog::warn("{}", claim.message);
-  }
-}
 
 namespace {
 

@@ -2,6 +2,9 @@
 
 #include "common/checked_json.h"
 #include "common/units.h"
+#include "recorder/daemon/daemon.h"
+
+#include <spdlog/spdlog.h>
 
 namespace flightrec::recorder {
 
@@ -20,6 +23,25 @@ StatusOr<DumpResult> WritePanicRecord(store::Store& store, module::PanicDump& du
   req.extra_meta = {{kKindPanic, dump.summary}};
   return WriteDump(store, req, std::move(dump.snap), *dump.history, dump.ksyms, dump.backend,
                    MonotonicNs());
+}
+
+// recorderd's claim at start (Daemon::Create), kept with the record it writes.
+void Daemon::ClaimPanic() {
+  const int64_t t0 = MonotonicNs();
+  auto claim =
+      module::ClaimPanicRegion(FLIGHTREC_DEVICE, module::KernelEnv::ReadRunning,
+                               [this](module::PanicDump& dump) -> StatusOr<std::string> {
+                                 ASSIGN_OR_RETURN(DumpResult r, WritePanicRecord(*store_, dump));
+                                 return r.row.id;
+                               });
+  using O = module::PanicClaim::Outcome;
+  if (claim.outcome == O::kStored) {
+    spdlog::info("{} (claim took {} ms)", claim.message, (MonotonicNs() - t0) / 1'000'000);
+  } else if (claim.outcome == O::kEmpty) {
+    spdlog::info("{}", claim.message);
+  } else if (claim.outcome != O::kNothing) {
+    spdlog::warn("{}", claim.message);
+  }
 }
 
 }  // namespace flightrec::recorder
