@@ -298,4 +298,17 @@ PgServer& SharedPgServer() {
   return *s;
 }
 
+std::string PgScalar(const std::string& conninfo, const std::string& sql) {
+  std::string ci = conninfo + " password=" + SharedPgServer().password();
+  PGconn* c = PQconnectdb(ci.c_str());
+  std::string out = "(error)";
+  if (PQstatus(c) == CONNECTION_OK) {
+    PGresult* r = PQexec(c, sql.c_str());
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) out = PQgetvalue(r, 0, 0);
+    PQclear(r);
+  }
+  PQfinish(c);
+  return out;
+}
+
 }  // namespace flightrec::testing

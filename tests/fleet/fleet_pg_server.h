@@ -76,4 +76,9 @@ class PgServer {
 // stopped when the tests end (a gtest Environment).
 PgServer& SharedPgServer();
 
+// One value of a one-row, one-column query on the shared server, as the
+// test's own view of the index (not FleetIndex's); "(error)" if the query
+// failed or did not return exactly one row.
+std::string PgScalar(const std::string& conninfo, const std::string& sql);
+
 }  // namespace flightrec::testing

@@ -94,19 +94,6 @@ size_t JournalLines(const Daemon& d) {
   return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
 }
 
-std::string PgScalar(const std::string& conninfo, const std::string& sql) {
-  std::string ci = conninfo + " password=" + SharedPgServer().password();
-  PGconn* c = PQconnectdb(ci.c_str());
-  std::string out = "(error)";
-  if (PQstatus(c) == CONNECTION_OK) {
-    PGresult* r = PQexec(c, sql.c_str());
-    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) out = PQgetvalue(r, 0, 0);
-    PQclear(r);
-  }
-  PQfinish(c);
-  return out;
-}
-
 // Each id once in the journal, once in `bucket` with the local file's
 // SHA-256 and size, and (with a conninfo) once in the index.
 void ExpectExactlyOnce(const Daemon& d, const std::string& host, const std::string& bucket,
