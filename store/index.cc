@@ -84,6 +84,38 @@ UPDATE records SET owner_uid = coalesce(
   (SELECT c.uid FROM crashes c WHERE c.history = records.id AND c.history <> '' LIMIT 1), 0);
 CREATE INDEX records_by_owner ON records(owner_uid, created_ns);
 )sql",
+    // v2 → v3: retention's totals kept by triggers, so that a commit reads
+    // one row per owner instead of summing every record (issue 17); and the
+    // stamp of the last reconcile of the store directory with this index
+    // (Store::Open skips its walk while the directory still matches it).
+    R"sql(
+CREATE TABLE usage_totals(
+  owner_uid INTEGER PRIMARY KEY,
+  count INTEGER NOT NULL,
+  bytes INTEGER NOT NULL
+);
+INSERT INTO usage_totals SELECT owner_uid, count(*), sum(file_size) FROM records
+  WHERE state <> 'missing' GROUP BY owner_uid;
+CREATE TRIGGER usage_on_insert AFTER INSERT ON records WHEN NEW.state <> 'missing' BEGIN
+  INSERT INTO usage_totals VALUES(NEW.owner_uid, 1, NEW.file_size) ON CONFLICT(owner_uid)
+    DO UPDATE SET count = count + 1, bytes = bytes + excluded.bytes;
+END;
+CREATE TRIGGER usage_on_delete AFTER DELETE ON records WHEN OLD.state <> 'missing' BEGIN
+  UPDATE usage_totals SET count = count - 1, bytes = bytes - OLD.file_size
+    WHERE owner_uid = OLD.owner_uid;
+END;
+CREATE TRIGGER usage_on_update AFTER UPDATE OF state, owner_uid, file_size ON records BEGIN
+  UPDATE usage_totals SET count = count - 1, bytes = bytes - OLD.file_size
+    WHERE owner_uid = OLD.owner_uid AND OLD.state <> 'missing';
+  INSERT INTO usage_totals SELECT NEW.owner_uid, 1, NEW.file_size WHERE NEW.state <> 'missing'
+    ON CONFLICT(owner_uid) DO UPDATE SET count = count + 1, bytes = bytes + excluded.bytes;
+END;
+CREATE TABLE reconciled(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  stamp TEXT NOT NULL,
+  full_ns INTEGER NOT NULL
+);
+)sql",
 };
 
 class Stmt {
@@ -209,11 +241,19 @@ StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_
   // 10 s: a crash handler may wait behind a daemon's commit; both are short.
   sqlite3_busy_timeout(idx->db_, 10000);
   sqlite3_extended_result_codes(idx->db_, 0);
+  // The -wal and -shm files stay when the last connection closes (the WAL
+  // emptied, see journal_size_limit below): otherwise every process that
+  // opens the store would create and remove two names in the store
+  // directory, and Store::Open would never find the directory as the last
+  // reconcile left it (docs/FORMAT.md, "Commit and recovery").
+  int persist = 1;
+  sqlite3_file_control(idx->db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
   if (read_only) {
     RETURN_IF_ERROR(idx->Exec("PRAGMA query_only=ON"));
     Stmt v(idx->db_, "PRAGMA user_version");
     if (v.ok() && sqlite3_step(v.get()) == SQLITE_ROW) {
       idx->has_owner_ = sqlite3_column_int(v.get(), 0) >= 2;
+      idx->has_totals_ = sqlite3_column_int(v.get(), 0) >= 3;
     }
     return idx;
   }
@@ -232,8 +272,12 @@ StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_
   // record file itself was fsynced before its row is written.
   RETURN_IF_ERROR(idx->Exec("PRAGMA synchronous=NORMAL"));
   RETURN_IF_ERROR(idx->Exec("PRAGMA foreign_keys=ON"));
+  // A persistent WAL is truncated to this after a checkpoint, and to 0 by the
+  // last connection's close (only when a limit is set).
+  RETURN_IF_ERROR(idx->Exec("PRAGMA journal_size_limit=4194304"));
   RETURN_IF_ERROR(idx->Migrate());
   idx->has_owner_ = true;
+  idx->has_totals_ = true;
   return idx;
 }
 
@@ -278,8 +322,9 @@ Status Index::Migrate() {
   // is a scan of every crash per commit, which made a commit's cost grow
   // with the store (issue 17). IF NOT EXISTS: indexes of any version get it;
   // older readers ignore it.
-  // Retention's totals (Usage, on every commit) from this covering index
-  // alone: a scan of the table reads every row's meta with it (~1 KiB each).
+  // records_usage: retention's totals summed from this covering index alone
+  // where usage_totals is missing (a read-only open of a version 2 index): a
+  // scan of the table reads every row's meta with it (~1 KiB each).
   Status st = Exec("CREATE INDEX IF NOT EXISTS crashes_by_history ON crashes(history)");
   if (st.ok()) {
     st = Exec(
@@ -439,9 +484,19 @@ StatusOr<std::vector<RecordRow>> Index::List(const ListQuery& q) {
 }
 
 StatusOr<std::vector<OwnerUsage>> Index::Usage() {
-  Stmt s(db_, fmt::format("SELECT {}, count(*), sum(file_size), min(created_ns) FROM records "
-                          "WHERE state <> 'missing' GROUP BY 1",
-                          has_owner_ ? "owner_uid" : "0"));
+  // From the totals the triggers keep (one row per owner), and each owner's
+  // oldest record through records_by_owner: no scan of the records. A
+  // read-only open of an older index (no totals) sums the records instead.
+  const std::string sql =
+      has_totals_
+          ? "SELECT t.owner_uid, t.count, t.bytes, (SELECT r.created_ns FROM records r WHERE "
+            "r.owner_uid = t.owner_uid AND r.state <> 'missing' ORDER BY r.created_ns LIMIT 1) "
+            "FROM usage_totals t WHERE t.count > 0"
+          : fmt::format(
+                "SELECT {}, count(*), sum(file_size), min(created_ns) FROM records "
+                "WHERE state <> 'missing' GROUP BY 1",
+                has_owner_ ? "owner_uid" : "0");
+  Stmt s(db_, sql);
   if (!s.ok()) return SqlError(db_, "summing the store's usage");
   std::vector<OwnerUsage> out;
   int rc;
@@ -456,6 +511,28 @@ StatusOr<std::vector<OwnerUsage>> Index::Usage() {
   }
   if (rc != SQLITE_DONE) return SqlError(db_, "summing the store's usage");
   return out;
+}
+
+StatusOr<std::optional<Index::Reconciled>> Index::GetReconciled() {
+  Stmt s(db_, "SELECT stamp, full_ns FROM reconciled WHERE id = 1");
+  if (!s.ok()) return SqlError(db_, "reading the reconcile stamp");
+  int rc = sqlite3_step(s.get());
+  if (rc == SQLITE_DONE) return std::optional<Reconciled>();
+  if (rc != SQLITE_ROW) return SqlError(db_, "reading the reconcile stamp");
+  return std::optional<Reconciled>(Reconciled{s.Text(0), sqlite3_column_int64(s.get(), 1)});
+}
+
+Status Index::SetReconciled(const std::optional<Reconciled>& r) {
+  Stmt s(db_, r ? "INSERT OR REPLACE INTO reconciled(id, stamp, full_ns) VALUES(1, ?1, ?2)"
+                : "DELETE FROM reconciled");
+  if (r) {
+    s.Bind(1, r->stamp);
+    s.Bind(2, r->full_ns);
+  }
+  if (!s.ok() || sqlite3_step(s.get()) != SQLITE_DONE) {
+    return SqlError(db_, "writing the reconcile stamp");
+  }
+  return OkStatus();
 }
 
 StatusOr<RecordRow> Index::Resolve(const std::string& ref) {

@@ -23,7 +23,7 @@
 
 namespace flightrec::store {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct RecordRow {
   std::string id;
@@ -78,9 +78,17 @@ class Index {
   Status SetState(const std::string& id, const std::string& state);
   Status Delete(const std::string& id);
   StatusOr<std::vector<RecordRow>> List(const ListQuery& q);
-  // Count, bytes and oldest record per owner, in one aggregate query (no
-  // row is materialised).
+  // Count, bytes and oldest record per owner, from the totals the schema's
+  // triggers keep (schema >= 3): its cost does not grow with the records.
   StatusOr<std::vector<OwnerUsage>> Usage();
+  // The store directory as the last reconcile with this index left it
+  // (Store::Open), and when the last full reconcile ran (wall ns).
+  struct Reconciled {
+    std::string stamp;
+    int64_t full_ns = 0;
+  };
+  StatusOr<std::optional<Reconciled>> GetReconciled();
+  Status SetReconciled(const std::optional<Reconciled>& r);  // nullopt: forget it
   // Exact id, any unique substring of one (the random suffix alone will
   // do), or -N (N-th newest, -1 = newest). Ambiguous: InvalidArgument naming
   // the candidates (at most 8); no match: NotFound.
@@ -106,7 +114,8 @@ class Index {
   Status Migrate();
   sqlite3* db_ = nullptr;
   std::string path_;
-  bool has_owner_ = false;  // schema >= 2 (a read-only open does not migrate)
+  bool has_owner_ = false;   // schema >= 2 (a read-only open does not migrate)
+  bool has_totals_ = false;  // schema >= 3: usage_totals
 };
 
 // The uid a record belongs to, from its meta: `owner_uid`, else the crashed

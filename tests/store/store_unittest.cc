@@ -875,6 +875,9 @@ TEST(IndexTest, VersionOneIndexMigratesOwnersFromCrashes) {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open((d.path() + "/index.sqlite").c_str(), &db), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(db,
+                           "DROP TRIGGER usage_on_insert; DROP TRIGGER usage_on_delete; "
+                           "DROP TRIGGER usage_on_update; DROP TABLE usage_totals; "
+                           "DROP TABLE reconciled; "
                            "DROP INDEX records_by_owner; DROP INDEX records_usage; "
                            "ALTER TABLE records DROP COLUMN owner_uid; "
                            "PRAGMA user_version=1",
