@@ -16,6 +16,8 @@
 
 #include "store/store.h"
 
+#include "store/reconcile.h"
+
 namespace flightrec::store {
 namespace {
 
@@ -141,7 +143,14 @@ Status Store::GrantReader(const std::string& ref, uid_t uid) {
     return InvalidArgument(display + " is not a regular file (refused)");
   }
   RETURN_IF_ERROR(AddUserRead(rf.get(), uid, false, display));
-  return LinkGrant(file, uid);
+  // The link changes by-uid/: the reconcile stamp moves on with it
+  // (store/reconcile.cc), or the next open would walk the store.
+  DirChange change(*this);
+  change.Before();
+  RETURN_IF_ERROR(LinkGrant(file, uid));
+  change.Changed();
+  change.Commit();
+  return OkStatus();
 }
 
 Status Store::LinkGrant(const std::string& file, uid_t uid) {

@@ -23,6 +23,7 @@
 
 #include "common/checked_json.h"
 #include "common/units.h"
+#include "store/reconcile.h"
 
 namespace flightrec::store {
 namespace {
@@ -103,7 +104,7 @@ std::string NewRecordId(int64_t wall_ns) {
 }
 
 PendingRecord::~PendingRecord() {
-  if (!done_ && dirfd_ >= 0) unlinkat(dirfd_, tmp_name_.c_str(), 0);
+  if (!done_ && tmpfd_ >= 0) unlinkat(tmpfd_, tmp_name_.c_str(), 0);
 }
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, const StoreOptions& options) {
@@ -136,7 +137,10 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Store
   // sqlite creates -wal and -shm with the index's mode; older stores may
   // have them (and the index) world-readable: fixed on every open.
   if (!options.read_only) s->MakePrivate();
-  if (!options.read_only) RETURN_IF_ERROR(s->Recover());
+  if (!options.read_only) {
+    RETURN_IF_ERROR(s->OpenTmpDir());
+    RETURN_IF_ERROR(s->Reconcile());
+  }
   return s;
 }
 
@@ -210,14 +214,18 @@ Status Store::Recover() {
   }
   closedir(d);
 
+  // Temporaries here are from a flightrec before tmp/ (or planted).
   for (const auto& t : temps) {
-    ScopedFd fd(openat(dirfd_.get(), t.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO planted under that name must not hang the open.
+    ScopedFd fd(openat(dirfd_.get(), t.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd) continue;  // another process removed or renamed it meanwhile
     // A live writer holds LOCK_EX for the whole life of its temporary; if we
     // get the lock, its writer is dead and the file is garbage.
     if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
       RETURN_IF_ERROR(Unlink(t));
       ++recovery_.temporaries_removed;
+    } else {
+      live_temps_ = true;  // it may die without changing the directory
     }
   }
 
@@ -295,13 +303,13 @@ StatusOr<std::unique_ptr<PendingRecord>> Store::BeginRecord(const std::string& k
   if (options_.read_only) return InvalidArgument("store opened read-only");
   std::unique_ptr<PendingRecord> p(new PendingRecord());
   int64_t now = WallClockNs();
-  p->dirfd_ = dirfd_.get();
+  p->tmpfd_ = tmpfd_.get();
   mode_t mode = options_.group_readable ? 0640 : 0600;
   ScopedFd fd;
   for (int attempt = 0; attempt < 16 && !fd; ++attempt) {
     p->id_ = NewRecordId(now);
     p->tmp_name_ = kTmpPrefix + p->id_;
-    fd.reset(openat(dirfd_.get(), p->tmp_name_.c_str(),
+    fd.reset(openat(tmpfd_.get(), p->tmp_name_.c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!fd) {
       if (errno == EEXIST) continue;
@@ -309,7 +317,7 @@ StatusOr<std::unique_ptr<PendingRecord>> Store::BeginRecord(const std::string& k
     }
     if (flock(fd.get(), LOCK_EX) != 0) {
       Status st = ErrnoStatus("locking the temporary record");
-      unlinkat(dirfd_.get(), p->tmp_name_.c_str(), 0);
+      unlinkat(tmpfd_.get(), p->tmp_name_.c_str(), 0);
       return st;
     }
     // Between O_EXCL and flock another process's recovery may have taken the
@@ -318,7 +326,7 @@ StatusOr<std::unique_ptr<PendingRecord>> Store::BeginRecord(const std::string& k
     struct stat mine {
     }, named{};
     if (fstat(fd.get(), &mine) != 0 ||
-        fstatat(dirfd_.get(), p->tmp_name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+        fstatat(tmpfd_.get(), p->tmp_name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
         mine.st_ino != named.st_ino || mine.st_dev != named.st_dev) {
       fd.reset();
     }
@@ -334,7 +342,7 @@ StatusOr<std::unique_ptr<PendingRecord>> Store::BeginRecord(const std::string& k
     h.kernel = u.release;
   }
   h.boot_id = ReadFirstLine("/proc/sys/kernel/random/boot_id");
-  auto w = RecordWriter::Create(std::move(fd), dir_ + "/" + p->tmp_name_, h, options_.writer);
+  auto w = RecordWriter::Create(std::move(fd), dir_ + "/tmp/" + p->tmp_name_, h, options_.writer);
   if (!w.ok()) return w.status();  // ~PendingRecord removes the temporary
   p->writer_ = std::move(*w);
   return p;
@@ -355,26 +363,37 @@ StatusOr<RecordRow> Store::Commit(std::unique_ptr<PendingRecord> rec, const nloh
   }
   RETURN_IF_ERROR(rec->writer().Finish(meta));
   std::string final_name = rec->id() + kSuffix;
-  // RENAME_NOREPLACE: an id collision must fail, never replace a committed
-  // record.
-  if (renameat2(dirfd_.get(), rec->tmp_name_.c_str(), dirfd_.get(), final_name.c_str(),
-                RENAME_NOREPLACE) != 0) {
-    return ErrnoStatus(fmt::format("committing record {} in {}", rec->id(), dir_));
-  }
-  rec->done_ = true;
-  // The rename is durable only once the directory is.
-  if (fsync(dirfd_.get()) != 0) return ErrnoStatus(fmt::format("fsync of store {}", dir_));
-  ScopedFd fd(openat(dirfd_.get(), final_name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return ErrnoStatus(fmt::format("reopening committed record {}", rec->id()));
-  ASSIGN_OR_RETURN(auto reader, RecordReader::OpenFd(std::move(fd), dir_ + "/" + final_name));
-  RecordRow row = RowFromReader(*reader, final_name);
-  Status st = index_->Upsert(row);
-  if (!st.ok()) {
-    // The file is complete and durable: the next Store::Open re-indexes it.
-    return st.Annotate(
-        fmt::format("record {} was stored but not indexed (it will be on the "
-                    "next open)",
-                    row.id));
+  RecordRow row;
+  {
+    // The stamp of the last reconcile moves on with this rename only if
+    // nobody else changed the directory since (store/reconcile.cc); a crash
+    // before change.Commit() leaves the directory unlike the stamp, and the
+    // next open walks it and indexes the file.
+    DirChange change(*this);
+    change.Before();
+    // RENAME_NOREPLACE: an id collision must fail, never replace a committed
+    // record.
+    if (renameat2(tmpfd_.get(), rec->tmp_name_.c_str(), dirfd_.get(), final_name.c_str(),
+                  RENAME_NOREPLACE) != 0) {
+      return ErrnoStatus(fmt::format("committing record {} in {}", rec->id(), dir_));
+    }
+    change.Changed();
+    rec->done_ = true;
+    // The rename is durable only once the directory is.
+    if (fsync(dirfd_.get()) != 0) return ErrnoStatus(fmt::format("fsync of store {}", dir_));
+    ScopedFd fd(openat(dirfd_.get(), final_name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return ErrnoStatus(fmt::format("reopening committed record {}", rec->id()));
+    ASSIGN_OR_RETURN(auto reader, RecordReader::OpenFd(std::move(fd), dir_ + "/" + final_name));
+    row = RowFromReader(*reader, final_name);
+    Status st = index_->Upsert(row);
+    if (!st.ok()) {
+      // The file is complete and durable: the next Store::Open re-indexes it.
+      return st.Annotate(
+          fmt::format("record {} was stored but not indexed (it will be on the "
+                      "next open)",
+                      row.id));
+    }
+    change.Commit();
   }
   if (options_.apply_retention_on_commit) {
     auto v = Vacuum(options_.retention, false, protect);
@@ -551,10 +570,16 @@ StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run
   auto removable = [&](const RecordRow& r) {
     return !protect.count(r.id) && !gone.count(r.id) && (!shipped || shipped->count(r.id));
   };
+  // The removals move the reconcile stamp on (store/reconcile.cc) once all
+  // are done; an error return leaves it behind, and the next open walks.
+  std::optional<DirChange> change;
+  if (!dry_run) change.emplace(*this);
   auto remove = [&](const RecordRow& r, const char* why) -> Status {
     if (!dry_run) {
+      change->Before();
       RETURN_IF_ERROR(Unlink(r.file));
       RemoveGrants(r.file);
+      change->Changed();
       RETURN_IF_ERROR(index_->Delete(r.id));
     }
     gone.insert(r.id);
@@ -625,6 +650,7 @@ StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run
       }
     }
   }
+  if (change) change->Commit();
   return rep;
 }
 

@@ -1,17 +1,20 @@
 // Store: a directory of record files plus their sqlite index.
 //
 // Commit protocol (docs/FORMAT.md, "Commit and recovery"): a record is
-// written to `.tmp-<id>` in the store directory, created O_EXCL|O_NOFOLLOW
-// and held under flock(LOCK_EX) while it is written; fsync; renameat2
-// (RENAME_NOREPLACE) to `<id>.frec`; fsync of the directory; then its index
-// row in one transaction. Every path is resolved relative to the directory
-// fd, so a symlink planted in the store is never followed.
+// written to `tmp/.tmp-<id>` in the store directory, created
+// O_EXCL|O_NOFOLLOW and held under flock(LOCK_EX) while it is written; fsync;
+// renameat2 (RENAME_NOREPLACE) to `<id>.frec`; fsync of the directory; then
+// its index row in one transaction. Every path is resolved relative to the
+// directory fd, so a symlink planted in the store is never followed.
 //
 // Opening recovers: temporaries whose writer is dead (flock free) are
 // removed, complete files without a row are indexed from their table of
 // contents, rows whose file vanished are marked `missing`. A `.frec` that
 // cannot be read (damaged or hostile: every record is untrusted) is moved to
-// `quarantine/` with one line on stderr saying which file and why.
+// `quarantine/` with one line on stderr saying which file and why. The walk
+// of the directory that finds these is skipped while the directory is as the
+// last reconcile (or the store's own changes since) left it
+// (store/reconcile.cc); tmp/ is listed on every open.
 //
 // Thread: a Store is used by one thread; several processes may each open the
 // same directory at once (a daemon and crash handlers).
@@ -49,12 +52,18 @@ struct StoreOptions {
   bool create = true;
   bool group_readable = false;  // 0750 instead of 0700 for a new store
   bool read_only = false;       // no recovery, no writes (for readers like `list`)
+  // Walk and reconcile the whole directory even if it is unchanged since the
+  // last reconcile (recorderd's start, `recorder verify`).
+  bool full_recovery = false;
   WriterOptions writer;
   RetentionLimits retention;
   bool apply_retention_on_commit = true;
 };
 
 struct RecoveryReport {
+  // The directory was walked and compared with every index row (false: it
+  // was as the last reconcile left it, and only tmp/ was looked at).
+  bool walked = false;
   int temporaries_removed = 0;
   int reindexed = 0;
   int marked_missing = 0;
@@ -96,7 +105,7 @@ class PendingRecord {
  private:
   friend class Store;
   PendingRecord() = default;
-  int dirfd_ = -1;
+  int tmpfd_ = -1;  // the store's tmp/
   std::string id_;
   std::string tmp_name_;
   std::unique_ptr<RecordWriter> writer_;
@@ -161,6 +170,18 @@ class Store {
 
  private:
   Store() = default;
+  class DirChange;
+  // Removes dead writers' temporaries from tmp/, then walks the directory
+  // (Recover) unless it matches the stamp of the last reconcile.
+  Status Reconcile();
+  Status OpenTmpDir();
+  // The store directory and by-uid/'s directories as stat() sees them, one
+  // string; MarkDirs gives each a modification time no later change can
+  // have (store/reconcile.cc says why).
+  StatusOr<std::string> DirStamp();
+  void MarkDirs();
+  bool LockDir();  // bounded wait; false: not locked
+  void UnlockDir();
   Status Recover();
   Status Unlink(const std::string& name);
   void Quarantine(const std::string& name, const Status& why);
@@ -173,6 +194,9 @@ class Store {
 
   std::string dir_;
   ScopedFd dirfd_;
+  ScopedFd tmpfd_;  // tmp/: the temporaries (the store's own directory)
+  bool locked_ = false;
+  bool live_temps_ = false;  // the walk left a live writer's temporary
   StoreOptions options_;
   std::unique_ptr<Index> index_;
   RecoveryReport recovery_;

@@ -23,7 +23,10 @@ struct CliContext {
 
   // Opens the store for reading (no creation). A store that does not exist
   // yet is reported as such.
-  StatusOr<std::unique_ptr<store::Store>> OpenStore(bool create = false) const;
+  // full_recovery: walk the whole store even if unchanged since the last
+  // reconcile (`recorder verify`).
+  StatusOr<std::unique_ptr<store::Store>> OpenStore(bool create = false,
+                                                    bool full_recovery = false) const;
 
   // How report/script/timeline/export open their record: from the store,
   // unless `open_record` is set (`recorder --fleet CONFIG report ID` sets it

@@ -7,9 +7,11 @@
 
 namespace flightrec::recorder::cli {
 
-StatusOr<std::unique_ptr<store::Store>> CliContext::OpenStore(bool create) const {
+StatusOr<std::unique_ptr<store::Store>> CliContext::OpenStore(bool create,
+                                                              bool full_recovery) const {
   store::StoreOptions opts;
   opts.create = create;
+  opts.full_recovery = full_recovery;
   auto s = store::Store::Open(store_dir, opts);
   if (!s.ok() && s.status().code() == StatusCode::kPermissionDenied) {
     opts.read_only = true;  // e.g. reading a store we may read but not write

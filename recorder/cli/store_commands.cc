@@ -246,7 +246,9 @@ Status RunInfo(const CliContext& ctx, const std::string& id, bool json) {
 }
 
 Status RunVerify(const CliContext& ctx, const std::string& id, bool as_json) {
-  ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
+  // Verify checks everything: the directory is walked even if it looks
+  // unchanged since the last reconcile.
+  ASSIGN_OR_RETURN(auto s, ctx.OpenStore(/*create=*/false, /*full_recovery=*/true));
   std::optional<std::string> which;
   if (!id.empty()) which = id;
   ASSIGN_OR_RETURN(auto checks, s->Check(which));

@@ -40,6 +40,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   ASSIGN_OR_RETURN(d->backend_, CreateBackend(options));
 
   store::StoreOptions so;
+  // Once per start, the whole directory against the index: what a change
+  // the reconcile stamp could not see (store/reconcile.cc) left is found.
+  so.full_recovery = true;
   ASSIGN_OR_RETURN(d->store_, store::Store::Open(options.store_dir, so));
 
   // Processes that already exist have no mmap events coming: read them now.

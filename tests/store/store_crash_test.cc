@@ -38,10 +38,14 @@ std::set<std::string> ReadJournal(const std::string& path) {
   return ids;
 }
 
+// Writers make their temporaries in tmp/ (older ones in the store itself).
 size_t CountTemporaries(const std::string& dir) {
   size_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind(".tmp-", 0) == 0) ++n;
+  for (const std::string& d : {dir, dir + "/tmp"}) {
+    if (!std::filesystem::exists(d)) continue;
+    for (const auto& e : std::filesystem::directory_iterator(d)) {
+      if (e.path().filename().string().rfind(".tmp-", 0) == 0) ++n;
+    }
   }
   return n;
 }
