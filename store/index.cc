@@ -325,7 +325,11 @@ Status Index::Migrate() {
   // records_usage: retention's totals summed from this covering index alone
   // where usage_totals is missing (a read-only open of a version 2 index): a
   // scan of the table reads every row's meta with it (~1 KiB each).
+  // crashes_by_pid and crashes_by_exe: `list --pid/--exe` finds a process's
+  // crashes without reading every crash.
   Status st = Exec("CREATE INDEX IF NOT EXISTS crashes_by_history ON crashes(history)");
+  if (st.ok()) st = Exec("CREATE INDEX IF NOT EXISTS crashes_by_pid ON crashes(pid)");
+  if (st.ok()) st = Exec("CREATE INDEX IF NOT EXISTS crashes_by_exe ON crashes(exe)");
   if (st.ok()) {
     st = Exec(
         "CREATE INDEX IF NOT EXISTS records_usage ON records(owner_uid, state, file_size, "
@@ -448,17 +452,18 @@ StatusOr<std::vector<RecordRow>> Index::List(const ListQuery& q) {
   if (q.since_ns) where.push_back("r.created_ns >= ?1");
   if (q.until_ns) where.push_back("r.created_ns <= ?2");
   if (q.kind) where.push_back("r.kind = ?3");
+  // The records of one pid (or exe) looked up through the indexes on both
+  // tables, not a test of every record (an OR of two EXISTS is evaluated
+  // per row: 0.3 s at 100 000 records, issue 17).
   if (q.pid) {
     where.push_back(
-        "(EXISTS (SELECT 1 FROM record_processes p WHERE p.record_id = r.id AND "
-        "p.pid = ?4) OR EXISTS (SELECT 1 FROM crashes c WHERE c.record_id = r.id "
-        "AND c.pid = ?4))");
+        "r.id IN (SELECT p.record_id FROM record_processes p WHERE p.pid = ?4 "
+        "UNION SELECT c.record_id FROM crashes c WHERE c.pid = ?4)");
   }
   if (q.exe) {
     where.push_back(
-        "(EXISTS (SELECT 1 FROM record_processes p WHERE p.record_id = r.id AND "
-        "p.exe = ?5) OR EXISTS (SELECT 1 FROM crashes c WHERE c.record_id = r.id "
-        "AND c.exe = ?5))");
+        "r.id IN (SELECT p.record_id FROM record_processes p WHERE p.exe = ?5 "
+        "UNION SELECT c.record_id FROM crashes c WHERE c.exe = ?5)");
   }
   if (q.uid) {
     where.push_back(
