@@ -27,6 +27,14 @@
 namespace flightrec::recorder::analysis {
 namespace {
 
+// ResolvedSample::process_comm: the process's own name as the table holds it
+// now, not the sampled thread's (a worker's, or a pre-exec name of a main
+// thread that was not sampled since).
+const std::string* ProcessComm(const attribution::ProcessTable& table, uint32_t pid) {
+  const attribution::Process* p = table.Find(pid);
+  return p != nullptr && !p->comm.empty() ? &p->comm : nullptr;
+}
+
 // Progress on stderr, only when it is a terminal and the work has taken more
 // than a second ($FLIGHTREC_PROGRESS_AFTER_MS overrides, for tests); erased
 // when done so piped output is never mixed with it.
@@ -171,7 +179,7 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
       }
       ++stats->samples;
       stats->pids.insert(as.pid);
-      on_sample(ResolvedSample{&as, resolver.Stack(as), 0, &cookies});
+      on_sample(ResolvedSample{&as, resolver.Stack(as), 0, &cookies, nullptr});
     }
   } catch (const std::exception& e) {
     return Corrupt(fmt::format("record {}: section live_attribution: {}", info.id, e.what()));
@@ -490,7 +498,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         as.period = head.period;
         // Threads of one process share stacks, not names.
         as.comm = attributor.table().ThreadComm(head.pid, head.tid);
-        on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies()});
+        on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies(),
+                                 ProcessComm(attributor.table(), head.pid)});
         progress.Update(consumed + dec.position(), raw_total);
         continue;
       }
@@ -547,21 +556,24 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         as.comm = attributor.table().ThreadComm(s->pid, s->tid);
       }
       stats.no_mapping += hit->no_mapping;
-      on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies()});
+      on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies(),
+                               ProcessComm(attributor.table(), hit->sample.pid)});
       continue;
     }
     uint64_t before = attributor.no_mapping();
     auto as = attributor.Add(e);
     auto stack = resolver.Stack(*as);
     if (!skimmed) {  // a sample with a DWARF stack copy: unwound on its own
-      on_sample(ResolvedSample{&*as, stack, 0, &attributor.cookies()});
+      on_sample(ResolvedSample{&*as, stack, 0, &attributor.cookies(),
+                               ProcessComm(attributor.table(), as->pid)});
       continue;
     }
     const uint64_t misses = attributor.no_mapping() - before;
     StackCache::Entry* hit = skim == EventDecoder::Skim::kStackRef
                                  ? cache.Insert(dec.last_stack_id(), std::move(*as), stack, misses)
                                  : cache.Insert(key, std::move(*as), stack, misses);
-    on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies()});
+    on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies(),
+                             ProcessComm(attributor.table(), hit->sample.pid)});
   }
   stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();

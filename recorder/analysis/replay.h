@@ -57,6 +57,11 @@ struct ResolvedSample {
   // The files the frames' cookies name (build-ids), as known at this sample;
   // null when the caller has none. Valid only during the callback.
   const attribution::CookieTable* cookies = nullptr;
+  // The process's name at this sample: its main thread's, as the sideband
+  // (fork, exec, prctl comm events) left it, whichever thread was sampled;
+  // null when unknown (a live-attribution record carries no sideband).
+  // Valid only during the callback.
+  const std::string* process_comm = nullptr;
 };
 
 struct ReplayOptions {

@@ -47,6 +47,7 @@ struct Fixture {
   std::vector<attribution::AttributedSample> samples;
   std::vector<std::vector<const attribution::Symbol*>> stacks;
   const attribution::CookieTable* cookies = nullptr;
+  std::vector<const std::string*> process_comms;  // ResolvedSample::process_comm, by sample
   const attribution::Symbol* Sym(const std::string& name) {
     attribution::Symbol s;
     s.function = name;
@@ -80,7 +81,8 @@ struct Fixture {
     info.config = {{"backend", {{"event", "cpu-clock"}, {"frequency_hz", 1000}}}};
     (*ex)->Begin(info, &out);
     for (size_t i = 0; i < samples.size(); ++i) {
-      (*ex)->Add(analysis::ResolvedSample{&samples[i], stacks[i], 0, cookies});
+      (*ex)->Add(analysis::ResolvedSample{&samples[i], stacks[i], 0, cookies,
+                                          i < process_comms.size() ? process_comms[i] : nullptr});
     }
     EXPECT_TRUE((*ex)->Finish().ok());
     return out.str();
@@ -141,6 +143,36 @@ TEST(ExportTest, TheProcessIsNamedAfterItsMainThreadNotItsFirstSampledThread) {
   EXPECT_NE(pf.find(std::string("\x2a\x0aworker-one")), std::string::npos);
   EXPECT_EQ(pf.find(std::string("\x32\x0aworker-one")), std::string::npos);
   EXPECT_NE(pf.find(std::string("\x32\x01x")), std::string::npos);
+}
+
+// A process that exec'd while only a worker thread was sampled afterwards:
+// the samples' own names are the threads' (the main thread's last sample was
+// before the exec), the process is named after the sideband's name at each
+// sample, so it ends named after the new program.
+TEST(ExportTest, TheProcessIsNamedFromTheSidebandWhenTheReplayKnowsIt) {
+  Fixture f;
+  const std::string before = "sh", after = "app";
+  f.samples[0].tid = 7;  // the main thread, before the exec
+  f.samples[0].comm = before;
+  f.samples[1].comm = f.samples[2].comm = "worker";
+  f.process_comms = {&before, &after, &after};
+  std::vector<std::string> processes;
+  const auto trace = nlohmann::json::parse(f.Run("chrome"));
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["pid"] == 7 && e["name"] == "process_name") {
+      processes.push_back(e["args"]["name"]);
+    }
+  }
+  EXPECT_EQ(processes, (std::vector<std::string>{"sh", "app"}));
+  // Perfetto: ProcessDescriptor.process_name (field 6, tag 0x32) "sh", then
+  // "app"; "worker" only ever names a thread (field 5, tag 0x2a).
+  const std::string pf = f.Run("perfetto");
+  const size_t sh = pf.find(std::string("\x32\x02sh")), app = pf.find(std::string("\x32\x03" "app"));
+  ASSERT_NE(sh, std::string::npos);
+  ASSERT_NE(app, std::string::npos);
+  EXPECT_LT(sh, app);
+  EXPECT_EQ(pf.find(std::string("\x32\x06worker")), std::string::npos);
+  EXPECT_NE(pf.find(std::string("\x2a\x06worker")), std::string::npos);
 }
 
 TEST(ExportTest, ChromeSlicesNestAndStayOrdered) {

@@ -109,6 +109,10 @@ class Perfetto : public Exporter {
   void Add(const analysis::ResolvedSample& rs) override {
     const auto& s = *rs.sample;
     if (!snapshot_written_) WriteClockSnapshot(s.time_ns);
+    // The process's name: from the sideband when the replay knows it,
+    // else its main thread's (another thread's name, pthread_setname_np's
+    // worker-one, is not the process's).
+    ProcessTrack(s.pid, rs.process_comm ? rs.process_comm : s.pid == s.tid ? &s.comm : nullptr);
     ThreadTrack(s.pid, s.tid, s.comm);
     ProtoWriter interned;
     ProtoWriter sample;
@@ -187,24 +191,26 @@ class Perfetto : public Exporter {
   static uint64_t ProcessUuid(uint32_t pid) { return 0x466d000000000000ULL | pid; }
   static uint64_t ThreadUuid(uint32_t tid) { return 0x466c000000000000ULL | tid; }
   static uint64_t CpuUuid(uint32_t cpu) { return 0x4663000000000000ULL | cpu; }
+  // A process track is described when first seen (without a name if none is
+  // known yet: its thread tracks hang under it) and again when its name
+  // changes.
+  void ProcessTrack(uint32_t pid, const std::string* name) {
+    auto [it, fresh] = process_names_.try_emplace(pid);
+    if (!fresh && (name == nullptr || (it->second && *it->second == *name))) return;
+    if (name != nullptr) it->second = *name;
+    ProtoWriter pd, td;
+    pd.Varint(1, pid);
+    if (name != nullptr) pd.Bytes(6, *name);
+    td.Varint(1, ProcessUuid(pid));
+    td.Message(3, pd);
+    ProtoWriter p = PacketHeader(std::nullopt, 0);
+    p.Message(kPacketTrackDescriptor, td);
+    Write(p);
+  }
   void ThreadTrack(uint32_t pid, uint32_t tid, const std::string& comm) {
     auto [it, fresh] = thread_names_.try_emplace(tid, comm);
     if (!fresh && it->second == comm) return;
     it->second = comm;
-    // The process is named after its main thread (pid == tid) only: another
-    // thread's name (pthread_setname_np's worker-one) is not the process's.
-    // A process first seen through another thread gets a track without a
-    // name, for its thread tracks to hang under, until its main thread shows.
-    if (named_pids_.insert(pid).second || pid == tid) {
-      ProtoWriter pd, td;
-      pd.Varint(1, pid);
-      if (pid == tid) pd.Bytes(6, comm);
-      td.Varint(1, ProcessUuid(pid));
-      td.Message(3, pd);
-      ProtoWriter p = PacketHeader(std::nullopt, 0);
-      p.Message(kPacketTrackDescriptor, td);
-      Write(p);
-    }
     ProtoWriter thd, td;
     thd.Varint(1, pid);
     thd.Varint(2, tid);
@@ -368,7 +374,7 @@ class Perfetto : public Exporter {
   bool snapshot_written_ = false;
   uint64_t snapshot_mono_ = 0;
   std::map<uint32_t, std::string> thread_names_;
-  std::set<uint32_t> named_pids_;
+  std::map<uint32_t, std::optional<std::string>> process_names_;  // the last name given, by pid
   std::set<uint32_t> cpus_;
   std::map<uint32_t, uint64_t> thread_last_, cpu_last_;
   std::map<std::string, uint64_t> function_names_, build_ids_, paths_, mappings_, frames_;

@@ -37,10 +37,13 @@ class TraceSink {
  public:
   virtual ~TraceSink() = default;
   virtual void Start(const analysis::RecordInfo& info, std::ostream* out) = 0;
-  // First use of a lane: process/thread names or the CPU's name. Called
-  // again with renamed = true when the thread's name changes inside the
-  // window (an exec): viewers keep the last name given.
-  virtual void NewLane(const LaneKey& key, uint64_t id, const std::string& comm, bool renamed) = 0;
+  // First use of a lane: the thread's name or the CPU's. Called again when
+  // the thread's name changes inside the window (an exec, a prctl): viewers
+  // keep the last name given.
+  virtual void NewLane(const LaneKey& key, uint64_t id, const std::string& comm) = 0;
+  // The process's name, first given or changed (an exec): viewers keep the
+  // last one.
+  virtual void NameProcess(uint32_t pid, const std::string& name) = 0;
   virtual void Begin(const LaneKey& key, uint64_t id, uint64_t ts, const std::string& name,
                      const std::string& dso) = 0;
   virtual void End(const LaneKey& key, uint64_t id, uint64_t ts) = 0;
@@ -80,6 +83,19 @@ class TraceExporter : public Exporter {
     }
     LaneKey tk{false, s.pid, s.tid};
     Lane& tl = GetLane(tk, s.comm);
+    // The process's name from the sideband when the replay knows it (any
+    // thread's sample carries it), else its main thread's: another thread's
+    // name (pthread_setname_np's worker-one) is not the process's.
+    const std::string* process = rs.process_comm  ? rs.process_comm
+                                 : s.pid == s.tid ? &s.comm
+                                                  : nullptr;
+    if (process != nullptr) {
+      auto [pn, fresh] = process_names_.try_emplace(s.pid, *process);
+      if (fresh || pn->second != *process) {
+        pn->second = *process;
+        sink_->NameProcess(s.pid, *process);
+      }
+    }
     size_t keep = 0;
     if (t <= tl.last_end + len) {  // no gap: frames shared with the last sample stay open
       while (keep < tl.open.size() && keep < names.size() && tl.open[keep] == names[keep]) ++keep;
@@ -113,10 +129,10 @@ class TraceExporter : public Exporter {
     if (fresh) {
       it->second.id = ++next_id_;
       it->second.comm = comm;
-      sink_->NewLane(key, it->second.id, comm, false);
+      sink_->NewLane(key, it->second.id, comm);
     } else if (!key.cpu && it->second.comm != comm) {
       it->second.comm = comm;
-      sink_->NewLane(key, it->second.id, comm, true);
+      sink_->NewLane(key, it->second.id, comm);
     }
     return it->second;
   }
@@ -131,6 +147,7 @@ class TraceExporter : public Exporter {
 
   std::unique_ptr<TraceSink> sink_;
   std::map<LaneKey, Lane> lanes_;
+  std::map<uint32_t, std::string> process_names_;  // the last name each pid was given
   uint64_t next_id_ = 0;
   bool clock_event_ = true;
   uint64_t interval_ns_ = 1'000'000;
@@ -149,7 +166,7 @@ class ChromeSink : public TraceSink {
           << static_cast<int64_t>(info.window_start_ns) + info.mono_to_wall_ns
           << "},\"traceEvents\":[\n";
   }
-  void NewLane(const LaneKey& key, uint64_t, const std::string& comm, bool renamed) override {
+  void NewLane(const LaneKey& key, uint64_t, const std::string& comm) override {
     if (key.cpu) {
       if (!cpu_named_) {
         Emit(
@@ -164,19 +181,16 @@ class ChromeSink : public TraceSink {
                       kCpuPid, key.tid, key.tid));
       return;
     }
-    // The process is named after its main thread only (pid == tid, the
-    // first time or when renamed): another thread's name (pthread_setname_np's
-    // worker-one) is not the process's.
-    if (key.pid == key.tid && (named_pids_.insert(key.pid).second || renamed)) {
-      Emit(
-          fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":{},"
-                      "\"args\":{{\"name\":\"{}\"}}}}",
-                      key.pid, key.pid, JsonEscape(comm)));
-    }
     Emit(
         fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
                     "\"args\":{{\"name\":\"{}\"}}}}",
                     key.pid, key.tid, JsonEscape(comm)));
+  }
+  void NameProcess(uint32_t pid, const std::string& name) override {
+    Emit(
+        fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":{},"
+                    "\"args\":{{\"name\":\"{}\"}}}}",
+                    pid, pid, JsonEscape(name)));
   }
   void Begin(const LaneKey& key, uint64_t, uint64_t ts, const std::string& name,
              const std::string& dso) override {
@@ -259,7 +273,6 @@ class ChromeSink : public TraceSink {
   uint64_t base_ = 0;
   bool first_ = true;
   bool cpu_named_ = false;
-  std::set<uint32_t> named_pids_;
   std::map<LaneKey, ChromeLane> lanes_;
 };
 

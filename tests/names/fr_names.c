@@ -3,10 +3,9 @@
  * "worker-one" in hot_one, "worker-two" in hot_two, and "clock-spin" calling
  * clock_gettime(CLOCK_MONOTONIC) through this program's PLT stub, so its
  * samples land in the stub (clock_gettime@plt) and in the vDSO
- * (__vdso_clock_gettime). The main thread burns 20 ms of CPU first (so
- * that it is sampled under its exec'd name: a process is named after its
- * main thread's samples, and without one after the exec only a sample taken
- * between the parent's fork and exec would name it), then only waits.
+ * (__vdso_clock_gettime). The main thread only sets up and waits: it is
+ * seldom sampled after its exec, so the exports must name the process from
+ * the exec (the sideband), not from the main thread's samples.
  *
  * A timer sample almost never catches a PLT stub's one well-predicted jmp
  * (on the machines tried, the GOT load is charged to the jump target), so
@@ -49,15 +48,6 @@ __attribute__((noinline)) void clock_spin(double end) {
   do {
     clock_gettime(CLOCK_MONOTONIC, &ts); /* through clock_gettime@plt */
   } while (ts.tv_sec + ts.tv_nsec / 1e9 < end);
-}
-
-/* 20 ms of this thread's CPU time (by syscall: not through the PLT). */
-__attribute__((noinline)) void main_settle(void) {
-  struct timespec ts;
-  do {
-    for (int i = 0; i < 20000; i++) sink += i;
-    syscall(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, &ts);
-  } while (ts.tv_sec == 0 && ts.tv_nsec < 20 * 1000 * 1000);
 }
 
 /* One call of clock_gettime, to find its PLT stub from the call site. */
@@ -105,7 +95,6 @@ static void* run(void* arg) {
 
 int main(int argc, char** argv) {
   seconds = argc > 1 ? atof(argv[1]) : 2;
-  main_settle();
   struct timespec ts;
   call_clock(&ts); /* binds the slot (lazy binding) */
   uintptr_t stub = 0, slot = 0;
