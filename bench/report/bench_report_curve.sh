@@ -7,13 +7,15 @@
 #
 # The workload is one `fr_spin N rounds` per CPU: a fixed amount of work, not
 # a duration, so each record holds the same samples (CPU time x HZ) however
-# busy the host is; N comes from a calibration run (CPU seconds per round).
+# busy the host is; N comes from a calibration record (samples per round).
 # Frame-pointer call graphs, cpu-clock (hrtimer) at HZ, 100 kHz by default:
 # the kernel's floor for an hrtimer period is 10 us, so 100 kHz is the most
 # one CPU gives, and 10 M samples take 100 CPU seconds per tool. For the run,
 # kernel.perf_event_max_sample_rate is raised to 2 x HZ (at HZ = 100 kHz and
 # CONFIG_HZ=250 the default 100 000 allows 400 samples per tick, which the
-# kernel's throttle reaches); both are put back on exit.
+# kernel's throttle reaches); it is put back on exit. perf_cpu_time_max_percent
+# is left alone: only PMU interrupt handlers report to it
+# (perf_sample_event_took), not the cpu-clock hrtimer.
 #
 # Each point is recorded once per tool, then read ROUNDS times (alternating
 # order; median time, max RSS), or ROUNDS_BIG times (default 1) where the
@@ -43,7 +45,7 @@ if [ "$avail_mb" -lt "$need_mb" ]; then
   exit 1
 fi
 bench_workdir /var/tmp/flightrec-bench-rcurve.XXXXXX
-R="$B/recorder/cli/recorder --store $work/store"
+R=("$B/recorder/cli/recorder" --store "$work/store")
 
 rate_file=/proc/sys/kernel/perf_event_max_sample_rate
 old_rate=$(cat "$rate_file")
@@ -66,12 +68,12 @@ measure() {  # measure NAME CMD...: appends "NAME wall_s peak_rss_kb cpu_s" to $
 # unsampled CPU time x HZ).
 cal_rounds=400
 cal_work="for i in \$(seq $ncpu); do $B/tests/programs/fr_spin $cal_rounds rounds >/dev/null & done; wait"
-$R record -F "$HZ" --ring-pages 16384 --history 3600s --last 3600s --always \
+"${R[@]}" record -F "$HZ" --ring-pages 16384 --history 3600s --last 3600s --always \
   -- sh -c "$cal_work" 2> "$work/rec.log" || {
   cat "$work/rec.log"
   exit 1
 }
-cal=$($R info -1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["meta"]["samples"])')
+cal=$("${R[@]}" info -1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["meta"]["samples"])')
 rm -rf "$work/store"
 per_round=$(awk -v s="$cal" -v r=$cal_rounds -v n="$ncpu" 'BEGIN {print s / (r * n)}')
 echo "# calibration: ${per_round} samples per fr_spin round per process at ${HZ} Hz"
@@ -90,13 +92,13 @@ for target in "${targets[@]}"; do
   pages=16384
   while [ $((pages * 4096)) -lt $((target * 90 * 3 / 2 / ncpu)) ]; do pages=$((pages * 2)); done
   t0=$(date +%s.%N)
-  $R record -F "$HZ" --ring-pages "$pages" --history 3600s --last 3600s --always \
+  "${R[@]}" record -F "$HZ" --ring-pages "$pages" --history 3600s --last 3600s --always \
     -- sh -c "$workload" 2> "$work/rec.log" || {
     cat "$work/rec.log"
     exit 1
   }
   t1=$(date +%s.%N)
-  ours=$($R info -1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["meta"]["samples"])')
+  ours=$("${R[@]}" info -1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["meta"]["samples"])')
   # -N: perf 6.1 on a 6.18 host has been seen to abort in util/build-id.c
   # without it, and even with it now and then at the end of a record of a
   # few 100 k samples: up to 3 tries. Not -q: its last line says how many
@@ -119,17 +121,17 @@ for target in "${targets[@]}"; do
   : > "$work/m"
   for r in $(seq "$n"); do
     if [ $((r % 2)) -eq 1 ]; then
-      measure report $R report -1
+      measure report "${R[@]}" report -1
       measure perf_report perf report -i "$work/perf.data" --stdio --sort sym
-      measure script $R script -1
+      measure script "${R[@]}" script -1
       measure perf_script perf script -i "$work/perf.data"
-      measure pprof $R export -1 -f pprof -o "$work/p.pb.gz"
+      measure pprof "${R[@]}" export -1 -f pprof -o "$work/p.pb.gz"
     else
       measure perf_script perf script -i "$work/perf.data"
-      measure pprof $R export -1 -f pprof -o "$work/p.pb.gz"
+      measure pprof "${R[@]}" export -1 -f pprof -o "$work/p.pb.gz"
       measure perf_report perf report -i "$work/perf.data" --stdio --sort sym
-      measure script $R script -1
-      measure report $R report -1
+      measure script "${R[@]}" script -1
+      measure report "${R[@]}" report -1
     fi
   done
   python3 - "$ours" "$theirs" "$work/m" "$dat" "$n" \
