@@ -242,12 +242,16 @@ TEST(ExportTest, ChromeLanesStayNestedWhenAClosedNameReopens) {
 std::string Gunzip(std::string gz) {
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 16) != Z_OK) return "";
-  std::string raw(1 << 20, '\0');
+  std::string raw;
   zs.next_in = reinterpret_cast<Bytef*>(gz.data());
   zs.avail_in = static_cast<uInt>(gz.size());
-  zs.next_out = reinterpret_cast<Bytef*>(raw.data());
-  zs.avail_out = static_cast<uInt>(raw.size());
-  int rc = inflate(&zs, Z_FINISH);
+  int rc;
+  do {
+    raw.resize(zs.total_out + (1 << 20));
+    zs.next_out = reinterpret_cast<Bytef*>(raw.data() + zs.total_out);
+    zs.avail_out = 1 << 20;
+    rc = inflate(&zs, Z_NO_FLUSH);
+  } while (rc == Z_OK);
   raw.resize(rc == Z_STREAM_END ? zs.total_out : 0);
   inflateEnd(&zs);
   return raw;
@@ -365,6 +369,45 @@ TEST(ExportTest, PprofLabelsAreNumericWithUnitsAndMappingsHaveBuildIds) {
   EXPECT_EQ(zero_cpu, 3);  // the fixture's cpu is 0 throughout
   EXPECT_EQ(zero_pid, 1);
   EXPECT_EQ(mappings, 1);
+}
+
+// Issue 17: a pprof export of 10 M samples held them all as protobuf until
+// Finish (1.5 GB of RSS) and then gzipped that in one deflate call, whose
+// 32-bit avail_in would have cut a profile over 4 GiB short. Samples are now
+// compressed as they come: output appears before Finish, and every sample
+// and the tables after them are still in the one gzip stream.
+TEST(ExportTest, PprofCompressesSamplesAsTheyCome) {
+  Fixture f;
+  auto ex = MakeExporter("pprof");
+  ASSERT_TRUE(ex.ok());
+  std::ostringstream out;
+  analysis::RecordInfo info;
+  info.id = "r";
+  info.config = {{"backend", {{"event", "cpu-clock"}, {"frequency_hz", 1000}}}};
+  (*ex)->Begin(info, &out);
+  // ~60 bytes of protobuf a sample (labels with distinct timestamps): 3 MiB.
+  constexpr int kSamples = 50'000;
+  for (int i = 0; i < kSamples; ++i) {
+    f.samples[i % 3].time_ns = 1'000'000'000 + static_cast<int64_t>(i) * 10'000;
+    (*ex)->Add(analysis::ResolvedSample{&f.samples[i % 3], f.stacks[i % 3], 0, nullptr});
+  }
+  EXPECT_GT(out.str().size(), 0u) << "samples are held until Finish";
+  ASSERT_TRUE((*ex)->Finish().ok());
+  std::string raw = Gunzip(out.str());
+  ASSERT_GT(raw.size(), size_t{2} << 20);
+  auto top = Fields(raw);
+  ASSERT_FALSE(top.empty());
+  int samples = 0, sample_types = 0, locations = 0, strings = 0;
+  for (const auto& t : top) {
+    samples += t.number == 2;
+    sample_types += t.number == 1;
+    locations += t.number == 4;
+    strings += t.number == 6;
+  }
+  EXPECT_EQ(samples, kSamples);
+  EXPECT_EQ(sample_types, 2);
+  EXPECT_EQ(locations, 3);  // main, a, b<int>
+  EXPECT_GT(strings, 5);
 }
 
 }  // namespace
