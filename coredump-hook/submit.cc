@@ -191,6 +191,11 @@ Status StreamCore(int core_fd, const HookOptions& o, store::PendingRecord* rec,
   }
   c->compression = governor.history();
   if (core_io.ok()) core_io = w.EndSection();
+  // What follows (metadata, maps, backtrace) is kilobytes: the hook's own
+  // thread compresses it (waking a worker per section cost more, on a busy
+  // host milliseconds each), and the workers go now, while the unwinder
+  // finishes, rather than at the commit.
+  w.SetCompression(o.compression.level, 0);
   // The rest of it too, while the unwinder finishes.
   if (core_io.ok() && w.bytes_written() > written_back) {
     (void)sync_file_range(w.fd(), static_cast<off_t>(written_back), 0, SYNC_FILE_RANGE_WRITE);
