@@ -49,8 +49,9 @@ ssize_t TeePipe(int in_fd, int out_fd, size_t max, int out_timeout_ms);
 // system call beyond reading files and memory: a hostile core can neither
 // take the hook down nor act as root or as anyone. The child is started
 // before the hook drops its own privileges (making it another user needs
-// CAP_SETUID/CAP_SETGID) and becomes that user at once; the hook then copies
-// the core to it through a pipe as it stores it, and the child cuts out what
+// CAP_SETUID/CAP_SETGID) and becomes that user at once; the hook then gives
+// it the core through a pipe as it stores it (tee(2) of the kernel's pipe
+// buffers, else a copy: CoreCopyTarget), and the child cuts out what
 // unwinding needs (CoreReducer) into the temporary file, unwinds at the end
 // of the core and writes JSON back. Stopping it after the deadline is why
 // the hook keeps CAP_KILL: the kernel lets uid 0 without capabilities signal
