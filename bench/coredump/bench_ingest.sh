@@ -14,7 +14,8 @@
 # made by a first run): a host has its store before its second crash.
 # "busy" rounds run a fixed background job the same for all three: one shell
 # busy loop per CPU, in a session of its own (like another user's work).
-# Prints a table, writes DIR/ingest.dat and DIR/ingest.png (gnuplot).
+# Prints a table, writes DIR/ingest.dat, DIR/ingest.png (gnuplot) and every
+# round's times in DIR/ingest_rounds.txt.
 # The core is written through the current core_pattern when it is a plain
 # file name (the default "core"); otherwise the pattern is set to a plain
 # file for the moment of the crash and restored.
@@ -109,6 +110,7 @@ run_one() {  # run_one WHO MODE CORE: appends "WHO MODE secs user sys stored_byt
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg), zstd $(zstd -V | grep -o 'v[0-9.]*')"
 dat="$OUT/ingest.dat"
 echo "# MiB hook_idle fixed_idle zstd_idle hook_busy fixed_busy zstd_busy (MB/s)" > "$dat"
+echo "# MiB who mode wall_s user_s sys_s stored_bytes [hook's choice]" > "$OUT/ingest_rounds.txt"
 printf '%6s %5s | %9s %9s %9s | %10s %10s | %7s %7s | %s\n' MiB CPUs hook fixed "zstd -3" \
   hook/zstd fixed/zstd "hook x" "zstd x" "hook's choice"
 IFS=, read -r -a sizes <<< "$SIZES"
@@ -125,6 +127,7 @@ for mib in "${sizes[@]}"; do
     for who in "${order[@]}"; do run_one "$who" busy "$core"; done
     stop_busy
   done
+  sed "s/^/$mib /" "$work/t" >> "$OUT/ingest_rounds.txt"  # every round, for medians
   load=$(cut -d' ' -f1 /proc/loadavg)
   python3 - "$bytes" "$mib" "$load" "$work/t" "$dat" << 'PY'
 import sys
