@@ -15,7 +15,8 @@
 # "busy" rounds run a fixed background job the same for all three: one shell
 # busy loop per CPU, in a session of its own (like another user's work).
 # Prints a table, writes DIR/ingest.dat, DIR/ingest.png (gnuplot) and every
-# round's times in DIR/ingest_rounds.txt.
+# round's times in DIR/ingest_rounds.txt. "CPU-s h/z" is the median CPU time
+# (user + sys) of the hook's and zstd's pipelines.
 # The core is written through the current core_pattern when it is a plain
 # file name (the default "core"); otherwise the pattern is set to a plain
 # file for the moment of the crash and restored.
@@ -111,8 +112,8 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load: $(cut -d' ' -f1-3
 dat="$OUT/ingest.dat"
 echo "# MiB hook_idle fixed_idle zstd_idle hook_busy fixed_busy zstd_busy (MB/s)" > "$dat"
 echo "# MiB who mode wall_s user_s sys_s stored_bytes [hook's choice]" > "$OUT/ingest_rounds.txt"
-printf '%6s %5s | %9s %9s %9s | %10s %10s | %7s %7s | %s\n' MiB CPUs hook fixed "zstd -3" \
-  hook/zstd fixed/zstd "hook x" "zstd x" "hook's choice"
+printf '%6s %5s | %9s %9s %9s | %10s %10s | %7s %7s | %13s | %s\n' MiB CPUs hook fixed "zstd -3" \
+  hook/zstd fixed/zstd "hook x" "zstd x" "CPU-s h/z" "hook's choice"
 IFS=, read -r -a sizes <<< "$SIZES"
 for mib in "${sizes[@]}"; do
   core=$(make_core "$mib")
@@ -132,19 +133,24 @@ for mib in "${sizes[@]}"; do
   python3 - "$bytes" "$mib" "$load" "$work/t" "$dat" << 'PY'
 import sys
 n, mib, load, path, dat = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-best = {}
+best, cpu = {}, {}
 for line in open(path):
     f = line.split()
     who, mode, secs, stored = f[0], f[1], float(f[2]), int(f[5])
     note = " ".join(f[6:]).replace("_", " ")
     if (who, mode) not in best or secs < best[(who, mode)][0]:
         best[(who, mode)] = (secs, stored, note)
+    # CPU time (user + sys of the pipeline, cat included for both): what
+    # each needs of a contended CPU, far steadier than wall time here.
+    cpu.setdefault((who, mode), []).append(float(f[3]) + float(f[4]))
+med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1]) / 2
 row = [mib]
 for mode in ("idle", "busy"):
     h, x, z = best[("hook", mode)], best[("fixed", mode)], best[("zstd", mode)]
     mbs = lambda b: n / b[0] / 1e6
     print(f"{mib:>6} {mode:>5} | {mbs(h):9.1f} {mbs(x):9.1f} {mbs(z):9.1f} | "
-          f"{z[0]/h[0]:9.2f}x {z[0]/x[0]:9.2f}x | {n/h[1]:7.2f} {n/z[1]:7.2f} | {h[2]}  [load {load}]")
+          f"{z[0]/h[0]:9.2f}x {z[0]/x[0]:9.2f}x | {n/h[1]:7.2f} {n/z[1]:7.2f} | "
+          f"{med(cpu[('hook', mode)]):5.2f}/{med(cpu[('zstd', mode)]):5.2f} | {h[2]}  [load {load}]")
     row += [f"{mbs(h):.1f}", f"{mbs(x):.1f}", f"{mbs(z):.1f}"]
 open(dat, "a").write(" ".join(row) + "\n")
 PY
