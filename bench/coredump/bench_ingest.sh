@@ -13,7 +13,8 @@
 # hook stores into a store that already exists (copied, untimed, from one
 # made by a first run): a host has its store before its second crash.
 # "busy" rounds run a fixed background job the same for all three: one shell
-# busy loop per CPU, in a session of its own (like another user's work).
+# busy loop pinned to each CPU, in a session of its own (like another
+# user's work).
 # Prints a table, writes DIR/ingest.dat, DIR/ingest.png (gnuplot) and every
 # round's times in DIR/ingest_rounds.txt. "CPU-s h/z" is the median CPU time
 # (user + sys) of the hook's and zstd's pipelines.
@@ -36,8 +37,12 @@ bench_cleanup() {
 }
 start_busy() {
   local i
+  # Each pinned to its CPU: unpinned, the scheduler sometimes put both on
+  # one CPU and left the other to whichever contender ran then (its CPU
+  # time per second of wall doubled: 0.5 -> 1.1 CPUs), a lottery that
+  # decided the busy rows.
   for i in $(seq "$ncpu"); do
-    setsid sh -c 'while :; do :; done' &
+    setsid taskset -c $((i - 1)) sh -c 'while :; do :; done' &
     SPIN+=($!)
   done
 }
