@@ -127,6 +127,47 @@ void UnwinderChild::Feed(const char* data, size_t n) {
   }
 }
 
+ssize_t TeePipe(int in_fd, int out_fd, size_t max, int out_timeout_ms) {
+  for (;;) {
+    // Input first, without a deadline: a read of the core would wait as
+    // long. Then room in the copy's pipe, within its deadline.
+    pollfd in{in_fd, POLLIN, 0};
+    int r = poll(&in, 1, -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    pollfd out{out_fd, POLLOUT, 0};
+    r = poll(&out, 1, out_timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    if ((out.revents & (POLLERR | POLLHUP)) != 0) {
+      errno = EPIPE;
+      return -1;
+    }
+    // Non-blocking on both pipes: the polls above did the waiting.
+    ssize_t n = tee(in_fd, out_fd, max, SPLICE_F_NONBLOCK);
+    if (n >= 0) return n;
+    if (errno != EINTR && errno != EAGAIN) return -1;
+  }
+}
+
+ssize_t UnwinderChild::TeeFrom(int in_fd, size_t max) {
+  if (!core_ || fed_failed_ || tee_off_) return -1;
+  ssize_t n = TeePipe(in_fd, core_.get(), max, 15000);
+  if (n >= 0) return n;
+  if (errno == ETIMEDOUT || errno == EPIPE) {
+    fed_failed_ = true;
+    feed_why_ = errno == ETIMEDOUT ? "the unwinder stopped reading the core"
+                                   : "the unwinder is gone: " + std::string(std::strerror(errno));
+  } else {
+    tee_off_ = true;  // not pipes (or an old kernel): copies from now on
+  }
+  return -1;
+}
+
 nlohmann::json UnwinderChild::Run(std::string* why) {
   if (!child_.running()) {
     *why = "no unwinder process";

@@ -21,10 +21,12 @@ Status CheckStoreDir(const std::string& dir);
 void RequestHistory(const HookOptions& o, Crash* c);
 
 // Copies the core from core_fd into the record's "core" section (up to the
-// size limit) and to the unwinder. Returns the status of the record's writes
-// (a failed write still reads the core to its end for the unwinder).
+// size limit) and to the unwinder: by tee(2) when core_fd is a pipe (as
+// under core_pattern), else by a copy. Starts the record's writeback as it
+// grows. Returns the status of the record's writes (a failed write still
+// reads the core to its end for the unwinder).
 Status StreamCore(int core_fd, const HookOptions& o, store::PendingRecord* rec,
-                  SandboxedBacktrace* unwinder, Crash* c);
+                  CoreCopyTarget* unwinder, Crash* c);
 
 // Commits `rec` with the crash's metadata, maps and backtrace; without the
 // core, in a fresh record, when core_io failed or the commit with the core

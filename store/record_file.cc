@@ -108,6 +108,18 @@ StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(ScopedFd fd, std::s
 }
 
 void RecordWriter::ApplyWanted() {
+  if (wanted_.workers <= 0 && options_.workers > 0) {
+    // Back to single-threaded: a fresh context, so the workers' threads and
+    // buffers go now rather than when the record is done (a caller drops
+    // them when only small sections are left).
+    ZSTD_CCtx* fresh = ZSTD_createCCtx();
+    if (fresh != nullptr) {
+      ZSTD_freeCCtx(cctx_);
+      cctx_ = fresh;
+      ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
+      options_.workers = 0;
+    }
+  }
   if (wanted_.workers != options_.workers) {
     // Fails harmlessly (returns an error code) on a libzstd built without
     // threads; compression then stays single-threaded.
