@@ -153,14 +153,23 @@ void Store::MarkDirs() {
 }
 
 Status Store::OpenTmpDir() {
-  if (mkdirat(dirfd_.get(), kTmpDir, 0700) != 0 && errno != EEXIST) {
-    return ErrnoStatus(fmt::format("creating {}/{}", dir_, kTmpDir));
-  }
+  // tmp/ belongs to whoever owns the store directory: root opening a user's
+  // store (`recorder list` as root on a store `recorder record` made) must
+  // neither be refused nor leave a root-owned tmp/ the user cannot write.
+  struct stat store_st {};
+  if (fstat(dirfd_.get(), &store_st) != 0) return ErrnoStatus(fmt::format("stat of {}", dir_));
+  const bool made = mkdirat(dirfd_.get(), kTmpDir, 0700) == 0;
+  if (!made && errno != EEXIST) return ErrnoStatus(fmt::format("creating {}/{}", dir_, kTmpDir));
   tmpfd_.reset(openat(dirfd_.get(), kTmpDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!tmpfd_) return ErrnoStatus(fmt::format("opening {}/{}", dir_, kTmpDir));
+  // Through the fd, not the name: the directory's owner could swap the name.
+  if (made && store_st.st_uid != geteuid() &&
+      fchown(tmpfd_.get(), store_st.st_uid, store_st.st_gid) != 0) {
+    return ErrnoStatus(fmt::format("giving {}/{} to the store's owner", dir_, kTmpDir));
+  }
   struct stat st {};
   if (fstat(tmpfd_.get(), &st) != 0) return ErrnoStatus(fmt::format("stat of {}/tmp", dir_));
-  if (st.st_uid != geteuid() || (st.st_mode & 0077) != 0) {
+  if (st.st_uid != store_st.st_uid || (st.st_mode & 0077) != 0) {
     tmpfd_.reset();
     return InvalidArgument(fmt::format(
         "{}/{} is not owned by the store's owner or is open to others (refused)", dir_, kTmpDir));

@@ -219,6 +219,40 @@ void ExpectTotalsMatchARecount(Store& s) {
   EXPECT_EQ(got, *want);
 }
 
+// root opening a store a user made (`recorder list` as root on the store of
+// an unprivileged `recorder record`), one from before tmp/ existed: accepted,
+// and the tmp/ it creates is the user's, who can still write records.
+TEST(ReconcileTest, RootOpeningAUsersStoreLeavesTmpToTheUser) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root (chown)";
+  TempDir d;
+  ASSERT_EQ(chmod(d.path().c_str(), 0777), 0);
+  const std::string st = d.path() + "/store";
+  auto as_user = [&](const char* payload) {
+    return RunInChild([&] {
+      if (setgid(65534) != 0 || setuid(65534) != 0) return 3;
+      auto s = Store::Open(st, TestOptions());
+      return s.ok() && WriteSmallRecord(**s, payload).ok() ? 0 : 1;
+    });
+  };
+  ASSERT_EQ(as_user("a"), 0);
+  ASSERT_EQ(rmdir((st + "/tmp").c_str()), 0);  // a store from before tmp/
+  {
+    auto s = OpenOk(st);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->List({}).value().size(), 1u);
+  }
+  struct stat tmp {};
+  ASSERT_EQ(stat((st + "/tmp").c_str(), &tmp), 0);
+  EXPECT_EQ(tmp.st_uid, 65534u);
+  EXPECT_EQ(tmp.st_mode & 0777, 0700u);
+  EXPECT_EQ(as_user("b"), 0);  // a temporary goes into tmp/ on the way
+  // A tmp/ that is not the store owner's is refused.
+  ASSERT_EQ(chown((st + "/tmp").c_str(), 0, 0), 0);
+  auto bad = Store::Open(st, TestOptions());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not owned by the store's owner"), std::string::npos);
+}
+
 TEST(TotalsTest, TotalsEqualARecountAfterCommitsRetentionAndRemovals) {
   TempDir d;
   auto s = OpenOk(d.path());
