@@ -34,27 +34,6 @@ bool IsUidName(const std::string& n) {
          std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Names in the directory `fd` (not consumed), without "." and "..".
-StatusOr<std::vector<std::string>> ListDir(int fd, const std::string& display) {
-  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return ErrnoStatus("dup of " + display);
-  DIR* d = fdopendir(dup_fd);
-  if (d == nullptr) {
-    close(dup_fd);
-    return ErrnoStatus("listing " + display);
-  }
-  // fdopendir shares the file offset with fd's other duplicates.
-  rewinddir(d);
-  std::vector<std::string> names;
-  while (struct dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // True if `name` in `dirfd` is exactly the link GrantReader makes for it.
 bool IsOurLink(int dirfd, const std::string& name) {
   char buf[512];

@@ -72,24 +72,11 @@ std::string StatString(const struct stat& st) {
                      st.st_nlink, st.st_size, Ns(st.st_mtim), Ns(st.st_ctim));
 }
 
-// Names in the directory `fd` (not consumed), sorted, without "." and "..".
+// ListDir, with nothing for a directory that cannot be listed: the walk
+// then finds nothing to remove there.
 std::vector<std::string> Names(int fd) {
-  std::vector<std::string> names;
-  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return names;
-  DIR* d = fdopendir(dup_fd);
-  if (d == nullptr) {
-    close(dup_fd);
-    return names;
-  }
-  rewinddir(d);  // the offset is shared with fd's other duplicates
-  while (struct dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
+  auto names = ListDir(fd, "a store directory");
+  return names.ok() ? std::move(*names) : std::vector<std::string>{};
 }
 
 // Sets the mtime of `name` in `parent` (a directory the store made) to 1 ns
@@ -107,6 +94,26 @@ void Mark(int parent, const char* name) {
 }
 
 }  // namespace
+
+StatusOr<std::vector<std::string>> ListDir(int fd, const std::string& display) {
+  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return ErrnoStatus("dup of " + display);
+  DIR* d = fdopendir(dup_fd);
+  if (d == nullptr) {
+    close(dup_fd);
+    return ErrnoStatus("listing " + display);
+  }
+  // fdopendir shares the file offset with fd's other duplicates.
+  rewinddir(d);
+  std::vector<std::string> names;
+  while (struct dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 bool Store::LockDir() {
   for (int waited = 0;; ++waited) {

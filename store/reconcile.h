@@ -3,10 +3,15 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "store/store.h"
 
 namespace flightrec::store {
+
+// Names in the directory `fd` (not consumed, its offset rewound), sorted,
+// without "." and "..".
+StatusOr<std::vector<std::string>> ListDir(int fd, const std::string& display);
 
 // One change (or several) to the store's directories by this store, under
 // the lock. Each change: Before(), the change, Changed(); then Commit() once
