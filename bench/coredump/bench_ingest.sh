@@ -19,7 +19,8 @@
 # user's work).
 # Prints a table, writes DIR/ingest.dat, DIR/ingest.png (gnuplot) and every
 # round's times in DIR/ingest_rounds.txt. "CPU-s h/z" is the median CPU time
-# (user + sys) of the hook's and zstd's pipelines.
+# (user + sys) of the hook's and zstd's pipelines; "paired" the median over
+# rounds of zstd's wall time over the hook's in the same round.
 # The core is written through the current core_pattern when it is a plain
 # file name (the default "core"); otherwise the pattern is set to a plain
 # file for the moment of the crash and restored.
@@ -119,8 +120,8 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load: $(cut -d' ' -f1-3
 dat="$OUT/ingest.dat"
 echo "# MiB hook_idle fixed_idle zstd_idle hook_busy fixed_busy zstd_busy (MB/s)" > "$dat"
 echo "# MiB who mode wall_s user_s sys_s stored_bytes [hook's choice]" > "$OUT/ingest_rounds.txt"
-printf '%6s %5s | %9s %9s %9s | %10s %10s | %7s %7s | %13s | %s\n' MiB CPUs hook fixed "zstd -3" \
-  hook/zstd fixed/zstd "hook x" "zstd x" "CPU-s h/z" "hook's choice"
+printf '%6s %5s | %9s %9s %9s | %10s %10s %7s | %7s %7s | %13s | %s\n' MiB CPUs hook fixed "zstd -3" \
+  hook/zstd fixed/zstd paired "hook x" "zstd x" "CPU-s h/z" "hook's choice"
 IFS=, read -r -a sizes <<< "$SIZES"
 for mib in "${sizes[@]}"; do
   core=$(make_core "$mib")
@@ -154,8 +155,11 @@ row = [mib]
 for mode in ("idle", "busy"):
     h, x, z = ((med(walls[(w, mode)]),) + last[(w, mode)] for w in ("hook", "fixed", "zstd"))
     mbs = lambda b: n / b[0] / 1e6
+    # Round by round (the two ran minutes apart at most, the background
+    # the same): the median of zstd's wall over the hook's in each round.
+    paired = med([zw / hw for zw, hw in zip(walls[("zstd", mode)], walls[("hook", mode)])])
     print(f"{mib:>6} {mode:>5} | {mbs(h):9.1f} {mbs(x):9.1f} {mbs(z):9.1f} | "
-          f"{z[0]/h[0]:9.2f}x {z[0]/x[0]:9.2f}x | {n/h[1]:7.2f} {n/z[1]:7.2f} | "
+          f"{z[0]/h[0]:9.2f}x {z[0]/x[0]:9.2f}x {paired:6.2f}x | {n/h[1]:7.2f} {n/z[1]:7.2f} | "
           f"{med(cpu[('hook', mode)]):5.2f}/{med(cpu[('zstd', mode)]):5.2f} | {h[2]}  [load {load}]")
     row += [f"{mbs(h):.1f}", f"{mbs(x):.1f}", f"{mbs(z):.1f}"]
 open(dat, "a").write(" ".join(row) + "\n")
