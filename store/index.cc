@@ -283,6 +283,10 @@ Index::~Index() {
   if (db_ != nullptr) sqlite3_close_v2(db_);
 }
 
+void Index::SkipCheckpointOnClose() {
+  (void)sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+}
+
 Status Index::Exec(const std::string& sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {

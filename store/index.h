@@ -72,6 +72,11 @@ class Index {
   static StatusOr<std::unique_ptr<Index>> Open(const std::string& path, bool read_only = false);
   ~Index();
 
+  // Leaves the WAL to the next writer's checkpoint instead of checkpointing
+  // (two fdatasyncs) and deleting it (a directory update) when this, the
+  // last connection, closes; see StoreOptions::checkpoint_index_on_close.
+  void SkipCheckpointOnClose();
+
   // Inserts (or replaces, for re-indexing) a record row and its child rows
   // derived from meta, in one transaction.
   Status Upsert(const RecordRow& row);

@@ -134,6 +134,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Store
   auto idx = Index::Open(index_path, options.read_only);
   if (!idx.ok()) return idx.status().Annotate(fmt::format("store {}", dir));
   s->index_ = std::move(*idx);
+  if (!options.read_only && !options.checkpoint_index_on_close) s->index_->SkipCheckpointOnClose();
   // sqlite creates -wal and -shm with the index's mode; older stores may
   // have them (and the index) world-readable: fixed on every open.
   if (!options.read_only) s->MakePrivate();

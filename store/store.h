@@ -58,6 +58,15 @@ struct StoreOptions {
   WriterOptions writer;
   RetentionLimits retention;
   bool apply_retention_on_commit = true;
+  // false: closing the store leaves the index's WAL for the next writer
+  // (its auto-checkpoint every ~1000 pages, or its close) rather than
+  // checkpointing and deleting it, ~4 syncs a short-lived writer such as
+  // the coredump hook would wait for at every crash. Durability is not
+  // weakened: a record is durable once its file and the directory are
+  // fsynced in Commit; with synchronous=NORMAL the index row never was
+  // synced by the commit itself, and a row lost with the WAL is re-indexed
+  // from the file by the next writable Store::Open (Recover).
+  bool checkpoint_index_on_close = true;
 };
 
 struct RecoveryReport {
