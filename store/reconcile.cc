@@ -204,11 +204,14 @@ Status Store::Reconcile() {
     }
   } unlock{this, locked};
   const int64_t now = WallClockNs();
+  // The stamp is only a hint: one that cannot be read or written (a full
+  // disk) means a walk now or at the next open, never a failed open. A stale
+  // stamp left behind cannot match: MarkDirs below moved every mtime on.
   if (locked && !options_.full_recovery) {
-    ASSIGN_OR_RETURN(auto stored, index_->GetReconciled());
-    ASSIGN_OR_RETURN(std::string current, DirStamp());
-    if (stored && stored->stamp == current && now >= stored->full_ns &&
-        now - stored->full_ns < kFullEvery) {
+    auto stored = index_->GetReconciled();
+    auto current = DirStamp();
+    if (stored.ok() && current.ok() && *stored && (*stored)->stamp == *current &&
+        now >= (*stored)->full_ns && now - (*stored)->full_ns < kFullEvery) {
       return OkStatus();
     }
   }
@@ -222,11 +225,9 @@ Status Store::Reconcile() {
   RETURN_IF_ERROR(Recover());
   ASSIGN_OR_RETURN(std::string after, DirStamp());
   if (locked) {
-    if (after == before && !live_temps_) {
-      RETURN_IF_ERROR(index_->SetReconciled(Index::Reconciled{before, now}));
-    } else {
-      RETURN_IF_ERROR(index_->SetReconciled(std::nullopt));
-    }
+    (void)index_->SetReconciled(after == before && !live_temps_
+                                    ? std::optional(Index::Reconciled{before, now})
+                                    : std::nullopt);
   }
   return OkStatus();
 }
