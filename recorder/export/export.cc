@@ -92,4 +92,10 @@ std::string FoldedName(std::string_view s) {
   return out;
 }
 
+const std::string* ProcessName(const analysis::ResolvedSample& rs) {
+  if (rs.process_comm != nullptr) return rs.process_comm;
+  const auto& s = *rs.sample;
+  return s.pid == s.tid ? &s.comm : nullptr;
+}
+
 }  // namespace flightrec::recorder::exporter

@@ -65,4 +65,10 @@ std::string FoldedName(std::string_view s);
 // "" for a complete (or not DWARF-unwound) one.
 std::string IncompleteStackMarker(const attribution::AttributedSample& s);
 
+// The name that names the sample's process in the trace exports: the
+// sideband's (ResolvedSample::process_comm) when the replay knows it, else
+// its main thread's own sample's; null for another thread's sample without
+// it (pthread_setname_np's worker-one is not the process's name).
+const std::string* ProcessName(const analysis::ResolvedSample& rs);
+
 }  // namespace flightrec::recorder::exporter

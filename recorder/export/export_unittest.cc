@@ -167,7 +167,8 @@ TEST(ExportTest, TheProcessIsNamedFromTheSidebandWhenTheReplayKnowsIt) {
   // Perfetto: ProcessDescriptor.process_name (field 6, tag 0x32) "sh", then
   // "app"; "worker" only ever names a thread (field 5, tag 0x2a).
   const std::string pf = f.Run("perfetto");
-  const size_t sh = pf.find(std::string("\x32\x02sh")), app = pf.find(std::string("\x32\x03" "app"));
+  const size_t sh = pf.find(std::string("\x32\x02sh"));
+  const size_t app = pf.find(std::string("\x32\x03") + "app");  // \x03a would be one escape
   ASSERT_NE(sh, std::string::npos);
   ASSERT_NE(app, std::string::npos);
   EXPECT_LT(sh, app);

@@ -109,10 +109,7 @@ class Perfetto : public Exporter {
   void Add(const analysis::ResolvedSample& rs) override {
     const auto& s = *rs.sample;
     if (!snapshot_written_) WriteClockSnapshot(s.time_ns);
-    // The process's name: from the sideband when the replay knows it,
-    // else its main thread's (another thread's name, pthread_setname_np's
-    // worker-one, is not the process's).
-    ProcessTrack(s.pid, rs.process_comm ? rs.process_comm : s.pid == s.tid ? &s.comm : nullptr);
+    ProcessTrack(s.pid, ProcessName(rs));
     ThreadTrack(s.pid, s.tid, s.comm);
     ProtoWriter interned;
     ProtoWriter sample;

@@ -83,13 +83,7 @@ class TraceExporter : public Exporter {
     }
     LaneKey tk{false, s.pid, s.tid};
     Lane& tl = GetLane(tk, s.comm);
-    // The process's name from the sideband when the replay knows it (any
-    // thread's sample carries it), else its main thread's: another thread's
-    // name (pthread_setname_np's worker-one) is not the process's.
-    const std::string* process = rs.process_comm  ? rs.process_comm
-                                 : s.pid == s.tid ? &s.comm
-                                                  : nullptr;
-    if (process != nullptr) {
+    if (const std::string* process = ProcessName(rs)) {
       auto [pn, fresh] = process_names_.try_emplace(s.pid, *process);
       if (fresh || pn->second != *process) {
         pn->second = *process;
