@@ -158,24 +158,18 @@ Status StreamCore(int core_fd, const HookOptions& o, store::PendingRecord* rec,
       // reader); the unwinder's copy would be ahead of the record.
       c->notes.push_back(fmt::format("the core's pipe gave {} of {} bytes it held", n, want));
     }
-    if (n == 0) {
-      if (err != 0)
-        c->notes.push_back(std::string("reading the core failed: ") + std::strerror(err));
-      break;
+    if (n > 0) {
+      // Past a failed write the core is still read to its end: the
+      // unwinder needs it, and a backtrace is worth more than a core.
+      if (core_io.ok()) core_io = w.Write(std::string_view(buf.data(), n));
+      if (teed < 0) unwinder->Feed(buf.data(), n);
+      c->core_size += n;
+      if (governor.Observe(n)) {
+        w.SetCompression(governor.choice().level, governor.choice().workers);
+      }
     }
-    // Past a failed write the core is still read to its end: the
-    // unwinder needs it, and a backtrace is worth more than a core.
-    if (core_io.ok()) core_io = w.Write(std::string_view(buf.data(), n));
-    if (teed < 0) unwinder->Feed(buf.data(), n);
-    c->core_size += n;
-    if (governor.Observe(n)) {
-      w.SetCompression(governor.choice().level, governor.choice().workers);
-    }
-    if (n < want) {
-      if (err != 0)
-        c->notes.push_back(std::string("reading the core failed: ") + std::strerror(err));
-      if (err != 0 || teed > 0) break;
-    }
+    if (err != 0) c->notes.push_back(std::string("reading the core failed: ") + std::strerror(err));
+    if (n < want) break;  // ReadFull stops short only at the end or an error
   }
   c->compression = governor.history();
   if (core_io.ok()) core_io = w.EndSection();
