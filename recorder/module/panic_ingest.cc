@@ -233,8 +233,10 @@ StatusOr<PanicDump> BuildPanicDump(const PanicRegion& r, const KernelEnv& env,
   snap.counters.Set(LC::kMalformedBytes, malformed);
   // written == overwritten + not_copied + records, produced == written +
   // paused + size: what the region held must add up to what it claims.
-  snap.unaccounted = static_cast<int64_t>(produced) -
-                     static_cast<int64_t>(held + overwritten + not_copied + paused + size);
+  // In u64, wrapping: the region's counters are the crashed boot's, as
+  // hostile as any file, and a signed difference of two of them overflows.
+  snap.unaccounted =
+      static_cast<int64_t>(produced - (held + overwritten + not_copied + paused + size));
   snap.source = {{"kind", "panic_region"},
                  {"boot_id", r.boot_id},
                  {"panic_cpu", h.panic_cpu},
