@@ -5,11 +5,18 @@
 # leak, timeout, out-of-memory); the input is left in build-fuzz/findings/ —
 # fix the bug and add the input to fuzz/regression/.
 # Usage: scripts/fuzz.sh [SECONDS]   (default 90; $FUZZ_SECONDS also works)
+#        scripts/fuzz.sh --build-only  (the harness only: scripts/test.sh
+#        builds it in the background while ctest runs, then fuzzes)
 # Budget (2 cores): with a warm ccache ~100 s in all (build ~3 s, corpus
 # replay ~8 s, fuzzing 90 s); from an empty ccache the build is ~310 s of CPU,
 # ~2.5-3 min of wall time on an idle machine, so the job stays under 5 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
 SECONDS_TO_FUZZ=${1:-${FUZZ_SECONDS:-90}}
 BUILD=${FLIGHTREC_FUZZ_BUILD_DIR:-build-fuzz}
 CC_BIN=${FUZZ_CC:-clang}
@@ -36,6 +43,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 cmake --build "$BUILD" -j"$(nproc)" --target record_fuzzer
 built=$(date +%s)
 echo "fuzz.sh: built in $((built - start)) s"
+[ "$build_only" = 1 ] && exit 0
 
 fuzzer="$BUILD/fuzz/record_fuzzer"
 mkdir -p "$BUILD/corpus" "$BUILD/findings"
