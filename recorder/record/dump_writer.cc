@@ -237,6 +237,15 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     live.set_unwinder(unwinder.get());
   }
   nlohmann::json live_samples = nlohmann::json::array();
+  // The events section is compressed while it is encoded: the store's zstd
+  // runs its workers on each chunk handed over (RecordWriter::Write), so
+  // they overlap the encoding instead of following it. With live
+  // attribution the events follow its section, written after the loop
+  // (the sections keep their order).
+  const bool stream_events = !req.live_attribution;
+  constexpr size_t kEventsChunk = 1 << 20;
+  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
+  if (stream_events) RETURN_IF_ERROR(rec->writer().BeginSection(kSectionEvents));
   EventEncoder enc;
   size_t next_side = 0;
   auto emit_side = [&](uint64_t until) {
@@ -253,6 +262,9 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
       kaddrs.insert(kaddrs.end(), s.kernel_chain.begin(), s.kernel_chain.end());
       if (s.kernel_chain.empty() && s.mode == CpuMode::kKernel) kaddrs.push_back(s.ip);
     }
+    if (stream_events && enc.size() >= kEventsChunk) {
+      RETURN_IF_ERROR(rec->writer().Write(enc.Take()));
+    }
     if (!req.live_attribution) continue;
     // [time, cpu, pid, tid, period, comm, [[kernel, cookie, offset, special]...]]
     attribution::AttributedSample a =
@@ -263,6 +275,10 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     live_samples.push_back({a.time_ns, a.cpu, a.pid, a.tid, a.period, a.comm, std::move(frames)});
   }
   emit_side(UINT64_MAX);
+  if (stream_events) {
+    RETURN_IF_ERROR(rec->writer().Write(enc.Take()));
+    RETURN_IF_ERROR(rec->writer().EndSection());
+  }
   nlohmann::json processes = nlohmann::json::array();
   for (uint32_t pid : pids) {
     const attribution::Process* p = live.table().Find(pid);
@@ -310,11 +326,10 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
         json::Dump(nlohmann::json{{"cookies", cookies.ToJson()}, {"samples", live_samples}});
   }
 
-  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
   if (!live_text.empty()) {
     RETURN_IF_ERROR(rec->writer().AddSection(kSectionLiveAttribution, live_text));
   }
-  RETURN_IF_ERROR(rec->writer().AddSection(kSectionEvents, enc.buffer()));
+  if (!stream_events) RETURN_IF_ERROR(rec->writer().AddSection(kSectionEvents, enc.buffer()));
   if (!redact) {
     RETURN_IF_ERROR(rec->writer().AddSection(kSectionKallsyms, ksyms.Subset(kaddrs)));
   } else if (req.kernel_frames == KernelFrames::kSymbolized) {
