@@ -128,6 +128,12 @@ class Stmt {
     sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT);
   }
   void Bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
+  // For the next row of a statement run once per row: as freshly prepared
+  // (every parameter NULL), without preparing it again.
+  void Reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
   std::string Text(int i) {
     auto* t = sqlite3_column_text(s_, i);
     return t ? reinterpret_cast<const char*>(t) : "";
@@ -381,8 +387,11 @@ Status Index::Upsert(const RecordRow& row) {
   if (sqlite3_step(s.get()) != SQLITE_DONE) return fail("inserting " + row.id);
 
   const auto& meta = row.meta;
+  // One statement for all rows: a dump of a busy host names thousands of
+  // processes, and preparing the insert for each was most of a commit.
+  Stmt ps(db_, "INSERT INTO record_processes(record_id, pid, exe, comm, uid) VALUES(?,?,?,?,?)");
   for (const nlohmann::json& p : ObjectsIn(meta, "processes")) {
-    Stmt ps(db_, "INSERT INTO record_processes(record_id, pid, exe, comm, uid) VALUES(?,?,?,?,?)");
+    ps.Reset();
     ps.Bind(1, row.id);
     ps.Bind(2, json::Get<int64_t>(p, "pid", 0));
     ps.Bind(3, json::Str(p, "exe"));
@@ -421,8 +430,9 @@ Status Index::Upsert(const RecordRow& row) {
       }
     }
   }
+  Stmt ks(db_, "INSERT INTO file_cookies(record_id, build_id, path, dev, ino) VALUES(?,?,?,?,?)");
   for (const nlohmann::json& k : ObjectsIn(meta, "cookies")) {
-    Stmt ks(db_, "INSERT INTO file_cookies(record_id, build_id, path, dev, ino) VALUES(?,?,?,?,?)");
+    ks.Reset();
     ks.Bind(1, row.id);
     ks.Bind(2, json::Str(k, "build_id"));
     ks.Bind(3, json::Str(k, "path"));

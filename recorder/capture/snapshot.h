@@ -37,6 +37,13 @@ struct Snapshot {
   void SetWindow(uint64_t end_ns, int64_t last_ns);
   // Sorts the samples of every CPU by time and sets oldest_sample_ns.
   void SortSamples();
+  // Sets samples to the runs merged by time (equal times: the lower run
+  // first, then run order) and oldest_sample_ns. Each run is one CPU's
+  // samples, expected in time order (a ring's order); a run that is not is
+  // stable-sorted first, so the result is sorted whatever the input. Linear
+  // in the samples for sorted runs (log of the runs per sample), where
+  // SortSamples is n log n moves of whole samples.
+  void MergeSampleRuns(std::vector<std::vector<Sample>> runs);
 };
 
 class CaptureBackend;

@@ -4,8 +4,6 @@
 
 #include <cstring>
 
-#include <fmt/format.h>
-
 #include "recorder/elf/elf_handle.h"
 
 namespace flightrec::recorder::elf {
@@ -36,8 +34,13 @@ std::string ReadBuildId(const std::string& path) {
 }
 
 std::string HexBuildId(const std::string& raw) {
-  std::string out;
-  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(raw.size() * 2, '\0');
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const auto c = static_cast<unsigned char>(raw[i]);
+    out[2 * i] = kHex[c >> 4];
+    out[2 * i + 1] = kHex[c & 15];
+  }
   return out;
 }
 

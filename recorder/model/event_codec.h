@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -34,7 +35,10 @@ class EventEncoder {
   // table (its pid, mode, ip and call chains, defined where first used):
   // samples repeat a few thousand stacks, and a reference is a few bytes.
   void Add(const Event& event);
-  void Add(const Sample& sample);
+  // True when the sample's stack is new to this stream (a table entry was
+  // defined, or the sample carries a stack copy): a caller that collects
+  // what stacks refer to looks at the others no more.
+  bool Add(const Sample& sample);
   const std::string& buffer() const { return buf_; }
   // Hands the bytes to the caller (e.g. to stream a chunk into the store) and
   // starts a new chunk; delta coding continues across chunks.
@@ -47,8 +51,14 @@ class EventEncoder {
   std::string buf_;
   uint64_t last_time_ = 0;
   uint64_t last_period_ = 0;
-  std::string stack_key_;                                // scratch
-  std::unordered_map<std::string, uint32_t> stack_ids_;  // encoded stack -> id
+  // Looked up by string_view (the key is built in scratch space).
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::string stack_key_;  // scratch, never shrinks
+  std::unordered_map<std::string, uint32_t, KeyHash, std::equal_to<>>
+      stack_ids_;  // encoded stack -> id
 };
 
 class EventDecoder {

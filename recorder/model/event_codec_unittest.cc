@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include <fmt/format.h>
+
 namespace flightrec::recorder {
 namespace {
 
@@ -234,6 +236,43 @@ TEST(EventCodecTest, ManySamplesOfFewStacksTakeAFewBytesEach) {
     ASSERT_EQ(got.kernel_chain, s.kernel_chain);
     ASSERT_EQ(dec.last_stack_id(), static_cast<uint32_t>(i % 4 + 1));
   }
+}
+
+// The exact bytes of every event kind, including stack definitions, repeated
+// references, a time going back, a falling period and 10-byte varints: the
+// encoder's fast paths must write what docs/FORMAT.md specifies (these bytes
+// are from the encoder before them), or old and new records would differ.
+TEST(EventCodecTest, EncodingIsByteForByteTheFormats) {
+  EventEncoder enc;
+  for (const Event& e : SomeEvents()) enc.Add(e);
+  Sample s;
+  s.pid = s.tid = 4242;
+  s.mode = CpuMode::kUser;
+  s.ip = 0x555500001000;
+  s.user_chain = {s.ip, 0x555500002000, 0x7f0000001000};
+  const uint64_t times[] = {2'000'000'000, 2'001'001'001, 2'000'500'000, 2'002'000'000};
+  const uint64_t periods[] = {1'001'001, 1'001'002, 1'000'999, UINT64_MAX};
+  for (int i = 0; i < 4; ++i) {
+    s.time_ns = times[i];
+    s.cpu = static_cast<uint32_t>(i % 2);
+    s.period = periods[i];
+    s.tid = 4242 + static_cast<uint32_t>(i);
+    if (i == 2) {
+      s.mode = CpuMode::kKernel;
+      s.ip = 0xffffffff81000040;
+      s.kernel_chain = {s.ip, 0xffffffff81000000, UINT64_MAX};
+    }
+    enc.Add(s);
+  }
+  std::string hex;
+  for (unsigned char c : enc.buffer()) hex += fmt::format("{:02x}", c);
+  EXPECT_EQ(hex,
+            "0180a8d6b907012a2b02b4a48080d0aa15c0843d02e7c880f0afd52a80040300e70880808080e0ea"
+            "140302078080f0ff0704010203040302ff887a2a2a8080808080e01f80a00880200801c0c4070502"
+            "030102ff122f7573722f6c69622f6c6962666f6f2e736f0003e8907a2a2a047370696e0104c8012c"
+            "2a2c2a0005c8010003110692210280a08080d0aa15000300804080c0ffffdfea1407889dd6b90700"
+            "9221d2987a0107d2987a019321020106922101c0808088f8ffffffff0103007ffeffffef0f0380bf"
+            "80f0afd52a804080c0ffffdfea140791943d009421050207c08db701019521cf987a02");
 }
 
 TEST(EventCodecTest, ARetryAfterACutRedefinesTheSameStacks) {

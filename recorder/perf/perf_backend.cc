@@ -362,13 +362,19 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   snap.copy_ns = MonotonicNs() - t0;
 
   int64_t tot_unaccounted = 0;
+  // Each CPU's samples in its ring's order, oldest first, merged below.
+  std::vector<std::vector<Sample>> runs(copies.size());
   for (size_t i = 0; i < copies.size(); ++i) {
     auto& p = copies[i];
     uint64_t in_ring = 0, outside = 0, ring_lost = 0, malformed = 0, sample_bytes = 0,
              throttles = 0, ring_lost_window = 0, oldest_in_window = 0;
-    for (const auto& rec : p.copy.records) {
-      ParseResult r = ParsePerfRecord(std::string_view(rec.data(), rec.size()), sample_type_,
-                                      static_cast<uint32_t>(p.cpu), kUserRegsMask);
+    runs[i].reserve(p.copy.size());
+    // The copy is newest first: walked backwards, the samples come out in
+    // time order.
+    for (size_t k = p.copy.size(); k-- > 0;) {
+      const std::string_view rec = p.copy.record(k);
+      ParseResult r =
+          ParsePerfRecord(rec, sample_type_, static_cast<uint32_t>(p.cpu), kUserRegsMask);
       if (r.malformed) {
         ++malformed;
         continue;
@@ -383,7 +389,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
           continue;
         }
         if (oldest_in_window == 0 || s->time_ns < oldest_in_window) oldest_in_window = s->time_ns;
-        snap.samples.push_back(std::move(*s));
+        runs[i].push_back(std::move(*s));
       } else if (auto* l = std::get_if<LostEvent>(&*r.event)) {
         ring_lost += l->count;
         // A record without a time cannot be placed: counted as in the window.
@@ -459,7 +465,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   }
   uint64_t side_lost = 0;
   for (const auto& c : cpus_) side_lost += c.sideband_lost;
-  snap.SortSamples();
+  snap.MergeSampleRuns(std::move(runs));
   snap.unaccounted = tot_unaccounted;
   snap.counters.Set(LossCounter::kSidebandLost, side_lost);
   return snap;

@@ -100,6 +100,23 @@ ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t
       if (sample_type & PERF_SAMPLE_CALLCHAIN) {
         uint64_t nr = 0;
         if (!c.U64(&nr) || nr > (c.size() - c.pos()) / 8) return bad();
+        // Count each context's frames first: one allocation per chain, not
+        // one per doubling of a chain grown frame by frame.
+        size_t kernel_n = 0, user_n = 0;
+        size_t* counted = nullptr;
+        for (uint64_t i = 0; i < nr; ++i) {
+          uint64_t ip = 0;
+          std::memcpy(&ip, rec.data() + c.pos() + i * 8, sizeof(ip));
+          if (ip >= PERF_CONTEXT_MAX) {
+            counted = ip == PERF_CONTEXT_KERNEL ? &kernel_n
+                      : ip == PERF_CONTEXT_USER ? &user_n
+                                                : nullptr;
+          } else if (counted != nullptr) {
+            ++*counted;
+          }
+        }
+        s.kernel_chain.reserve(kernel_n);
+        s.user_chain.reserve(user_n);
         std::vector<uint64_t>* chain = nullptr;
         for (uint64_t i = 0; i < nr; ++i) {
           uint64_t ip = 0;

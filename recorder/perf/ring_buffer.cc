@@ -88,11 +88,12 @@ PerfRingBuffer::Copy PerfRingBuffer::CopyBackward() const {
     // A zero header is never-written space; a record that would cross the
     // ring's size from head has been partly overwritten by newer ones.
     if (hdr.size < sizeof(hdr) || walked + hdr.size > limit) break;
-    std::vector<char> rec(hdr.size);
-    CopyWrapped(head + walked, hdr.size, rec.data());
-    c.records.push_back(std::move(rec));
+    c.at.emplace_back(static_cast<size_t>(walked), hdr.size);
     walked += hdr.size;
   }
+  // walked <= limit <= data_size_: one wrap at most.
+  c.bytes.resize(walked);
+  if (walked > 0) CopyWrapped(head, walked, c.bytes.data());
   c.bytes_present = walked;
   return c;
 }

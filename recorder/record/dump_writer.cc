@@ -196,23 +196,23 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     filtered = static_cast<uint64_t>(snap.samples.end() - keep);
     snap.samples.erase(keep, snap.samples.end());
   }
-  // Replay merges by time; backends hand samples over per CPU.
-  std::stable_sort(snap.samples.begin(), snap.samples.end(),
-                   [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  // Replay merges by time. Backends hand over samples sorted (Snapshot's
+  // SortSamples or MergeSampleRuns): checking costs one pass, sorting again
+  // n log n moves of whole samples for the same order.
+  auto earlier = [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; };
+  if (!std::is_sorted(snap.samples.begin(), snap.samples.end(), earlier)) {
+    std::stable_sort(snap.samples.begin(), snap.samples.end(), earlier);
+  }
   std::set<uint32_t> pids;
   std::vector<uint64_t> kaddrs;
   const bool redact = req.kernel_frames != KernelFrames::kAddresses;
   KernelRedactor redactor(ksyms, req.kernel_frames);
+  uint32_t last_pid = UINT32_MAX;  // a set insert per run of one pid, not per sample
   for (auto& s : snap.samples) {
-    pids.insert(s.pid);
+    if (s.pid != last_pid) pids.insert(last_pid = s.pid);
     // Before anything reads the samples (events, live attribution): what a
     // user's record holds must not depend on which section it is in.
-    if (redact) {
-      redactor.Redact(&s);
-      continue;
-    }
-    for (uint64_t a : s.kernel_chain) kaddrs.push_back(a);
-    if (s.kernel_chain.empty() && s.mode == CpuMode::kKernel) kaddrs.push_back(s.ip);
+    if (redact) redactor.Redact(&s);
   }
   // The state of the sampled processes just before the window, then their
   // sideband events merged with the samples by time: replay applies each
@@ -237,6 +237,15 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     live.set_unwinder(unwinder.get());
   }
   nlohmann::json live_samples = nlohmann::json::array();
+  // The events section is compressed while it is encoded: the store's zstd
+  // runs its workers on each chunk handed over (RecordWriter::Write), so
+  // they overlap the encoding instead of following it. With live
+  // attribution the events follow its section, written after the loop
+  // (the sections keep their order).
+  const bool stream_events = !req.live_attribution;
+  constexpr size_t kEventsChunk = 1 << 20;
+  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
+  if (stream_events) RETURN_IF_ERROR(rec->writer().BeginSection(kSectionEvents));
   EventEncoder enc;
   size_t next_side = 0;
   auto emit_side = [&](uint64_t until) {
@@ -247,7 +256,15 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   };
   for (const auto& s : snap.samples) {
     emit_side(s.time_ns);
-    enc.Add(s);
+    // The kernel addresses to name: those of each stack once (a stack is
+    // its pid, mode, ip and chains, so a repeat adds none).
+    if (enc.Add(s) && !redact) {
+      kaddrs.insert(kaddrs.end(), s.kernel_chain.begin(), s.kernel_chain.end());
+      if (s.kernel_chain.empty() && s.mode == CpuMode::kKernel) kaddrs.push_back(s.ip);
+    }
+    if (stream_events && enc.size() >= kEventsChunk) {
+      RETURN_IF_ERROR(rec->writer().Write(enc.Take()));
+    }
     if (!req.live_attribution) continue;
     // [time, cpu, pid, tid, period, comm, [[kernel, cookie, offset, special]...]]
     attribution::AttributedSample a =
@@ -258,6 +275,10 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     live_samples.push_back({a.time_ns, a.cpu, a.pid, a.tid, a.period, a.comm, std::move(frames)});
   }
   emit_side(UINT64_MAX);
+  if (stream_events) {
+    RETURN_IF_ERROR(rec->writer().Write(enc.Take()));
+    RETURN_IF_ERROR(rec->writer().EndSection());
+  }
   nlohmann::json processes = nlohmann::json::array();
   for (uint32_t pid : pids) {
     const attribution::Process* p = live.table().Find(pid);
@@ -305,11 +326,10 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
         json::Dump(nlohmann::json{{"cookies", cookies.ToJson()}, {"samples", live_samples}});
   }
 
-  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
   if (!live_text.empty()) {
     RETURN_IF_ERROR(rec->writer().AddSection(kSectionLiveAttribution, live_text));
   }
-  RETURN_IF_ERROR(rec->writer().AddSection(kSectionEvents, enc.buffer()));
+  if (!stream_events) RETURN_IF_ERROR(rec->writer().AddSection(kSectionEvents, enc.buffer()));
   if (!redact) {
     RETURN_IF_ERROR(rec->writer().AddSection(kSectionKallsyms, ksyms.Subset(kaddrs)));
   } else if (req.kernel_frames == KernelFrames::kSymbolized) {
