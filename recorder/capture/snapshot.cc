@@ -26,9 +26,11 @@ void Snapshot::MergeSampleRuns(std::vector<std::vector<Sample>> runs) {
   size_t total = 0;
   for (auto& run : runs) {
     // A ring's records are in the order the kernel reserved their space
-    // (perf_output_begin advances rb->head), which for one CPU's sampling
-    // event is the order of their times; anything else (a nested writer, a
-    // backend whose rings differ) is sorted here rather than trusted.
+    // (__perf_output_begin in kernel/events/ring_buffer.c advances
+    // rb->head), which for one CPU's sampling event is the order of their
+    // times; anything else (a writer nested between another's time and its
+    // reservation, a backend whose rings differ) is sorted here rather than
+    // trusted.
     if (!std::is_sorted(run.begin(), run.end(), earlier)) {
       std::stable_sort(run.begin(), run.end(), earlier);
     }
