@@ -4,19 +4,31 @@
 // not fit 64 bits, since the bytes come from record and ELF files.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace flightrec {
 
+// The most bytes one 64-bit value takes.
+inline constexpr size_t kMaxUleb128Bytes = 10;
+
+// Writes v at p, which has room for kMaxUleb128Bytes, and returns the end:
+// for encoders that fill a buffer sized once instead of appending per byte.
+template <typename Byte>
+inline Byte* WriteUleb128(Byte* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<Byte>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<Byte>(v);
+  return p;
+}
+
 // Appends v; Out is a byte container (std::string, std::vector<uint8_t>).
 template <typename Out>
 inline void AppendUleb128(Out* out, uint64_t v) {
-  using Byte = typename Out::value_type;
-  while (v >= 0x80) {
-    out->push_back(static_cast<Byte>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<Byte>(v));
+  typename Out::value_type b[kMaxUleb128Bytes];
+  out->insert(out->end(), b, WriteUleb128(b, v));
 }
 
 template <typename Out>

@@ -21,8 +21,14 @@ void Snapshot::SortSamples() {
   oldest_sample_ns = samples.empty() ? 0 : samples.front().time_ns;
 }
 
-void Snapshot::MergeSampleRuns(std::vector<std::vector<Sample>> runs) {
+void SortByTimeIfNeeded(std::vector<Sample>& samples) {
   auto earlier = [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; };
+  if (!std::is_sorted(samples.begin(), samples.end(), earlier)) {
+    std::stable_sort(samples.begin(), samples.end(), earlier);
+  }
+}
+
+void Snapshot::MergeSampleRuns(std::vector<std::vector<Sample>> runs) {
   size_t total = 0;
   for (auto& run : runs) {
     // A ring's records are in the order the kernel reserved their space
@@ -31,9 +37,7 @@ void Snapshot::MergeSampleRuns(std::vector<std::vector<Sample>> runs) {
     // times; anything else (a writer nested between another's time and its
     // reservation, a backend whose rings differ) is sorted here rather than
     // trusted.
-    if (!std::is_sorted(run.begin(), run.end(), earlier)) {
-      std::stable_sort(run.begin(), run.end(), earlier);
-    }
+    SortByTimeIfNeeded(run);
     total += run.size();
   }
   samples.clear();

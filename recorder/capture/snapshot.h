@@ -46,6 +46,10 @@ struct Snapshot {
   void MergeSampleRuns(std::vector<std::vector<Sample>> runs);
 };
 
+// Sorts samples by time, stably (equal times keep their order); only a
+// pass over them when they are in order already, as a backend's are.
+void SortByTimeIfNeeded(std::vector<Sample>& samples);
+
 class CaptureBackend;
 
 // A crashed process's history: from its crash marker when the backend keeps

@@ -42,33 +42,13 @@ void PutBytes(std::string* out, std::string_view s) {
   out->append(s);
 }
 
+char* SignedAt(char* p, int64_t v) { return WriteUleb128(p, ZigZag(v)); }
+
 // Frames are coded relative to the previous one: neighbouring return
-// addresses share their high bits.
-void PutChain(std::string* out, const std::vector<uint64_t>& chain, uint64_t ip) {
-  PutVarint(out, chain.size());
-  uint64_t prev = ip;
-  for (uint64_t f : chain) {
-    PutSigned(out, static_cast<int64_t>(f - prev));
-    prev = f;
-  }
-}
-
-// The fast path's writers: v's ULEB128 at p, which has room for it (10 bytes
-// at most), returning the end; one append per event instead of a
-// push_back per byte. Same bytes as PutVarint / PutSigned / PutChain.
-char* VarintAt(char* p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  *p++ = static_cast<char>(v);
-  return p;
-}
-
-char* SignedAt(char* p, int64_t v) { return VarintAt(p, ZigZag(v)); }
-
+// addresses share their high bits. Written at p, which has room for
+// kMaxUleb128Bytes per frame and one more (the count); returns the end.
 char* ChainAt(char* p, const std::vector<uint64_t>& chain, uint64_t ip) {
-  p = VarintAt(p, chain.size());
+  p = WriteUleb128(p, chain.size());
   uint64_t prev = ip;
   for (uint64_t f : chain) {
     p = SignedAt(p, static_cast<int64_t>(f - prev));
@@ -77,7 +57,12 @@ char* ChainAt(char* p, const std::vector<uint64_t>& chain, uint64_t ip) {
   return p;
 }
 
-constexpr size_t kMaxVarint = 10;
+void PutChain(std::string* out, const std::vector<uint64_t>& chain, uint64_t ip) {
+  const size_t at = out->size();
+  out->resize(at + kMaxUleb128Bytes * (1 + chain.size()));
+  char* end = ChainAt(out->data() + at, chain, ip);
+  out->resize(static_cast<size_t>(end - out->data()));
+}
 
 }  // namespace
 
@@ -91,12 +76,12 @@ bool EventEncoder::Add(const Sample& e) {
   if (e.user_stack.regs.empty() && e.user_stack.stack.empty()) {
     // The stack's identity: pid, mode, ip, call chains (tag 6's fields),
     // written into scratch space that only grows (no allocation per sample).
-    const size_t bound = kMaxVarint * (5 + e.kernel_chain.size() + e.user_chain.size());
+    const size_t bound = kMaxUleb128Bytes * (5 + e.kernel_chain.size() + e.user_chain.size());
     if (stack_key_.size() < bound) stack_key_.resize(bound);
     char* const k = stack_key_.data();
-    char* p = VarintAt(k, e.pid);
-    p = VarintAt(p, static_cast<uint8_t>(e.mode));
-    p = VarintAt(p, e.ip);
+    char* p = WriteUleb128(k, e.pid);
+    p = WriteUleb128(p, static_cast<uint8_t>(e.mode));
+    p = WriteUleb128(p, e.ip);
     p = ChainAt(p, e.kernel_chain, e.ip);
     p = ChainAt(p, e.user_chain, e.ip);
     const std::string_view key(k, static_cast<size_t>(p - k));
@@ -112,16 +97,16 @@ bool EventEncoder::Add(const Sample& e) {
       buf_.append(key);
     }
     // Tag, time delta, cpu, tid, period delta, stack id: one append.
-    char head[1 + 5 * kMaxVarint];
+    char head[1 + 5 * kMaxUleb128Bytes];
     char* h = head;
     *h++ = static_cast<char>(kTagSampleRef);
     h = SignedAt(h, static_cast<int64_t>(e.time_ns - last_time_));
     last_time_ = e.time_ns;
-    h = VarintAt(h, e.cpu);
-    h = VarintAt(h, e.tid);
+    h = WriteUleb128(h, e.cpu);
+    h = WriteUleb128(h, e.tid);
     h = SignedAt(h, static_cast<int64_t>(e.period - last_period_));
     last_period_ = e.period;
-    h = VarintAt(h, id);
+    h = WriteUleb128(h, id);
     buf_.append(head, static_cast<size_t>(h - head));
     return fresh;
   }

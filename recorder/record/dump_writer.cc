@@ -15,6 +15,7 @@
 #include "common/checked_json.h"
 #include "common/units.h"
 #include "recorder/attribution/vdso.h"
+#include "recorder/capture/snapshot.h"
 #include "recorder/model/event_codec.h"
 #include "recorder/record/sections.h"
 #include "recorder/unwind/dwarf_unwinder.h"
@@ -199,10 +200,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   // Replay merges by time. Backends hand over samples sorted (Snapshot's
   // SortSamples or MergeSampleRuns): checking costs one pass, sorting again
   // n log n moves of whole samples for the same order.
-  auto earlier = [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; };
-  if (!std::is_sorted(snap.samples.begin(), snap.samples.end(), earlier)) {
-    std::stable_sort(snap.samples.begin(), snap.samples.end(), earlier);
-  }
+  SortByTimeIfNeeded(snap.samples);
   std::set<uint32_t> pids;
   std::vector<uint64_t> kaddrs;
   const bool redact = req.kernel_frames != KernelFrames::kAddresses;
