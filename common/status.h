@@ -82,6 +82,8 @@ class [[nodiscard]] StatusOr {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
+  // The value, or `fallback` when this holds an error.
+  T value_or(T fallback) && { return ok() ? std::move(*this).value() : std::move(fallback); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 

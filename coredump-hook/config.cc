@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <type_traits>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
+#include "common/read_file.h"
 #include "common/units.h"
 #include "coredump-hook/context.h"
 #include "store/store.h"
@@ -131,9 +133,13 @@ int ParseHookCommandLine(int argc, char** argv, HookOptions* out, HookArgs* args
     if (opt.rfind("--config=", 0) == 0) config = opt.substr(9);
   }
   // Settings from `recorder coredump install`; flags override them.
-  if (std::ifstream in(config); in) {
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto j = json::ParseBounded(text);
+  // A missing file means the defaults; an unreadable one is said.
+  auto text = ReadFileToString(config, 1 << 20);
+  if (!text.ok() && text.status().err() != ENOENT) {
+    Log("ignoring settings: " + text.status().ToString());
+  }
+  if (text.ok()) {
+    auto j = json::ParseBounded(*text);
     if (j.is_object()) {
       // A setting of the wrong type (a hand-edited "1G" for a number) is
       // ignored with a log line: nlohmann's value() would throw, and the

@@ -7,15 +7,20 @@
 #include <gelf.h>
 #include <gtest/gtest.h>
 #include <libelf.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <set>
 
 #include "common/scoped_fd.h"
 #include "recorder/attribution/plt_symbols.h"
+#include "recorder/attribution/proc_scan.h"
 #include "recorder/attribution/vdso.h"
 
 namespace flightrec::recorder::attribution {
@@ -374,6 +379,52 @@ TEST(PltSymbolsTest, MatchObjdumpsLabels) {
   }
   elf_end(elf);
   EXPECT_EQ(got, want);
+}
+
+// A process that exits between the scan's open(2) of /proc/PID/maps and its
+// read(2) makes the read fail with ESRCH (fs/proc/task_mmu.c, m_start():
+// "if (!priv->task) return ERR_PTR(-ESRCH)"). recorderd scans /proc as it
+// starts, and once died there in CI: an istreambuf_iterator over the maps
+// threw std::ios_base::failure ("No such process"). Processes that come and go
+// while the scan runs are skipped, and the scan goes on.
+TEST(ProcScanTest, ProcessesExitingDuringTheScanAreSkipped) {
+  std::vector<pid_t> churners;
+  for (int i = 0; i < 2; ++i) {
+    pid_t c = fork();
+    ASSERT_GE(c, 0);
+    if (c == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (;;) {
+        pid_t p = fork();
+        if (p == 0) {
+          // Alive long enough to be listed and opened, gone soon after.
+          for (int k = 0; k < 20000; ++k) asm volatile("" ::: "memory");
+          _exit(0);
+        }
+        if (p > 0) waitpid(p, nullptr, 0);
+      }
+    }
+    churners.push_back(c);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  int scans = 0;
+  bool self_seen = true;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool seen = false;
+    for (const Event& e : ScanProc(1)) {
+      const auto* m = std::get_if<MmapEvent>(&e);
+      if (m != nullptr && m->pid == static_cast<uint32_t>(getpid())) seen = true;
+    }
+    self_seen = self_seen && seen;
+    ++scans;
+  }
+  for (pid_t c : churners) {
+    kill(c, SIGKILL);
+    waitpid(c, nullptr, 0);
+  }
+  EXPECT_GT(scans, 0);
+  // The scan still reports the processes that stay (this one's mappings).
+  EXPECT_TRUE(self_seen) << "after " << scans << " scans";
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/read_file.h"
+
 namespace flightrec::recorder::attribution {
 
 uint32_t KernelSymbols::ModuleIndex(const std::string& name) {
@@ -74,13 +76,8 @@ void KernelSymbols::AddModules(const std::string& proc_modules) {
 
 StatusOr<KernelSymbols> KernelSymbols::Load(const std::string& kallsyms,
                                             const std::string& modules) {
-  auto slurp = [](const std::string& path) -> StatusOr<std::string> {
-    std::ifstream in(path);
-    if (!in) return ErrnoStatus(fmt::format("reading {}", path));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
+  // kallsyms is ~10 MiB on a distribution kernel with every module loaded.
+  auto slurp = [](const std::string& path) { return ReadFileToString(path, 256 << 20); };
   ASSIGN_OR_RETURN(std::string text, slurp(kallsyms));
   ASSIGN_OR_RETURN(KernelSymbols k, FromText(text));
   // A kernel without module support has no /proc/modules: nothing to add.

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/read_file.h"
 #include "recorder/attribution/cookie_table.h"
 
 namespace flightrec::recorder::attribution {
@@ -82,9 +83,11 @@ std::vector<Event> ScanProc(uint64_t time_ns) {
       }
       closedir(td);
     }
-    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-    std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
-    for (auto& m : MapsEvents(static_cast<uint32_t>(pid), text, time_ns)) out.push_back(m);
+    // A process that exits now fails the read (ESRCH): skipped, like one
+    // gone before the open. 64 MiB bounds a process with millions of maps.
+    auto text = ReadFileToString(fmt::format("/proc/{}/maps", pid), 64 << 20);
+    if (!text.ok()) continue;
+    for (auto& m : MapsEvents(static_cast<uint32_t>(pid), *text, time_ns)) out.push_back(m);
   }
   closedir(d);
   return out;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/read_file.h"
 #include "common/units.h"
 #include "recorder/capture/backend_factory.h"
 #include "recorder/daemon/panic_record.h"
@@ -259,8 +260,8 @@ void Daemon::AwaitSignal() {
 void Daemon::RefreshKernelSymbols() {
   // Modules loaded since the last read have symbols of their own: reload
   // when /proc/modules changed (or on the first call).
-  std::ifstream in("/proc/modules");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Empty when unreadable (no module support): compared like any other text.
+  std::string text = ReadFileToString("/proc/modules", 16 << 20).value_or("");
   if (!ksyms_.empty() && text == modules_text_) return;
   auto ks = attribution::KernelSymbols::Load();
   if (!ks.ok()) {

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
+#include "common/read_file.h"
 #include "common/scoped_fd.h"
 #include "common/terminal_escape.h"
 #include "common/units.h"
@@ -24,13 +25,7 @@
 namespace flightrec::recorder::module {
 namespace {
 
-std::string Slurp(const char* path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string Slurp(const char* path) { return ReadFileToString(path, 256 << 20).value_or(""); }
 
 // A module name from the region goes into "module NAME BASE SIZE" lines:
 // only the characters module names have (scripts/Makefile.lib's modname).
