@@ -361,6 +361,25 @@ static int cmd_loss(void)
 	b = spawn_spin(800);
 	waitpid(a, NULL, 0);
 	waitpid(b, NULL, 0);
+	/*
+	 * Only samples without a user context (idle, kernel threads) are written
+	 * here: the spinners' all carry a user stack and are dropped for size.
+	 * How many the spinners' 1.6 CPU-s leave depends on the kernel (once 55
+	 * on PREEMPT_RT, fewer than one 4 KiB ring holds), so wait, bounded, for
+	 * the now idle CPUs' samples to wrap a ring.
+	 */
+	for (uint64_t deadline = now_ns() + 30000000000ULL;;) {
+		st = get_stats(&s);
+		ow = 0;
+		for (uint32_t c = 0; c < s.count; c++)
+			ow += st[c].overwritten;
+		if (ow)
+			break;
+		if (now_ns() > deadline)
+			FAIL("loss: no ring was overwritten in 30 s of idle");
+		usleep(20000);
+	}
+	ow = 0;
 	if (ioctl(fd, FLIGHTREC_IOC_FREEZE, 0))
 		FAIL("FREEZE: %s", strerror(errno));
 	a = spawn_spin(300);
