@@ -313,12 +313,16 @@ TEST(RecorderE2ETest, UprobeTriggerDumpsOncePerAllowedFiringAndRespectsItsLimit)
   flightrec::testing::TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
-  std::string spec = BuildPath("tests/programs/fr_spin") + ":spin_b";
+  // A uprobe fires in every process running the file (it is placed on the
+  // inode): a private copy keeps other tests' fr_spin runs out of the count.
+  const std::string spin = dir.path() + "/fr_spin";
+  std::filesystem::copy_file(BuildPath("tests/programs/fr_spin"), spin);
+  std::string spec = spin + ":spin_b";
   auto r =
       d.Cli({"trigger", "add", "--uprobe", spec, "--last", "1s", "--max-per-hour", "2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // spin_b runs exactly 60 times, however loaded the machine is.
-  pid_t p = Spawn({BuildPath("tests/programs/fr_spin"), "60", "rounds"});
+  pid_t p = Spawn({spin, "60", "rounds"});
   int st;
   waitpid(p, &st, 0);
   // Wait (bounded) until the daemon has seen every firing.
