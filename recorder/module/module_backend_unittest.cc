@@ -449,6 +449,39 @@ TEST(ModuleBackendTest, AnExecComesBeforeTheMappingsOfItsImage) {
   EXPECT_EQ(std::get<CommEvent>(out[0]).comm, "x");
 }
 
+// load_elf_binary maps the executable, then ld.so; the exec record comes
+// last. A drain that falls between the two mappings delivers the
+// executable's with one batch and ld.so's and the exec with the next.
+TEST(ModuleBackendTest, AnExecSplitByADrainKeepsTheExecutablesMapping) {
+  auto rec = [](uint32_t type, uint64_t t, uint64_t ino, const char* path) {
+    flightrec_sideband r = Sideband(type, t, 5, 5);
+    r.ino = ino;
+    r.dev = 0x801;
+    std::strcpy(r.path, path);
+    return r;
+  };
+  const auto fr_crash = [&](uint32_t type, uint64_t t) { return rec(type, t, 10, "/fr_crash"); };
+  const auto ld_so = [&](uint64_t t) { return rec(FLIGHTREC_SB_MMAP, t, 20, "/ld.so"); };
+  // Batch 1 (fork, the executable's mapping) went out before; batch 2 is
+  // ld.so's mapping and the exec: the exec renames, clears nothing.
+  auto out = OrderSideband({ld_so(3), fr_crash(FLIGHTREC_SB_EXEC, 4)});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(std::get<MmapEvent>(out[0]).filename, "/ld.so");
+  ASSERT_TRUE(std::holds_alternative<CommEvent>(out[1]));
+  EXPECT_FALSE(std::get<CommEvent>(out[1]).exec) << "would drop /fr_crash's mapping";
+  // Whole in one batch, after an earlier image's mappings (no fork record
+  // in the batch): the exec goes before the executable's mapping, and the
+  // earlier image is cleared.
+  out = OrderSideband({ld_so(1), fr_crash(FLIGHTREC_SB_MMAP, 2), fr_crash(FLIGHTREC_SB_MMAP, 3),
+                       ld_so(4), fr_crash(FLIGHTREC_SB_EXEC, 5)});
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(std::get<MmapEvent>(out[0]).time_ns, 1u);
+  ASSERT_TRUE(std::holds_alternative<CommEvent>(out[1]));
+  EXPECT_TRUE(std::get<CommEvent>(out[1]).exec);
+  EXPECT_EQ(std::get<MmapEvent>(out[2]).time_ns, 2u);
+  EXPECT_EQ(std::get<MmapEvent>(out[4]).time_ns, 4u);
+}
+
 TEST(ModuleBackendTest, MissingDeviceSaysWhatToDo) {
   auto b = ModuleBackend::Create("/nonexistent/flightrec");
   ASSERT_FALSE(b.ok());

@@ -233,33 +233,54 @@ std::vector<flightrec_marker> StaleMarkers(const std::vector<flightrec_marker>& 
 
 std::vector<Event> OrderSideband(std::vector<flightrec_sideband> batch) {
   // The module reports an exec when it completes (sched_process_exec), after
-  // the new image's mappings were made (load_elf_binary maps them first).
-  // The process table clears an address space on exec, so the exec must
-  // come before those mappings: it is moved before the first mapping of the
-  // pid since the pid's previous fork/exec record. If none of them is in
-  // this batch (they were drained earlier), the exec only renames the
-  // process: clearing now would drop the new image's mappings.
+  // the new image's mappings were made: load_elf_binary maps the executable
+  // (the exec record's file: for a #! script, its interpreter), then the
+  // program interpreter. The process table clears an address space on exec,
+  // so the exec must come before those mappings: it is moved before the
+  // newest run of mappings of the exec'd file since the pid's previous
+  // fork/exec record (or, when that file was not seen mapped, a record lost,
+  // before the pid's first mapping since that fork/exec).
+  //
+  // A drain can fall inside an exec: the executable's mapping then went out
+  // with the previous batch, and only the interpreter's is in this one. The
+  // exec then only renames the process, as when none of its mappings is in
+  // this batch: clearing here would drop the executable's mapping (CI saw a
+  // crash's own frames left [unknown] on PREEMPT_RT). The old image's
+  // mappings stay, under the new image's where they overlap.
   std::vector<Event> out;
   std::vector<std::optional<Event>> events;
   for (const auto& r : batch) events.push_back(SidebandEvent(r));
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (batch[i].type != FLIGHTREC_SB_EXEC || !events[i]) continue;
-    size_t first_map = i;
+    const flightrec_sideband& x = batch[i];
+    if (x.type != FLIGHTREC_SB_EXEC || !events[i]) continue;
+    size_t first_map = i, image = i;
+    bool bounded = false, run_over = false;
     for (size_t j = i; j-- > 0;) {
-      if (batch[j].pid != batch[i].pid) continue;
-      if (batch[j].type == FLIGHTREC_SB_FORK || batch[j].type == FLIGHTREC_SB_EXEC) break;
-      if (batch[j].type == FLIGHTREC_SB_MMAP) first_map = j;
+      const flightrec_sideband& r = batch[j];
+      if (r.pid != x.pid) continue;
+      if (r.type == FLIGHTREC_SB_FORK || r.type == FLIGHTREC_SB_EXEC) {
+        bounded = true;
+        break;
+      }
+      const bool exe = r.type == FLIGHTREC_SB_MMAP && r.ino == x.ino && r.dev == x.dev;
+      if (r.type == FLIGHTREC_SB_MMAP) first_map = j;
+      if (exe && !run_over) {
+        image = j;
+      } else if (image != i) {
+        run_over = true;
+      }
     }
-    if (first_map == i) {
+    if (image == i && bounded) image = first_map;
+    if (image == i) {
       std::get<CommEvent>(*events[i]).exec = false;
       continue;
     }
     auto exec = std::move(events[i]);
     events.erase(events.begin() + static_cast<std::ptrdiff_t>(i));
-    events.insert(events.begin() + static_cast<std::ptrdiff_t>(first_map), std::move(exec));
+    events.insert(events.begin() + static_cast<std::ptrdiff_t>(image), std::move(exec));
     auto rec = batch[i];
     batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(i));
-    batch.insert(batch.begin() + static_cast<std::ptrdiff_t>(first_map), rec);
+    batch.insert(batch.begin() + static_cast<std::ptrdiff_t>(image), rec);
   }
   for (auto& e : events) {
     if (e) out.push_back(std::move(*e));
