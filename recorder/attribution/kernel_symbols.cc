@@ -1,7 +1,6 @@
 #include "recorder/attribution/kernel_symbols.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <sstream>
 

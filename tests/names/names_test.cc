@@ -66,19 +66,20 @@ class NamesTest : public RecordedSuite<NamesTest> {
   }
   // script --json: each tid's comm (one per tid: the workers name
   // themselves before they spin), with the tids of worker-one and worker-two.
-  static std::map<uint32_t, std::string> CommByTid() {
+  using CommCounts = std::map<uint32_t, std::map<std::string, int>>;
+  static std::map<uint32_t, std::string> CommByTid(const CommCounts& counts) {
     std::map<uint32_t, std::string> out;
-    for (const auto& [tid, comms] : CommCountsByTid()) out[tid] = Top(comms);
+    for (const auto& [tid, comms] : counts) out[tid] = Top(comms);
     return out;
   }
   // script --json: every name each tid had in a sample. The main thread has
   // two when a sample fell between Spawn's fork and its exec (the test
   // binary's name, then fr_names); under load those can be most of its
   // samples, so CommByTid's top name is not the one it ended with.
-  static std::map<uint32_t, std::map<std::string, int>> CommCountsByTid() {
+  static CommCounts CommCountsByTid() {
     auto r = daemon_->Cli({"script", id_, "--json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    std::map<uint32_t, std::map<std::string, int>> seen;
+    CommCounts seen;
     std::istringstream in(r.out);
     std::string line;
     while (std::getline(in, line)) {
@@ -89,8 +90,9 @@ class NamesTest : public RecordedSuite<NamesTest> {
   }
   // Every sampled tid's track or lane has one of the names script gives
   // that tid (the one it had, for a thread never renamed).
-  static void ExpectEachTidNamedAsInScript(std::map<int64_t, std::string> named) {
-    for (const auto& [t, comms] : CommCountsByTid()) {
+  static void ExpectEachTidNamedAsInScript(const CommCounts& counts,
+                                           std::map<int64_t, std::string> named) {
+    for (const auto& [t, comms] : counts) {
       EXPECT_TRUE(comms.count(named[t])) << "tid " << t << " named \"" << named[t]
                                          << "\", script says " << ::testing::PrintToString(comms);
     }
@@ -212,7 +214,8 @@ TEST_F(NamesTest, FoldedStacksStartWithTheThreadsName) {
 
 // The workers' tids as the record names them; each export must agree.
 TEST_F(NamesTest, PerfettoThreadTracksCarryEachThreadsName) {
-  const auto by_tid = CommByTid();
+  const auto counts = CommCountsByTid();
+  const auto by_tid = CommByTid(counts);
   const uint32_t one = TidOf(by_tid, "worker-one"), two = TidOf(by_tid, "worker-two");
   ASSERT_TRUE(one && two && one != two && one != static_cast<uint32_t>(pid_))
       << ::testing::PrintToString(by_tid);
@@ -278,7 +281,7 @@ TEST_F(NamesTest, PerfettoThreadTracksCarryEachThreadsName) {
   EXPECT_EQ(names[TidOf(by_tid, "clock-spin")], "clock-spin");
   EXPECT_TRUE(pids.count(static_cast<uint32_t>(pid_))) << typed.out.substr(0, 4000);
   // Every sampled tid has a named track, with a name script gives it.
-  ExpectEachTidNamedAsInScript({names.begin(), names.end()});
+  ExpectEachTidNamedAsInScript(counts, {names.begin(), names.end()});
   // The raw decode agrees: PerfSample (66) tids are these tracks' tids.
   auto raw = ProtocDecodeRaw(file);
   ASSERT_EQ(raw.exit_code, 0) << raw.err;
@@ -286,7 +289,8 @@ TEST_F(NamesTest, PerfettoThreadTracksCarryEachThreadsName) {
 }
 
 TEST_F(NamesTest, ChromeTraceNamesEachThreadsLaneAndItsSlices) {
-  const auto by_tid = CommByTid();
+  const auto counts = CommCountsByTid();
+  const auto by_tid = CommByTid(counts);
   const uint32_t one = TidOf(by_tid, "worker-one"), two = TidOf(by_tid, "worker-two");
   ASSERT_TRUE(one && two && one != two) << ::testing::PrintToString(by_tid);
   auto r = daemon_->Cli({"export", id_, "--format", "chrome", "-o", Out("names.json")});
@@ -316,14 +320,14 @@ TEST_F(NamesTest, ChromeTraceNamesEachThreadsLaneAndItsSlices) {
   EXPECT_EQ(last_process_name, "fr_names");
   EXPECT_EQ(lane_name[one], "worker-one") << ::testing::PrintToString(lane_name);
   EXPECT_EQ(lane_name[two], "worker-two") << ::testing::PrintToString(lane_name);
-  ExpectEachTidNamedAsInScript(lane_name);
+  ExpectEachTidNamedAsInScript(counts, lane_name);
   // The named lanes hold their own thread's work.
   EXPECT_TRUE(slices[one].count("hot_one") && !slices[one].count("hot_two"));
   EXPECT_TRUE(slices[two].count("hot_two") && !slices[two].count("hot_one"));
 }
 
 TEST_F(NamesTest, PerfScriptShowsEachThreadsNameWithItsTid) {
-  const auto by_tid = CommByTid();
+  const auto by_tid = CommByTid(CommCountsByTid());
   const uint32_t one = TidOf(by_tid, "worker-one"), two = TidOf(by_tid, "worker-two");
   ASSERT_TRUE(one && two && one != two) << ::testing::PrintToString(by_tid);
   auto r = daemon_->Cli({"export", id_, "-f", "perf", "-o", Out("names.perf.data")});
