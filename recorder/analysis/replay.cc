@@ -494,10 +494,11 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         attribution::AttributedSample& as = hit->sample;
         as.time_ns = head.time_ns;
         as.cpu = head.cpu;
-        as.tid = head.tid;
-        as.period = head.period;
         // Threads of one process share stacks, not names.
-        as.comm = attributor.table().ThreadComm(head.pid, head.tid);
+        const auto thread = attributor.table().ThreadAt(head.pid, head.tid, head.time_ns);
+        as.tid = thread.tid;
+        as.period = head.period;
+        as.comm = *thread.comm;
         on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies(),
                                  ProcessComm(attributor.table(), head.pid)});
         progress.Update(consumed + dec.position(), raw_total);
@@ -551,9 +552,10 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         attribution::AttributedSample& as = hit->sample;
         as.time_ns = s->time_ns;
         as.cpu = s->cpu;
-        as.tid = s->tid;
+        const auto thread = attributor.table().ThreadAt(s->pid, s->tid, s->time_ns);
+        as.tid = thread.tid;
         as.period = s->period;
-        as.comm = attributor.table().ThreadComm(s->pid, s->tid);
+        as.comm = *thread.comm;
       }
       stats.no_mapping += hit->no_mapping;
       on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies(),

@@ -327,6 +327,43 @@ TEST(SidebandHistoryTest, ExitedThreadsAreForgottenAfterTheCutoff) {
   EXPECT_TRUE(h.base().Find(7)->threads.empty());
 }
 
+// Samples the kernel takes after a thread's pid was detached carry tid -1
+// (pid -1 too for a process's last thread): they belong to the thread of
+// their process that exited last, else they are named "[exiting]".
+TEST(SidebandHistoryTest, SamplesOfAThreadOnItsWayOutGoToTheThreadThatExited) {
+  CookieTable cookies;
+  SidebandHistory h(&cookies);
+  h.Add(Exec(1, 7, "server"));
+  h.Add(Clone(2, 7, 8, 7, 7));
+  h.Add(Rename(3, 7, 8, "worker-one"));
+  h.Add(Clone(4, 7, 9, 7, 7));
+  h.Add(Rename(5, 7, 9, "worker-two"));
+  TaskEvent exit8 = Clone(50, 7, 8, 7, 7);
+  exit8.exit = true;
+  h.Add(exit8);
+  TaskEvent exit9 = Clone(60, 7, 9, 7, 7);
+  exit9.exit = true;
+  h.Add(exit9);
+  constexpr uint32_t kGone = UINT32_MAX;
+  std::vector<Event> side = h.EventsFor({7}, 0, 200);
+  Attributor a;
+  size_t next = 0;
+  auto at = [&](uint64_t t, uint32_t pid, uint32_t tid) {
+    while (next < side.size() && EventTime(side[next]) <= t) a.Add(side[next++]);
+    auto as = a.Add(OnThread(t, pid, tid));
+    return std::make_pair(as->tid, as->comm);
+  };
+  // Before any thread exited: nobody to give it to.
+  EXPECT_EQ(at(40, 7, kGone), std::make_pair(kGone, std::string("[exiting]")));
+  EXPECT_EQ(at(55, 7, kGone), std::make_pair(8u, std::string("worker-one")));
+  EXPECT_EQ(at(65, 7, kGone), std::make_pair(9u, std::string("worker-two")));
+  EXPECT_EQ(at(66, 7, 7), std::make_pair(7u, std::string("server")));  // others keep theirs
+  EXPECT_EQ(at(70, kGone, kGone), std::make_pair(kGone, std::string("[exiting]")));
+  // Long after the last exit it is not that thread's any more.
+  const uint64_t late = 60 + ProcessTable::kExitTailNs + 1;
+  EXPECT_EQ(at(late, 7, kGone), std::make_pair(kGone, std::string("[exiting]")));
+}
+
 TEST(AffectedPidTest, OnlyMappingChangesInvalidate) {
   EXPECT_EQ(AffectedPid(Map(1, 9, 0, "/x")), 9u);
   EXPECT_EQ(AffectedPid(Exec(1, 9, "x")), 9u);

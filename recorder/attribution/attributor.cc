@@ -21,9 +21,10 @@ AttributedSample Attribute(const Sample& sample, const ProcessTable& table,
   a.time_ns = s->time_ns;
   a.cpu = s->cpu;
   a.pid = s->pid;
-  a.tid = s->tid;
+  const auto thread = table.ThreadAt(s->pid, s->tid, s->time_ns);
+  a.tid = thread.tid;
   a.period = s->period;
-  a.comm = table.ThreadComm(s->pid, s->tid);
+  a.comm = *thread.comm;
   for (uint64_t ip : s->kernel_chain) {
     Frame f;
     f.kernel = true;

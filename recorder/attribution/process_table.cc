@@ -160,6 +160,27 @@ const std::string& ProcessTable::ThreadComm(uint32_t pid, uint32_t tid) const {
   return p.comm;
 }
 
+ProcessTable::SampledThread ProcessTable::ThreadAt(uint32_t pid, uint32_t tid,
+                                                   uint64_t time_ns) const {
+  static const std::string kExiting = kExitingComm;
+  if (tid != UINT32_MAX) return {tid, &ThreadComm(pid, tid)};
+  auto pit = procs_.find(pid);
+  if (pit == procs_.end()) return {tid, &kExiting};
+  const Process& p = pit->second;
+  uint32_t best = UINT32_MAX;
+  uint64_t best_ns = 0;
+  auto consider = [&](uint32_t t, bool exited, uint64_t exit_ns) {
+    if (exited && exit_ns <= time_ns && time_ns - exit_ns <= kExitTailNs && exit_ns >= best_ns) {
+      best = t;
+      best_ns = exit_ns;
+    }
+  };
+  consider(pid, p.exited, p.exit_time_ns);
+  for (const auto& [t, th] : p.threads) consider(t, th.exited, th.exit_time_ns);
+  if (best == UINT32_MAX) return {tid, &kExiting};
+  return {best, &ThreadComm(pid, best)};
+}
+
 void ProcessTable::Prune(uint64_t cutoff_ns) {
   generation_ = NextGeneration();
   for (auto it = procs_.begin(); it != procs_.end();) {

@@ -53,6 +53,22 @@ class ProcessTable {
   // time order, so a thread renamed later keeps its old name for the samples
   // before): its own, else the process's, else "".
   const std::string& ThreadComm(uint32_t pid, uint32_t tid) const;
+  // The thread a sample of (pid, tid) at time_ns belongs to, and its name.
+  // A sample the kernel takes on a thread's way out, after its pid was
+  // detached (release_task -> __exit_signal -> detach_pid), carries tid -1
+  // (and pid -1 for a process's last thread): perf_event_pid_type() in
+  // kernel/events/core.c returns -1 for a task whose pid is no longer
+  // alive. Its exit event came just before (perf_event_exit_task runs in
+  // do_exit before exit_notify), so such a sample belongs to the thread of
+  // pid that exited last, at most kExitTailNs earlier; when none did, it
+  // is named kExitingComm and keeps tid -1.
+  struct SampledThread {
+    uint32_t tid;
+    const std::string* comm;
+  };
+  SampledThread ThreadAt(uint32_t pid, uint32_t tid, uint64_t time_ns) const;
+  static constexpr uint64_t kExitTailNs = 1'000'000'000;
+  static constexpr const char* kExitingComm = "[exiting]";
   // Mapping containing ip in pid's address space, or nullptr.
   const Mapping* Lookup(uint32_t pid, uint64_t ip) const;
   // Drops processes (and threads) that exited before cutoff_ns.
