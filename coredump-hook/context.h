@@ -21,7 +21,7 @@ struct Crash {
   std::string signame;  // "SIGSEGV", or the number
   nlohmann::json md;    // ReadMetadata's answer
   std::string maps;     // /proc/PID/maps text, "" when not verified
-  std::string exe;      // the executable's path, else the comm
+  std::string exe;      // the executable's path; empty when /proc had none (never the comm)
   std::map<pid_t, pid_t> global_tids;  // core (namespace) tid -> initial namespace tid
   std::vector<std::string> notes;      // why anything is missing, in order
   // Filled by the later stages.

@@ -52,7 +52,6 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
     Log("not handling a crash of recorder-coredump itself (no loop)");
     return 0;
   }
-  if (c.exe.empty()) c.exe = c.a.comm;
   for (const auto& t : c.md.value("threads", nlohmann::json::array())) {
     c.global_tids[t.value("ns_tid", 0)] = t.value("tid", 0);
   }

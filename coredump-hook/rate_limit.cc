@@ -16,8 +16,11 @@ namespace flightrec::coredump {
 std::string ReserveCoreSlot(const HookOptions& o, uid_t uid, const std::string& raw_exe) {
   // The path is the crashed user's to choose: with its control bytes
   // escaped, a newline in it cannot add lines (counts against others).
+  // Executables without a path (deeper than PATH_MAX) share one budget per
+  // uid: keyed by the comm, a rename would mint a new one. No path is
+  // called this (paths start with '/').
   std::string exe;
-  for (unsigned char c : raw_exe) {
+  for (unsigned char c : raw_exe.empty() ? std::string("(no path)") : raw_exe) {
     if (c < 0x20 || c == 0x7f || c == '\\') {
       exe += fmt::format("\\x{:02x}", c);
     } else {

@@ -28,7 +28,8 @@ Status WriteCore(const CliContext& ctx, const std::string& id_arg, int fd, std::
         fmt::format("{} is a kernel panic: it has no core (see recorder crash info {})", id, id));
   }
   RETURN_IF_ERROR(CheckAccess(row.meta));
-  if (exe) *exe = json::Str(json::Object(row.meta, "crash"), "exe");
+  // The exact bytes of the path (a file name need not be UTF-8).
+  if (exe) *exe = json::RawText(json::Object(row.meta, "crash"), "exe");
   if (!reader->FindSection(kCrashSection.core)) {
     return NotFound(
         fmt::format("crash {} has no core stored ({})", id,

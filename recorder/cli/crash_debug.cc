@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/checked_json.h"
+#include "common/regular_file.h"
 #include "common/scoped_fd.h"
 #include "common/subprocess.h"
 #include "common/terminal_escape.h"
@@ -61,7 +63,33 @@ StatusOr<std::vector<std::string>> SplitArgs(const std::string& s) {
   return out;
 }
 
+// Why the recorded executable is not given to gdb ("" when it is). Only an
+// absolute path to a regular file is (opened non-blocking: a FIFO put in its
+// place would hang gdb).
+std::string WhyNotTheExecutable(const std::string& exe) {
+  if (exe.empty()) return "no executable path recorded (see `recorder crash info`)";
+  const std::string shown = EscapeForTerminal(exe);
+  if (exe.front() != '/') return fmt::format("the recorded executable '{}' is not a path", shown);
+  if (!OpenRegularFile(exe)) {
+    return fmt::format("{}: {}", shown, errno == EINVAL ? "not a regular file" : strerror(errno));
+  }
+  return "";
+}
+
 }  // namespace
+
+std::vector<std::string> GdbArgv(const std::vector<std::string>& extra, const std::string& core,
+                                 const std::string& exe) {
+  std::vector<std::string> argv = {"gdb"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  // gdb reads options up to `--` (getopt); positionals after it are the
+  // executable, and the core comes by option, so nothing is guessed from
+  // position (a second positional that is a number is a pid to attach).
+  argv.push_back("--core=" + core);
+  argv.push_back("--");
+  if (!exe.empty() && exe.front() == '/') argv.push_back(exe);
+  return argv;
+}
 
 // Runs gdb on the executable and the core, decompressed into a private
 // directory (mkdtemp, 0700; the file created O_EXCL|O_NOFOLLOW) that is
@@ -84,11 +112,12 @@ Status RunCrashDebug(const CliContext& ctx, const std::string& id, const std::st
   int gdb_status = 0;
   if (st.ok()) {
     std::fprintf(stderr, "core extracted to %s (removed when gdb exits)\n", core.c_str());
+    const std::string why_not = WhyNotTheExecutable(exe);
+    if (!why_not.empty()) {
+      std::fprintf(stderr, "recorder: %s: gdb runs on the core alone\n", why_not.c_str());
+    }
     std::fflush(stderr);
-    std::vector<std::string> argv = {"gdb"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    argv.push_back(exe);
-    argv.push_back(core);
+    std::vector<std::string> argv = GdbArgv(extra, core, why_not.empty() ? exe : "");
     // gdb owns the terminal meanwhile: ^C is for it, not for us (the
     // directory must still be removed).
     struct sigaction ign {
@@ -122,7 +151,8 @@ Status RunCrashDebug(const CliContext& ctx, const std::string& id, const std::st
   if (as_json) {
     // After gdb's own output: how the session ended, for scripts that run
     // gdb in batch mode (-A "-batch -ex bt").
-    nlohmann::json out = {{"crash", id}, {"exe", exe}};
+    nlohmann::json out = {{"crash", id}};
+    json::SetText(out, "exe", exe);
     if (WIFEXITED(gdb_status)) out["gdb_exit_status"] = WEXITSTATUS(gdb_status);
     if (WIFSIGNALED(gdb_status)) out["gdb_signal"] = WTERMSIG(gdb_status);
     std::printf("%s\n", json::Dump(out, 2).c_str());

@@ -103,7 +103,7 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
   std::printf("       Signal: %s\n", E(Str(crash, "signal_name")).c_str());
   std::printf("    Timestamp: %s\n", FormatTimeNs(Get<int64_t>(crash, "time_ns", 0)).c_str());
   // The process's exact bytes (`_hex` when they are not UTF-8), escaped.
-  std::printf("   Executable: %s\n", E(json::RawText(crash, "exe")).c_str());
+  std::printf("   Executable: %s\n", E(ExecutableForDisplay(crash)).c_str());
   std::printf(" Command Line: %s\n", E(json::RawText(md, "cmdline")).c_str());
   std::printf("          CWD: %s\n", E(json::RawText(md, "cwd")).c_str());
   std::printf("     Build-ID: %s\n", E(Str(md, "build_id")).c_str());

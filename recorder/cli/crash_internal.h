@@ -61,6 +61,19 @@ struct CrashInfoArgs {
 };
 Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args);
 
+// The crash's executable as `crash list` and `crash info` show it (to be
+// escaped): its path, or, when the record has no absolute one (a path
+// deeper than PATH_MAX; a record whose exe is the comm), the comm labelled
+// as such.
+std::string ExecutableForDisplay(const nlohmann::json& crash);
+
+// gdb's argv for `crash debug`: `extra` (the -A arguments of the person
+// running it), the core as `--core=`, then `--` and the executable only if
+// it is an absolute path. A record's exe is its crashed user's text: among
+// gdb's options, a comm like `-ex=!cmd` would run cmd as the caller.
+std::vector<std::string> GdbArgv(const std::vector<std::string>& extra, const std::string& core,
+                                 const std::string& exe);
+
 // Writes the core of a crash to fd (exe: the crashed executable, if wanted).
 Status WriteCore(const CliContext& ctx, const std::string& id_arg, int fd, std::string* exe);
 Status RunCrashCore(const CliContext& ctx, const std::string& id, const std::string& out,

@@ -31,6 +31,12 @@ Status CheckAccess(const nlohmann::json& meta) {
   return OkStatus();
 }
 
+std::string ExecutableForDisplay(const nlohmann::json& crash) {
+  std::string exe = json::RawText(crash, "exe");
+  if (!exe.empty() && exe.front() == '/') return exe;
+  return "(not recorded; comm " + json::RawText(crash, "comm") + ")";
+}
+
 StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::ListQuery& q) {
   std::vector<CrashRow> out;
   if (!VisibleUid()) {
@@ -188,7 +194,7 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
     table.push_back({r.id, kKindCrash, FormatTimeNs(r.created_ns),
                      std::to_string(json::Get<int64_t>(c, "pid", 0)),
                      std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
-                     json::RawText(c, "exe"), core, history.empty() ? "-" : history});
+                     ExecutableForDisplay(c), core, history.empty() ? "-" : history});
   }
   std::fputs(
       FormatTable({"ID", "KIND", "TIME", "PID", "UID", "SIG", "EXE", "CORE", "HISTORY"}, table)

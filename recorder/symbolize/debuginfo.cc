@@ -101,8 +101,11 @@ std::string DecompressedCopy(const std::string& path, const std::string& dir) {
     if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) return path;
   }
   std::string tmp = fmt::format("{}.tmp-{}", cached, getpid());
-  Status copied = RunToCompletion({"/usr/bin/objcopy", "--decompress-debug-sections", path, tmp},
-                                  SpawnOptions{.quiet = true, .null_stdin = true});
+  // `path` comes from a record: after `--`, a name like `--strip-all` is a
+  // file, not an option.
+  Status copied =
+      RunToCompletion({"/usr/bin/objcopy", "--decompress-debug-sections", "--", path, tmp},
+                      SpawnOptions{.quiet = true, .null_stdin = true});
   if (!copied.ok() || rename(tmp.c_str(), cached.c_str()) != 0) {
     unlink(tmp.c_str());
     return path;

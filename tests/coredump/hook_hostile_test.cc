@@ -94,29 +94,60 @@ TEST_F(CoredumpTest, ProgramsNamedLikeTheHookOrTheCliAreRecorded) {
   }
 }
 
+// fr_crash copied into a directory deeper than PATH_MAX, made and removed
+// through directory fds (no path to it is short enough for a system call):
+// /proc/PID/exe cannot name it (readlink fails with ENAMETOOLONG).
+class DeepCopy {
+ public:
+  explicit DeepCopy(const std::string& parent) {
+    fds_.push_back(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    for (int depth = 0; depth < 24 && fds_.back() >= 0; ++depth) {  // 24 * 201 bytes > 4096
+      if (mkdirat(fds_.back(), kComponent.c_str(), 0755) != 0) return;
+      fds_.push_back(openat(fds_.back(), kComponent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    }
+    if (fds_.size() != 25 || fds_.back() < 0) return;
+    ScopedFd out(openat(fds_.back(), "fr_crash", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755));
+    const std::string bytes = ReadFile(BuildPath("tests/programs/fr_crash"));
+    ok_ = out && write(out.get(), bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  }
+  // Removed from the bottom up, by directory fds.
+  ~DeepCopy() {
+    if (fds_.back() >= 0) unlinkat(fds_.back(), "fr_crash", 0);
+    for (size_t k = fds_.size() - 1; k > 0; --k) {
+      close(fds_[k]);
+      unlinkat(fds_[k - 1], kComponent.c_str(), AT_REMOVEDIR);
+    }
+    close(fds_[0]);
+  }
+  DeepCopy(const DeepCopy&) = delete;
+  DeepCopy& operator=(const DeepCopy&) = delete;
+  bool ok() const { return ok_; }
+  // Runs ./fr_crash MODE 0 there as uid; its pid once it died from SIGSEGV,
+  // else -1.
+  pid_t Crash(const std::string& mode, uid_t uid = 0) const {
+    Launch l("./fr_crash", {"fr_crash", mode, "0"});
+    l.cwd_fd = fds_.back();
+    l.uid = uid;
+    pid_t pid = Start(l);
+    int st = WaitStatus(pid);
+    return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV ? pid : -1;
+  }
+
+ private:
+  inline static const std::string kComponent = std::string(200, 'd');
+  std::vector<int> fds_;
+  bool ok_ = false;
+};
+
 TEST_F(CoredumpTest, AnExecutableDeeperThanPathMaxKeepsItsMetadata) {
   // /proc/PID/exe cannot name a file deeper than PATH_MAX (readlink fails
   // with ENAMETOOLONG), yet the process is alive and its metadata readable.
   TempDir tmp;
   chmod(tmp.path().c_str(), 0755);
-  const std::string component(200, 'd');
-  std::vector<int> fds = {open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  for (int depth = 0; depth < 24; ++depth) {  // 24 * 201 bytes > 4096
-    ASSERT_EQ(mkdirat(fds.back(), component.c_str(), 0755), 0) << strerror(errno);
-    fds.push_back(openat(fds.back(), component.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    ASSERT_GE(fds.back(), 0);
-  }
-  {
-    ScopedFd out(openat(fds.back(), "fr_crash", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755));
-    ASSERT_TRUE(out);
-    const std::string bytes = ReadFile(BuildPath("tests/programs/fr_crash"));
-    ASSERT_EQ(write(out.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  }
-  Launch l("./fr_crash", {"fr_crash", "segv", "0"});
-  l.cwd_fd = fds.back();
-  pid_t pid = Start(l);
-  int st = WaitStatus(pid);
-  ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV) << st;
+  DeepCopy deep(tmp.path());
+  ASSERT_TRUE(deep.ok()) << strerror(errno);
+  pid_t pid = deep.Crash("segv");
+  ASSERT_GT(pid, 0);
   auto crash = WaitForCrash(pid);
   ASSERT_FALSE(crash.is_null()) << daemon_->Log();
   EXPECT_TRUE(crash["core_stored"].get<bool>()) << crash.dump();
@@ -130,13 +161,62 @@ TEST_F(CoredumpTest, AnExecutableDeeperThanPathMaxKeepsItsMetadata) {
   EXPECT_FALSE(j["metadata"]["build_id"].get<std::string>().empty()) << j["metadata"].dump();
   EXPECT_EQ(j["crash"]["comm"], "fr_crash");
   EXPECT_FALSE(j["backtrace"]["threads"].empty()) << j["backtrace"].dump() << notes;
-  // Removed from the bottom up, by directory fds (no path is short enough).
-  unlinkat(fds.back(), "fr_crash", 0);
-  for (size_t k = fds.size() - 1; k > 0; --k) {
-    close(fds[k]);
-    unlinkat(fds[k - 1], component.c_str(), AT_REMOVEDIR);
+}
+
+TEST_F(CoredumpTest, ACrashedProgramsNameNeverReachesGdbAsAnOption) {
+  // With no path for its executable, the hook once stored the comm as the
+  // executable, and `crash debug` handed it to gdb before the core: a user
+  // named their program `-ex=!touch pwn`, and gdb, run by root, ran the
+  // shell command. The executable stays unrecorded, and gdb gets only paths
+  // after `--`.
+  constexpr uid_t kNobody = 65534;
+  const std::string comm = "-ex=!touch pwn";
+  TempDir tmp, cwd;
+  chmod(tmp.path().c_str(), 0755);
+  DeepCopy deep(tmp.path());
+  ASSERT_TRUE(deep.ok()) << strerror(errno);
+  pid_t pid = deep.Crash("comm=" + comm, kNobody);
+  ASSERT_GT(pid, 0);
+  auto crash = WaitForCrash(pid);
+  ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+  EXPECT_EQ(crash["comm"], comm);
+  EXPECT_EQ(crash.value("exe", ""), "") << crash.dump();
+  const std::string rec = BuildPath("recorder/cli/recorder");
+  // Root debugs it the way a script would, from a directory of its own.
+  auto r = RunCommand({"/usr/bin/env", "-C", cwd.path(), rec, "--store", daemon_->store(), "crash",
+                       "debug", crash["id"], "-A", "-batch -nx -ex 'info threads'"});
+  EXPECT_FALSE(fs::exists(cwd.path() + "/pwn")) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("no executable path recorded"), std::string::npos) << r.err;
+  // gdb still read the core: the crashed thread is listed.
+  EXPECT_NE(r.out.find(fmt::format("LWP {}", pid)), std::string::npos) << r.out << r.err;
+  // The list and the summary say the path is unknown and name the comm as
+  // such.
+  auto list = daemon_->Cli({"crash", "list", "--pid", std::to_string(pid)});
+  EXPECT_NE(list.out.find("(not recorded; comm -ex=!touch pwn)"), std::string::npos) << list.out;
+  auto info = daemon_->Cli({"crash", "info", crash["id"]});
+  EXPECT_NE(info.out.find("Executable: (not recorded; comm -ex=!touch pwn)"), std::string::npos)
+      << info.out;
+}
+
+TEST_F(CoredumpTest, ExecutablesWithoutAPathShareOneBudgetWhateverTheirNames) {
+  // Without a path, the budget per executable was keyed by the comm, which
+  // the user sets: every new name got a new budget. Now they share one.
+  constexpr uid_t kNobody = 65534;
+  ScopedHookConfig config(*daemon_, {{"max_per_exe_per_hour", 1}});
+  ASSERT_TRUE(config.ok());
+  TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  DeepCopy deep(tmp.path());
+  ASSERT_TRUE(deep.ok()) << strerror(errno);
+  for (const std::string name : {"first", "second"}) {
+    SCOPED_TRACE(name);
+    pid_t pid = deep.Crash("comm=" + name, kNobody);
+    ASSERT_GT(pid, 0);
+    auto crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << daemon_->Log();
+    EXPECT_EQ(crash["rate_limited"].get<bool>(), name == "second") << crash.dump();
   }
-  close(fds[0]);
 }
 
 // Lowercase hex of `s` (what the hook stores as `key_hex`).
