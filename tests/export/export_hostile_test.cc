@@ -1,6 +1,7 @@
 // Exports run by root on what other users control (docs/SECURITY.md, "The
-// CLI"): the names around the output file in a shared sticky directory. Real
-// records of real programs, exported by the real CLI.
+// CLI"): the names around the output file in a shared sticky directory, the
+// names inside a record. Real records of real programs, exported by the real
+// CLI.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -43,6 +44,13 @@ int RunAfter(const std::vector<std::string>& argv, const std::function<void(pid_
   close(gate[1]);  // end of file: the child goes on
   int st = WaitStatus(pid);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// python3 -c script args...: exit 0 when what it checks holds.
+RunResult Python(const std::string& script, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"/usr/bin/python3", "-c", script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
 }
 
 class ExportOutputTest : public RecordedSuite<ExportOutputTest> {
@@ -199,6 +207,58 @@ TEST_F(ExportOutputTest, ACoreIsNeverWrittenIntoAnotherUsersFifo) {
   struct stat st {};
   ASSERT_EQ(lstat(core.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// A program names its function and its thread with bytes that are not UTF-8
+// (and a bidi override, and ESC): before, they went raw into the SVG (not
+// XML), the Chrome JSON and the folded stacks (not UTF-8) and the Perfetto
+// trace's strings. Now as `recorder report` shows them.
+class OddNamesExportTest : public RecordedSuite<OddNamesExportTest> {
+ protected:
+  static void SetUpTestSuite() { Record({BuildPath("tests/programs/fr_odd_names"), "2"}); }
+};
+
+TEST_F(OddNamesExportTest, NamesThatAreNotUtf8AreEscapedInEveryExport) {
+  const std::string symbol = "fr_odd_\\xff\\xfe_\\u202e_\\xc3";
+  const std::string comm = "odd\\xff\\xfe\\x1b";
+  auto r = daemon_->Cli({"flamegraph", id_, "-o", Out("odd.svg")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto py = Python(
+      "import sys, xml.etree.ElementTree as E\n"
+      "t = ''.join(E.parse(sys.argv[1]).getroot().itertext())\n"
+      "sys.exit(0 if sys.argv[2] in t and sys.argv[3] in t else 3)\n",
+      {Out("odd.svg"), symbol, comm});
+  EXPECT_EQ(py.exit_code, 0) << py.err;
+
+  r = daemon_->Cli({"export", id_, "-f", "chrome", "-o", Out("odd.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  py = Python(
+      "import sys, json\n"
+      "d = json.loads(open(sys.argv[1], 'rb').read().decode('utf-8', 'strict'))\n"
+      "names = [e.get('name', '') for e in d['traceEvents']] + "
+      "[e.get('args', {}).get('name', '') for e in d['traceEvents']]\n"
+      "sys.exit(0 if any(sys.argv[2] in n for n in names) and sys.argv[3] in names else 3)\n",
+      {Out("odd.json"), symbol, comm});
+  EXPECT_EQ(py.exit_code, 0) << py.err;
+
+  r = daemon_->Cli({"export", id_, "-f", "folded", "-o", Out("odd.folded")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  py = Python("import sys\nopen(sys.argv[1], 'rb').read().decode('utf-8', 'strict')\n",
+              {Out("odd.folded")});
+  EXPECT_EQ(py.exit_code, 0) << py.err;
+  std::string folded = ReadFile(Out("odd.folded"));
+  EXPECT_NE(folded.find(comm + ";"), std::string::npos) << folded.substr(0, 300);
+  EXPECT_NE(folded.find(symbol), std::string::npos) << folded.substr(0, 300);
+
+  // Perfetto's strings (function names, thread names, slice names) are read
+  // as UTF-8 by its viewers: the raw bytes must not be there at all.
+  r = daemon_->Cli({"export", id_, "-f", "perfetto", "-o", Out("odd.pftrace")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string trace = ReadFile(Out("odd.pftrace"));
+  EXPECT_EQ(trace.find("fr_odd_\xff"), std::string::npos);
+  EXPECT_EQ(trace.find("odd\xff\xfe\x1b"), std::string::npos);
+  EXPECT_NE(trace.find(symbol), std::string::npos);
+  EXPECT_NE(trace.find(comm), std::string::npos);
 }
 
 }  // namespace
