@@ -80,6 +80,9 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
     out = &file_out.emplace(&buf.emplace(file->fd()));
   }
   ASSIGN_OR_RETURN(auto stats, ExportTo(*reader, opts, ex.get(), out));
+  for (const auto& note : ex->Notes()) {
+    std::fprintf(stderr, "%s\n", EscapeForTerminal(note).c_str());
+  }
   if (file) {
     if (!file_out->flush()) return ErrnoStatus(fmt::format("writing {}", a.output));
     RETURN_IF_ERROR(file->Commit());

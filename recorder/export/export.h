@@ -43,6 +43,9 @@ class Exporter {
   virtual void Begin(const analysis::RecordInfo& info, std::ostream* out) = 0;
   virtual void Add(const analysis::ResolvedSample& s) = 0;
   virtual Status Finish() = 0;
+  // What the output leaves out or changes, for the user (stderr), after
+  // Finish: e.g. frames a format cannot express.
+  virtual std::vector<std::string> Notes() const { return {}; }
 };
 
 // The formats `recorder export --format` accepts.

@@ -1,7 +1,7 @@
 // Exports run by root on what other users control (docs/SECURITY.md, "The
 // CLI"): the names around the output file in a shared sticky directory, the
-// names inside a record. Real records of real programs, exported by the real
-// CLI.
+// names inside a record, the mappings of a recorded program. Real records of
+// real programs, exported by the real CLI.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -259,6 +259,33 @@ TEST_F(OddNamesExportTest, NamesThatAreNotUtf8AreEscapedInEveryExport) {
   EXPECT_EQ(trace.find("odd\xff\xfe\x1b"), std::string::npos);
   EXPECT_NE(trace.find(symbol), std::string::npos);
   EXPECT_NE(trace.find(comm), std::string::npos);
+}
+
+// One user's program runs code it mapped 4 GiB into a 5 GiB (sparse) file.
+// perf.data maps each file into a 4 GiB window, which cannot express it:
+// before, `export -f perf` of a record holding those samples failed (exit 2)
+// for everyone, root included. Now those frames are unknown addresses, with
+// a note, and perf reads the file. The file is sparse (one page written,
+// one page touched), so nothing here allocates.
+class BigMappingExportTest : public RecordedSuite<BigMappingExportTest> {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_NO_FATAL_FAILURE(StartDaemon());
+    ASSERT_TRUE(RunToSuccess({BuildPath("tests/programs/fr_big_map"), Out("big"), "2"}, &pid_));
+    ASSERT_NO_FATAL_FAILURE(DumpLast5s(*daemon_, pid_, {}, &id_));
+  }
+};
+
+TEST_F(BigMappingExportTest, FramesPerfDataCannotPlaceAreLeftUnknownWithANote) {
+  auto r = daemon_->Cli({"export", id_, "-f", "perf", "-o", Out("perf.data")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("past 4 GiB into their file are written as unknown addresses"),
+            std::string::npos)
+      << r.err;
+  auto perf = RunCommand({"/usr/bin/perf", "report", "-i", Out("perf.data"), "--stdio", "-n",
+                          "--no-children", "--sort", "sym"},
+                         {"HOME=" + dir_->path(), "PAGER=cat"});
+  ASSERT_EQ(perf.exit_code, 0) << perf.err;
 }
 
 }  // namespace
