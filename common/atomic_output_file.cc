@@ -1,11 +1,14 @@
 #include "common/atomic_output_file.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -23,6 +26,19 @@ bool IsFifoOrCharDevice(const struct stat& st) {
 bool PlantedByAnotherUser(const struct stat& dir, uid_t owner) {
   const bool sticky_shared = (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH);
   return sticky_shared && owner != geteuid() && owner != dir.st_uid;
+}
+
+// True for a name of one of this process's descriptors: an entry of
+// /proc/self/fd (/dev/fd/N) or a link into /proc (/dev/stdout ->
+// /proc/self/fd/1). What it names (a pipe, a tty, or the regular file a shell
+// redirected stdout to) is written into; replacing it would replace
+// /dev/stdout itself for every process.
+bool IsDescriptorAlias(int dir_fd, const std::string& base) {
+  struct statfs fs {};
+  if (fstatfs(dir_fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC) return true;
+  char link[16];
+  const ssize_t n = readlinkat(dir_fd, base.c_str(), link, sizeof(link));
+  return n >= 6 && std::string_view(link, 6) == "/proc/";
 }
 
 // "<base>.tmp-" and 8 random letters: a name that cannot be planted ahead.
@@ -60,14 +76,15 @@ StatusOr<AtomicOutputFile> AtomicOutputFile::Open(const std::string& path, mode_
     const bool device = link ? fstatat(f.dir_fd_.get(), f.base_.c_str(), &target, 0) == 0 &&
                                    IsFifoOrCharDevice(target)
                              : IsFifoOrCharDevice(st);
-    if (device) {
+    const bool alias = link && IsDescriptorAlias(f.dir_fd_.get(), f.base_);
+    if (device || alias) {
       if (PlantedByAnotherUser(dir, st.st_uid)) {
         return Status(StatusCode::kPermissionDenied,
                       fmt::format("not writing into {}: it is another user's {} in a shared "
                                   "sticky directory",
                                   path, link ? "symlink" : "FIFO or device"));
       }
-      RETURN_IF_ERROR(f.OpenInPlace(link));
+      RETURN_IF_ERROR(f.OpenInPlace(link, alias));
       return f;
     }
     if (!link && !S_ISREG(st.st_mode)) {
@@ -79,12 +96,15 @@ StatusOr<AtomicOutputFile> AtomicOutputFile::Open(const std::string& path, mode_
   return f;
 }
 
-Status AtomicOutputFile::OpenInPlace(bool follow) {
-  const int flags = O_WRONLY | O_NOCTTY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW);
+Status AtomicOutputFile::OpenInPlace(bool follow, bool alias) {
+  // An alias of a regular file the shell opened (> or >>): appended to, so
+  // that what it holds or its position is kept.
+  const int flags =
+      O_WRONLY | O_NOCTTY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW) | (alias ? O_APPEND : 0);
   fd_.reset(openat(dir_fd_.get(), base_.c_str(), flags));
   struct stat st {};
   if (!fd_ || fstat(fd_.get(), &st) != 0) return ErrnoStatus("cannot write " + path_);
-  if (!IsFifoOrCharDevice(st)) {
+  if (!alias && !IsFifoOrCharDevice(st)) {
     fd_.reset();
     return Unavailable(fmt::format("{} changed while being opened: not writing into it", path_));
   }

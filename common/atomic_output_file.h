@@ -11,9 +11,10 @@
 // linked and renamed over the target only once complete. rename() replaces
 // whatever is at the target (a symlink, another user's file) without
 // following or opening it: the old inode and a link's target are untouched.
-// An existing FIFO or character device (-o /dev/null, -o /dev/stdout) is
-// written in place, as writing a temporary and renaming it would replace the
-// device node; one reached through a symlink the kernel's protected_symlinks
+// An existing FIFO or character device (-o /dev/null), or a name of one of
+// the process's descriptors (-o /dev/stdout, /dev/fd/N), is written in place,
+// as writing a temporary and renaming it would replace the device node or
+// the link; one reached through a symlink the kernel's protected_symlinks
 // rule would not follow, or owned by another user in a sticky world-writable
 // directory (as protected_fifos), is refused. The checks use lstat/fstat on
 // descriptors, never stat() on the path. Used on the CLI's thread.
@@ -39,7 +40,8 @@ class AtomicOutputFile {
   ~AtomicOutputFile();
 
   int fd() const { return fd_.get(); }
-  // True for a FIFO or device written in place (Commit renames nothing).
+  // True for a FIFO, device or descriptor written in place (Commit renames
+  // nothing).
   bool in_place() const { return in_place_; }
   // Flushes to disk and puts the file at its path; without a Commit (an
   // error on the way) the target is left as it was and nothing remains.
@@ -47,7 +49,7 @@ class AtomicOutputFile {
 
  private:
   AtomicOutputFile() = default;
-  Status OpenInPlace(bool follow);
+  Status OpenInPlace(bool follow, bool alias);
   Status OpenNew(mode_t mode);
 
   std::string path_, dir_, base_;

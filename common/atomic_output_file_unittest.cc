@@ -76,6 +76,29 @@ TEST_F(AtomicOutputFileTest, AFifoIsWrittenInPlace) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
 }
 
+// -o /dev/stdout with stdout redirected to a file: the file the shell opened
+// gets the output (appended: `>>` keeps what was there), and the name, a
+// link into /proc, is not replaced. /dev itself is left alone here: a link
+// of the same kind in the test's directory, and /proc/self/fd/N directly.
+TEST_F(AtomicOutputFileTest, ANameOfAnOpenDescriptorIsWrittenIntoNotReplaced) {
+  const std::string file = dir_ + "/redirected";
+  int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "a", 1), 1);
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  const std::string stdout_like = dir_ + "/stdout";
+  ASSERT_EQ(symlink(proc.c_str(), stdout_like.c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomically(stdout_like, "b").ok());
+  auto st = WriteFileAtomically(proc, "c");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  close(fd);
+  EXPECT_EQ(Read(file), "abc");
+  struct stat ls {};
+  ASSERT_EQ(lstat(stdout_like.c_str(), &ls), 0);
+  EXPECT_TRUE(S_ISLNK(ls.st_mode)) << "the link was replaced by a file";
+  EXPECT_EQ(Entries(), 2u);
+}
+
 // An unprivileged user cannot link an O_TMPFILE by its descriptor
 // (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH): the /proc/self/fd path does it.
 // Run as root (CI), the child becomes nobody; run as a user, it is one.
