@@ -31,15 +31,4 @@ inline ScopedFd OpenRegularFile(const std::string& path) {
   return fd;
 }
 
-// True when `path` names an existing file that is not a regular file: a
-// character device (/dev/null, /dev/stdout, a tty) or a FIFO. Output asked for
-// there is written straight into it. The usual way of writing an output file
-// (a temporary next to it, renamed over it when complete) would replace the
-// device node itself: `recorder export -o /dev/null` run as root once turned
-// /dev/null into a regular file for every process on the machine.
-inline bool IsExistingNonRegular(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-}
-
 }  // namespace flightrec

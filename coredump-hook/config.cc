@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <type_traits>
 
 #include <fmt/format.h>
 
+#include "common/atomic_output_file.h"
 #include "common/checked_json.h"
 #include "common/read_file.h"
 #include "common/units.h"
@@ -95,24 +95,17 @@ StatusOr<std::string> CorePattern(const std::string& hook_path) {
 Status WriteHookConfig(const HookOptions& o) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(kHookConfig).parent_path(), ec);
-  std::string tmp = std::string(kHookConfig) + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << nlohmann::json{{"store", o.store_dir},
-                          {"socket", o.socket_path},
-                          {"max_core_bytes", o.max_core_bytes},
-                          {"history_ns", o.history_ns},
-                          {"max_per_exe_per_hour", o.max_per_exe_per_hour},
-                          {"max_per_uid_per_hour", o.max_per_uid_per_hour},
-                          {"max_per_hour", o.max_per_hour},
-                          {"history_timeout_ms", o.history_timeout_ms}}
-               .dump(2)
-        << "\n";
-    if (!out.flush()) return ErrnoStatus(fmt::format("writing {}", tmp));
-  }
-  if (rename(tmp.c_str(), kHookConfig) != 0)
-    return ErrnoStatus(fmt::format("writing {}", kHookConfig));
-  return OkStatus();
+  return WriteFileAtomically(kHookConfig,
+                             nlohmann::json{{"store", o.store_dir},
+                                            {"socket", o.socket_path},
+                                            {"max_core_bytes", o.max_core_bytes},
+                                            {"history_ns", o.history_ns},
+                                            {"max_per_exe_per_hour", o.max_per_exe_per_hour},
+                                            {"max_per_uid_per_hour", o.max_per_uid_per_hour},
+                                            {"max_per_hour", o.max_per_hour},
+                                            {"history_timeout_ms", o.history_timeout_ms}}
+                                     .dump(2) +
+                                 "\n");
 }
 
 int ParseHookCommandLine(int argc, char** argv, HookOptions* out, HookArgs* args_out) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_output_file.h"
 #include "common/checked_json.h"
 #include "common/terminal_escape.h"
 #include "coredump-hook/coredump.h"
@@ -68,9 +69,9 @@ Status RunInstall(const CliContext& ctx, std::string hook, bool persist, bool as
   std::string saved = ctx.store_dir + "/core_pattern.saved";
   // Keep the pattern from before the first install, not our own.
   if (old_pattern.find("recorder-coredump") == std::string::npos) {
-    std::ofstream s(saved, std::ios::trunc);
-    s << nlohmann::json{{"core_pattern", old_pattern}, {"core_pipe_limit", old_limit}}.dump();
-    if (!s.flush()) return ErrnoStatus("writing " + saved);
+    RETURN_IF_ERROR(WriteFileAtomically(
+        saved, nlohmann::json{{"core_pattern", old_pattern}, {"core_pipe_limit", old_limit}}.dump(),
+        0600));
   }
   // core_pipe_limit > 0 keeps the crashing process until the hook has read
   // its /proc entries; crashes beyond it at once are skipped by the kernel,
@@ -78,10 +79,9 @@ Status RunInstall(const CliContext& ctx, std::string hook, bool persist, bool as
   RETURN_IF_ERROR(WriteLine(kPipeLimit, "64"));
   RETURN_IF_ERROR(WriteLine(kPattern, pattern));
   if (persist) {
-    std::ofstream d(kSysctlDropIn, std::ios::trunc);
-    d << "# written by `recorder coredump install --persist`\nkernel.core_pattern=" << pattern
-      << "\nkernel.core_pipe_limit=64\n";
-    if (!d.flush()) return ErrnoStatus(std::string("writing ") + kSysctlDropIn);
+    RETURN_IF_ERROR(WriteFileAtomically(
+        kSysctlDropIn, "# written by `recorder coredump install --persist`\nkernel.core_pattern=" +
+                           pattern + "\nkernel.core_pipe_limit=64\n"));
   }
   if (as_json) {
     std::printf("%s\n", json::Dump(nlohmann::json{{"core_pattern", pattern},

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_output_file.h"
 #include "common/checked_json.h"
-#include "common/regular_file.h"
 #include "common/scoped_fd.h"
 #include "common/terminal_escape.h"
 #include "recorder/cli/crash_internal.h"
@@ -54,24 +54,12 @@ Status WriteCore(const CliContext& ctx, const std::string& id_arg, int fd, std::
 
 namespace {
 
-// Writes the core to `out`: into a new file of an unpredictable name next to
-// it (O_EXCL, mode 0600: a core holds the process's memory), renamed into
-// place when complete.
-// A device or FIFO (-o /dev/null) is written in place, never renamed over.
+// Writes the core to `out` through an AtomicOutputFile (mode 0600: a core
+// holds the process's memory).
 Status ExtractCore(const CliContext& ctx, const std::string& id_arg, const std::string& out) {
-  if (IsExistingNonRegular(out)) {
-    ScopedFd fd(open(out.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd) return ErrnoStatus("cannot write " + out);
-    return WriteCore(ctx, id_arg, fd.get(), nullptr);
-  }
-  std::string tmpl = out + ".tmp-XXXXXX";
-  ScopedFd fd(mkostemp(tmpl.data(), O_CLOEXEC));
-  if (!fd) return ErrnoStatus("cannot write " + out);
-  Status st = WriteCore(ctx, id_arg, fd.get(), nullptr);
-  if (st.ok() && fsync(fd.get()) != 0) st = ErrnoStatus("writing " + out);
-  if (st.ok() && rename(tmpl.c_str(), out.c_str()) != 0) st = ErrnoStatus("writing " + out);
-  if (!st.ok()) unlink(tmpl.c_str());
-  return st;
+  ASSIGN_OR_RETURN(auto file, AtomicOutputFile::Open(out, 0600));
+  RETURN_IF_ERROR(WriteCore(ctx, id_arg, file.fd(), nullptr));
+  return file.Commit();
 }
 
 }  // namespace

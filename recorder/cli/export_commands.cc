@@ -1,21 +1,21 @@
 // recorder export ID --format pprof|perfetto|chrome|folded|svg|perf -o FILE and
 // recorder flamegraph ID -o FILE.svg: replay the record through the one
-// pipeline into recorder/export's writers. Files are written to a temporary
-// name next to the target and renamed into place only when complete, so a
-// failed export never leaves half a file.
+// pipeline into recorder/export's writers. Files are written through an
+// AtomicOutputFile: put in place only when complete, so a failed export never
+// leaves half a file, and never through a name another user planted.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "common/atomic_output_file.h"
 #include "common/checked_json.h"
-#include "common/regular_file.h"
 #include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/query_args.h"
@@ -71,61 +71,46 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
     }
   }
   ASSIGN_OR_RETURN(auto reader, ctx.OpenRecord(a.id));
-  std::string tmp;
-  std::ofstream file;
+  std::optional<AtomicOutputFile> file;
+  std::optional<FdStreambuf> buf;
+  std::optional<std::ostream> file_out;
   std::ostream* out = &std::cout;
-  // A device or FIFO (-o /dev/null) is written in place, never renamed over.
-  const bool in_place = !to_stdout && IsExistingNonRegular(a.output);
   if (!to_stdout) {
-    if (!in_place) tmp = a.output + ".tmp-" + std::to_string(getpid());
-    file.open(in_place ? a.output : tmp, std::ios::binary | std::ios::trunc);
-    if (!file) return ErrnoStatus(fmt::format("cannot write {}", a.output));
-    out = &file;
+    ASSIGN_OR_RETURN(file, AtomicOutputFile::Open(a.output));
+    out = &file_out.emplace(&buf.emplace(file->fd()));
   }
-  auto cleanup = [&] {
-    if (!tmp.empty()) unlink(tmp.c_str());
-  };
-  auto stats = ExportTo(*reader, opts, ex.get(), out);
-  if (!stats.ok()) {
-    cleanup();
-    return stats.status();
+  ASSIGN_OR_RETURN(auto stats, ExportTo(*reader, opts, ex.get(), out));
+  for (const auto& note : ex->Notes()) {
+    std::fprintf(stderr, "%s\n", EscapeForTerminal(note).c_str());
   }
-  Status st;
-  if (!to_stdout) {
-    file.flush();
-    if (!file) st = ErrnoStatus(fmt::format("writing {}", a.output));
-    file.close();
-    if (st.ok() && !in_place && rename(tmp.c_str(), a.output.c_str()) != 0) {
-      st = ErrnoStatus(fmt::format("renaming {} to {}", tmp, a.output));
-    }
-  }
-  if (!st.ok()) {
-    cleanup();
-    return st;
+  if (file) {
+    if (!file_out->flush()) return ErrnoStatus(fmt::format("writing {}", a.output));
+    RETURN_IF_ERROR(file->Commit());
   }
   if (a.json) {
     struct stat st_out {};
-    uint64_t bytes =
-        stat(a.output.c_str(), &st_out) == 0 ? static_cast<uint64_t>(st_out.st_size) : 0;
+    uint64_t bytes = file && fstat(file->fd(), &st_out) == 0 && S_ISREG(st_out.st_mode)
+                         ? static_cast<uint64_t>(st_out.st_size)
+                         : 0;
     nlohmann::json out = {{"record", reader->header().id},
                           {"output", a.output},
                           {"format", a.format},
-                          {"samples", stats->samples},
+                          {"samples", stats.samples},
                           {"bytes", bytes},
-                          {"unwind", unwind::DescribeUnwindStats(stats->unwind)}};
+                          {"unwind", unwind::DescribeUnwindStats(stats.unwind)}};
     std::printf("%s\n", json::Dump(out, 2).c_str());
   } else if (!to_stdout) {
     std::fprintf(stderr, "wrote %s: %s of %llu samples\n", EscapeForTerminal(a.output).c_str(),
-                 a.format.c_str(), static_cast<unsigned long long>(stats->samples));
+                 a.format.c_str(), static_cast<unsigned long long>(stats.samples));
   }
   // Incomplete stacks end in a "[truncated...]" frame in the file; here is
   // how many there are, why, and where they stopped.
   if (!a.json) {
-    for (const auto& line : unwind::DescribeUnwindStats(stats->unwind)) {
+    for (const auto& line : unwind::DescribeUnwindStats(stats.unwind)) {
       std::fprintf(stderr, "%s\n", EscapeForTerminal(line).c_str());
     }
   }
-  return AllExecutablesGone(reader->meta(), stats->pids);
+  return AllExecutablesGone(reader->meta(), stats.pids);
 }
 
 }  // namespace

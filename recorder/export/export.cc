@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/terminal_escape.h"
 #include "recorder/export/exporters.h"
 
 namespace flightrec::recorder::exporter {
@@ -37,20 +38,19 @@ struct CharEscape {
   std::string_view to;
 };
 
-// `s` with each character of `table` replaced by its text and each other
-// control character (below 0x20) by control(c).
-template <typename Control>
-std::string EscapeWith(std::string_view s, std::initializer_list<CharEscape> table,
-                       Control control) {
+// `s` as the terminal shows it (EscapeForTerminal: invalid UTF-8 as \xNN,
+// control characters escaped, so none is left), then each character of
+// `table` replaced by its text. Names from a record are bytes, while XML,
+// JSON and the viewers of folded stacks need UTF-8; a name then also reads
+// the same in every output as in `recorder report`.
+std::string EscapeWith(std::string_view s, std::initializer_list<CharEscape> table) {
   std::string out;
   out.reserve(s.size() + 2);
-  for (char c : s) {
+  for (char c : EscapeForTerminal(s)) {
     auto e =
         std::find_if(table.begin(), table.end(), [c](const CharEscape& x) { return x.c == c; });
     if (e != table.end()) {
       out += e->to;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += control(c);
     } else {
       out += c;
     }
@@ -62,16 +62,11 @@ std::string EscapeWith(std::string_view s, std::initializer_list<CharEscape> tab
 
 std::string XmlEscape(std::string_view s) {
   return EscapeWith(
-      s, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&apos;"}},
-      [](char c) {
-        // XML 1.0 forbids most control characters even as references.
-        return c == '\t' || c == '\n' || c == '\r' ? std::string(1, c) : std::string("?");
-      });
+      s, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&apos;"}});
 }
 
 std::string JsonEscape(std::string_view s) {
-  return EscapeWith(s, {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\t', "\\t"}, {'\r', "\\r"}},
-                    [](char c) { return fmt::format("\\u{:04x}", static_cast<unsigned>(c)); });
+  return EscapeWith(s, {{'"', "\\\""}, {'\\', "\\\\"}});
 }
 
 std::string IncompleteStackMarker(const attribution::AttributedSample& s) {
@@ -85,9 +80,9 @@ std::string IncompleteStackMarker(const attribution::AttributedSample& s) {
 }
 
 std::string FoldedName(std::string_view s) {
-  std::string out(s);
+  std::string out = EscapeForTerminal(s);  // as EscapeWith
   for (char& c : out) {
-    if (c == ';' || c == ' ' || c == '\n') c = '_';  // the folded format's separators
+    if (c == ';' || c == ' ') c = '_';  // the folded format's separators
   }
   return out;
 }

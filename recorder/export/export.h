@@ -1,7 +1,7 @@
 // Exports of a replayed record into other tools' formats. Each exporter is a
 // consumer of analysis::Replay: Begin once, Add per sample in time order,
 // Finish writes the rest. Output goes to a stream the caller commits
-// atomically (the CLI writes a temp file and renames it).
+// atomically (the CLI through common/atomic_output_file.h).
 //
 //   folded    "comm;outer;...;inner count" lines, for flamegraph.pl & co.
 //   chrome    Chrome trace-event JSON: per-thread stacks as nested B/E
@@ -43,6 +43,9 @@ class Exporter {
   virtual void Begin(const analysis::RecordInfo& info, std::ostream* out) = 0;
   virtual void Add(const analysis::ResolvedSample& s) = 0;
   virtual Status Finish() = 0;
+  // What the output leaves out or changes, for the user (stderr), after
+  // Finish: e.g. frames a format cannot express.
+  virtual std::vector<std::string> Notes() const { return {}; }
 };
 
 // The formats `recorder export --format` accepts.

@@ -17,9 +17,10 @@ namespace {
 
 TEST(ExportTest, Escapes) {
   EXPECT_EQ(XmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
-  EXPECT_EQ(XmlEscape(std::string("x\x01y")), "x?y");
-  EXPECT_EQ(JsonEscape("a\"b\\c\n"), "a\\\"b\\\\c\\n");
-  EXPECT_EQ(JsonEscape(std::string("\x02")), "\\u0002");
+  // Control characters and invalid UTF-8 as the terminal shows them.
+  EXPECT_EQ(XmlEscape(std::string("x\x01y\xff")), "x\\x01y\\xff");
+  EXPECT_EQ(JsonEscape("a\"b\\c\n"), "a\\\"b\\\\\\\\c\\\\n");
+  EXPECT_EQ(JsonEscape(std::string("\x02\xc3")), "\\\\x02\\\\xc3");
   EXPECT_EQ(FoldedName("operator<(a; b)"), "operator<(a__b)");
 }
 

@@ -247,12 +247,7 @@ class PerfData : public Exporter {
         chain.push_back(PERF_CONTEXT_USER);
         user_started = true;
       }
-      auto ip = UserIp(s.pid, f, rs.cookies, s.time_ns, s.cpu);
-      if (!ip.ok()) {
-        Fail(ip.status());
-        return;
-      }
-      chain.push_back(*ip);
+      chain.push_back(UserIp(s.pid, f, rs.cookies, s.time_ns, s.cpu));
     }
     uint64_t leaf = 0;
     for (uint64_t ip : chain) {
@@ -275,6 +270,17 @@ class PerfData : public Exporter {
     Record(PERF_RECORD_SAMPLE, in_kernel ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER, r,
            /*sample_id=*/false, s);
     ++samples_;
+  }
+
+  std::vector<std::string> Notes() const override {
+    std::vector<std::string> notes;
+    for (const auto& [why, n] : unplaced_) {
+      notes.push_back(fmt::format(
+          "perf.data: {} frames {} are written as unknown addresses (perf shows [unknown]); "
+          "the other formats name them",
+          n, why));
+    }
+    return notes;
   }
 
   Status Finish() override {
@@ -408,36 +414,38 @@ class PerfData : public Exporter {
     Record(PERF_RECORD_COMM, PERF_RECORD_MISC_USER, b, true, s);
   }
 
+  // Counts a frame written as address 0, which perf shows as [unknown].
+  uint64_t Unplaced(const std::string& why) {
+    ++unplaced_[why];
+    return 0;
+  }
+
   // A user frame's address in the synthetic space, mapping its file into the
   // process first if this is the file's first frame there.
-  StatusOr<uint64_t> UserIp(uint32_t pid, const attribution::Frame& f,
-                            const attribution::CookieTable* cookies, uint64_t time_ns,
-                            uint32_t cpu) {
+  uint64_t UserIp(uint32_t pid, const attribution::Frame& f,
+                  const attribution::CookieTable* cookies, uint64_t time_ns, uint32_t cpu) {
     const attribution::Cookie* c = f.cookie && cookies ? cookies->Get(f.cookie) : nullptr;
     if (!c) {
       // vDSO, anonymous or unknown: the raw address, unless it would land in
       // a file's window and be named after that file.
       return f.offset >= kWindowBase && f.offset < kWindowEnd ? 0 : f.offset;
     }
-    if (f.offset >= kWindowSize) {
-      return InvalidArgument(
-          fmt::format("record {}: a frame lies 0x{:x} bytes into {}, past the 4 GiB a code file "
-                      "can span; not exporting a perf.data perf would misread",
-                      EscapeForTerminal(info_.id), f.offset, EscapeForTerminal(c->path)));
-    }
-    auto [wit, wfresh] = windows_.try_emplace(c->id, 0);
-    if (wfresh) {
-      const uint64_t base = kWindowBase + (windows_.size() - 1) * kWindowSize;
+    // A frame perf.data cannot place (an executable mapping more than 4 GiB
+    // into its file, more files than windows, a file without a path) goes
+    // out as an unknown address: a user's odd mapping must not cost root
+    // the export of everyone else's samples.
+    if (f.offset >= kWindowSize) return Unplaced("past 4 GiB into their file");
+    auto wit = windows_.find(c->id);
+    if (wit == windows_.end()) {
+      const uint64_t base = kWindowBase + windows_.size() * kWindowSize;
       if (base + kWindowSize > kWindowEnd) {
-        return InvalidArgument(fmt::format("record {}: more than {} files with samples",
-                                           EscapeForTerminal(info_.id),
-                                           (kWindowEnd - kWindowBase) / kWindowSize));
+        return Unplaced(
+            fmt::format("in files beyond the first {}", (kWindowEnd - kWindowBase) / kWindowSize));
       }
       if (c->path.empty() || c->path.size() > kMaxPath || c->path.find('\0') != std::string::npos) {
-        return InvalidArgument(fmt::format("record {}: file {} has no usable path",
-                                           EscapeForTerminal(info_.id), c->id));
+        return Unplaced("in files without a usable path");
       }
-      wit->second = base;
+      wit = windows_.emplace(c->id, base).first;
       std::string bid = perfdata::BuildIdBytes(c->build_id);
       if (!bid.empty()) build_ids_[c->path] = bid;
     }
@@ -524,6 +532,7 @@ class PerfData : public Exporter {
   std::unordered_map<uint32_t, uint64_t> windows_;   // by cookie id: the file's base
   std::set<std::pair<uint32_t, uint32_t>> mapped_;   // (pid, cookie) with an MMAP2
   std::map<std::string, std::string> build_ids_;     // path → raw build-id
+  std::map<std::string, uint64_t> unplaced_;         // why → frames written as unknown
 };
 
 }  // namespace

@@ -176,7 +176,7 @@ class Perfetto : public Exporter {
     ProtoWriter te;
     te.Varint(9, type);
     te.Varint(11, track);
-    if (name) te.Bytes(23, *name);
+    if (name) te.Text(23, *name);
     ProtoWriter p = PacketHeader(ts, 0);
     p.Message(kPacketTrackEvent, te);
     Write(p);
@@ -197,7 +197,7 @@ class Perfetto : public Exporter {
     if (name != nullptr) it->second = *name;
     ProtoWriter pd, td;
     pd.Varint(1, pid);
-    if (name != nullptr) pd.Bytes(6, *name);
+    if (name != nullptr) pd.Text(6, *name);
     td.Varint(1, ProcessUuid(pid));
     td.Message(3, pd);
     ProtoWriter p = PacketHeader(std::nullopt, 0);
@@ -211,7 +211,7 @@ class Perfetto : public Exporter {
     ProtoWriter thd, td;
     thd.Varint(1, pid);
     thd.Varint(2, tid);
-    thd.Bytes(5, comm);
+    thd.Text(5, comm);
     td.Varint(1, ThreadUuid(tid));
     td.Varint(5, ProcessUuid(pid));
     td.Message(4, thd);
@@ -308,7 +308,7 @@ class Perfetto : public Exporter {
     if (!build_id_hex.empty() && FromHex(build_id_hex, &raw)) {
       m.Varint(2, InternString(&build_ids_, kInternBuildIds, raw, interned));
     }
-    m.Varint(7, InternString(&paths_, kInternMappingPaths, dso, interned));
+    m.Varint(7, InternString(&paths_, kInternMappingPaths, EscapeForTerminal(dso), interned));
     interned->Message(kInternMappings, m);
     return it->second;
   }
@@ -319,7 +319,8 @@ class Perfetto : public Exporter {
     if (fresh) {
       ProtoWriter f;
       f.Varint(1, it->second);
-      f.Varint(2, InternString(&function_names_, kInternFunctionNames, name, interned));
+      f.Varint(2, InternString(&function_names_, kInternFunctionNames, EscapeForTerminal(name),
+                               interned));
       if (mapping) {
         f.Varint(3, mapping);
         f.Varint(4, rel_pc);

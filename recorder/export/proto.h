@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/leb128.h"
+#include "common/terminal_escape.h"
 
 namespace flightrec::recorder::exporter {
 
@@ -24,6 +25,9 @@ class ProtoWriter {
     Raw(s.size());
     buf_.append(s);
   }
+  // A `string` field holding text from a record: protobuf strings are
+  // UTF-8, and viewers show them, so it is written as the terminal shows it.
+  void Text(uint32_t field, std::string_view s) { Bytes(field, EscapeForTerminal(s)); }
   // A nested message, written by its own ProtoWriter.
   void Message(uint32_t field, const ProtoWriter& m) { Bytes(field, m.buf_); }
   // Packed repeated varints (proto3 default for repeated scalars).
