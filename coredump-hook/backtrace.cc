@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "coredump-hook/core_notes.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/elf/elf_handle.h"
 #include "recorder/symbolize/symbolizer.h"
@@ -65,23 +66,107 @@ std::vector<std::pair<pid_t, std::vector<uint64_t>>> DwflWalk(const std::string&
   return out;
 }
 
+// Symbolized like samples: entry 0 is the faulting ip, the rest are
+// return addresses.
+nlohmann::json SymbolizedFrames(const std::vector<uint64_t>& ips, pid_t pid,
+                                const attribution::ProcessTable& table,
+                                const attribution::CookieTable& cookies,
+                                attribution::Symbolizer& symbolizer) {
+  recorder::Sample s;
+  s.pid = static_cast<uint32_t>(pid);
+  s.mode = recorder::CpuMode::kUser;
+  s.user_chain = ips;
+  if (!ips.empty()) s.ip = ips[0];
+  attribution::AttributedSample attr = attribution::Attribute(s, table, cookies, nullptr, nullptr);
+  nlohmann::json frames = nlohmann::json::array();
+  for (size_t k = 0; k < attr.frames.size(); ++k) {
+    for (const auto& sym : symbolizer.ResolveInline(attr.frames[k])) {
+      nlohmann::json f = {{"ip", k < ips.size() ? ips[k] : 0},
+                          {"function", sym.function},
+                          {"dso", sym.dso},
+                          {"offset", sym.offset},
+                          {"status", sym.status}};
+      if (!sym.file.empty()) {
+        f["file"] = sym.file;
+        f["line"] = sym.line;
+      }
+      if (sym.inlined) f["inlined"] = true;
+      frames.push_back(std::move(f));
+    }
+  }
+  return frames;
+}
+
+// libunwind's walks of every thread of the core, from its coredump
+// accessors: a DWARF walk and a frame-pointer walk from the same registers.
+struct LibunwindThread {
+  pid_t ns_tid = 0;  // the thread's id in the process's pid namespace
+  std::vector<uint64_t> ips, fp_ips;
+};
+
+std::vector<LibunwindThread> LibunwindWalk(UCD_info* ui, size_t max_frames) {
+  std::vector<LibunwindThread> out;
+  unw_addr_space_t as = unw_create_addr_space(&_UCD_accessors, 0);
+  int n = _UCD_get_num_threads(ui);
+  for (int i = 0; i < n; ++i) {
+    _UCD_select_thread(ui, i);
+    LibunwindThread& t = out.emplace_back();
+    t.ns_tid = _UCD_get_pid(ui);
+    unw_cursor_t c;
+    if (unw_init_remote(&c, as, ui) != 0) continue;
+    // Frame-pointer walk from the same registers, over the core's stack
+    // memory: where libunwind lacks unwind tables (code segments are not
+    // in the core and only offset-0 mappings can back them), frame
+    // pointers may still give the callers.
+    unw_word_t ip0 = 0, bp = 0;
+    unw_get_reg(&c, UNW_REG_IP, &ip0);
+    unw_get_reg(&c, UNW_X86_64_RBP, &bp);
+    if (ip0) t.fp_ips.push_back(ip0);
+    for (size_t k = 0; k < max_frames && bp != 0 && bp % 8 == 0; ++k) {
+      unw_word_t next = 0, ret = 0;
+      if (_UCD_access_mem(as, bp, &next, 0, ui) != 0 ||
+          _UCD_access_mem(as, bp + 8, &ret, 0, ui) != 0 || ret == 0) {
+        break;
+      }
+      t.fp_ips.push_back(ret);
+      if (next <= bp) break;  // the stack grows down: callers' frames are above
+      bp = next;
+    }
+    do {
+      unw_word_t ip = 0;
+      if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+      t.ips.push_back(ip);
+    } while (t.ips.size() < max_frames && unw_step(&c) > 0);
+  }
+  unw_destroy_addr_space(as);
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, pid_t pid,
                          pid_t crashing_tid, const std::map<pid_t, pid_t>& global_tids,
                          size_t max_frames) {
   nlohmann::json out = {{"threads", nlohmann::json::array()}};
-  UCD_info* ui = _UCD_create(core_path.c_str());
-  if (ui == nullptr) {
-    out["error"] = "not a core file libunwind can read";
-    return out;
+  // libunwind reads the notes without bounds checks (core_notes.h): only
+  // notes a kernel could have written are given to it.
+  const Status notes = CheckNotesForLibunwind(core_path);
+  UCD_info* ui = nullptr;
+  if (notes.ok()) {
+    ui = _UCD_create(core_path.c_str());
+    if (ui == nullptr) {
+      out["error"] = "not a core file libunwind can read";
+      return out;
+    }
+  } else {
+    out["note"] = "libunwind's walk skipped: " + notes.message();
   }
   // Read-only file mappings are not in the core: libunwind reads code and
   // unwind tables from the files themselves.
   std::vector<recorder::MmapEvent> mmaps =
       attribution::MapsEvents(static_cast<uint32_t>(pid), maps, 0);
   for (const auto& m : mmaps) {
-    if (!m.filename.empty() && m.filename[0] == '/' && m.pgoff == 0) {
+    if (ui != nullptr && !m.filename.empty() && m.filename[0] == '/' && m.pgoff == 0) {
       _UCD_add_backing_file_at_vaddr(ui, m.start, m.filename.c_str());
     }
   }
@@ -90,97 +175,49 @@ nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, 
   for (const auto& m : mmaps) table.Apply(recorder::Event(m));
   attribution::KernelSymbols none;
   attribution::Symbolizer symbolizer(&cookies, &none);
-  unw_addr_space_t as = unw_create_addr_space(&_UCD_accessors, 0);
   auto dwfl_threads = DwflWalk(core_path, max_frames);
-  int n = _UCD_get_num_threads(ui);
-  std::vector<nlohmann::json> threads;
-  for (int i = 0; i < n; ++i) {
-    _UCD_select_thread(ui, i);
-    nlohmann::json t;
-    t["index"] = i;
-    unw_cursor_t c;
-    std::vector<uint64_t> ips, fp_ips;
-    if (unw_init_remote(&c, as, ui) == 0) {
-      // Frame-pointer walk from the same registers, over the core's stack
-      // memory: where libunwind lacks unwind tables (code segments are not
-      // in the core and only offset-0 mappings can back them), frame
-      // pointers may still give the callers.
-      unw_word_t ip0 = 0, bp = 0;
-      unw_get_reg(&c, UNW_REG_IP, &ip0);
-      unw_get_reg(&c, UNW_X86_64_RBP, &bp);
-      if (ip0) fp_ips.push_back(ip0);
-      for (size_t k = 0; k < max_frames && bp != 0 && bp % 8 == 0; ++k) {
-        unw_word_t next = 0, ret = 0;
-        if (_UCD_access_mem(as, bp, &next, 0, ui) != 0 ||
-            _UCD_access_mem(as, bp + 8, &ret, 0, ui) != 0 || ret == 0) {
-          break;
-        }
-        fp_ips.push_back(ret);
-        if (next <= bp) break;  // the stack grows down: callers' frames are above
-        bp = next;
-      }
-      do {
-        unw_word_t ip = 0;
-        if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0) break;
-        ips.push_back(ip);
-      } while (ips.size() < max_frames && unw_step(&c) > 0);
+  std::vector<LibunwindThread> walked;
+  if (ui != nullptr) {
+    walked = LibunwindWalk(ui, max_frames);
+  } else {
+    for (const auto& [dtid, dips] : dwfl_threads) walked.push_back({dtid, {}, {}});
+  }
+  // Keep the walk whose frames all land in mapped files: a DWARF step
+  // without tables can wander into the stack, a frame-pointer walk stops
+  // at code built without them.
+  auto mapped = [&](const std::vector<uint64_t>& v) {
+    size_t n = 0;
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (table.Lookup(static_cast<uint32_t>(pid), k ? v[k] - 1 : v[k]) == nullptr) break;
+      ++n;
     }
-    // Keep the walk whose frames all land in mapped files: a DWARF step
-    // without tables can wander into the stack, a frame-pointer walk stops
-    // at code built without them.
-    auto mapped = [&](const std::vector<uint64_t>& v) {
-      size_t n = 0;
-      for (size_t k = 0; k < v.size(); ++k) {
-        if (table.Lookup(static_cast<uint32_t>(pid), k ? v[k] - 1 : v[k]) == nullptr) break;
-        ++n;
-      }
-      return n;
-    };
+    return n;
+  };
+  std::vector<nlohmann::json> threads;
+  for (size_t i = 0; i < walked.size(); ++i) {
+    const pid_t ns_tid = walked[i].ns_tid;
+    std::vector<uint64_t> ips = walked[i].ips;
     std::string method = "libunwind";
-    if (mapped(fp_ips) > mapped(ips)) {
-      ips = fp_ips;
+    if (mapped(walked[i].fp_ips) > mapped(ips)) {
+      ips = walked[i].fp_ips;
       method = "frame-pointer";
     }
-    // The core's tid is the thread's id in the process's pid namespace.
-    pid_t ns_tid = _UCD_get_pid(ui);
-    auto g = global_tids.find(ns_tid);
-    t["ns_tid"] = ns_tid;
-    t["tid"] = g != global_tids.end() ? g->second : ns_tid;
     for (const auto& [dtid, dips] : dwfl_threads) {
       if (dtid != ns_tid) continue;
-      if (mapped(dips) > mapped(ips)) {
+      if (ui == nullptr || mapped(dips) > mapped(ips)) {
         ips = dips;
         method = "libdwfl";
       }
       break;
     }
+    nlohmann::json t;
+    t["index"] = i;
+    // The core's tid is the thread's id in the process's pid namespace.
+    auto g = global_tids.find(ns_tid);
+    t["ns_tid"] = ns_tid;
+    t["tid"] = g != global_tids.end() ? g->second : ns_tid;
     t["unwind"] = method;
-    // Symbolize like samples: entry 0 is the faulting ip, the rest are
-    // return addresses.
-    recorder::Sample s;
-    s.pid = static_cast<uint32_t>(pid);
-    s.mode = recorder::CpuMode::kUser;
-    s.user_chain = ips;
-    if (!ips.empty()) s.ip = ips[0];
-    attribution::AttributedSample attr =
-        attribution::Attribute(s, table, cookies, nullptr, nullptr);
-    nlohmann::json frames = nlohmann::json::array();
-    for (size_t k = 0; k < attr.frames.size(); ++k) {
-      for (const auto& sym : symbolizer.ResolveInline(attr.frames[k])) {
-        nlohmann::json f = {{"ip", k < ips.size() ? ips[k] : 0},
-                            {"function", sym.function},
-                            {"dso", sym.dso},
-                            {"offset", sym.offset},
-                            {"status", sym.status}};
-        if (!sym.file.empty()) {
-          f["file"] = sym.file;
-          f["line"] = sym.line;
-        }
-        if (sym.inlined) f["inlined"] = true;
-        frames.push_back(std::move(f));
-      }
-    }
-    t["frames"] = frames;
+    t["frames"] = SymbolizedFrames(ips, pid, table, cookies, symbolizer);
     threads.push_back(std::move(t));
   }
   // The core's first thread is the one that took the signal (the kernel
@@ -190,9 +227,10 @@ nlohmann::json Backtrace(const std::string& core_path, const std::string& maps, 
                         [&](const nlohmann::json& t) { return t.value("tid", 0) == crashing_tid; });
   for (auto& t : threads) out["threads"].push_back(std::move(t));
   out["crashing_tid"] = crashing_tid;  // global (%I), like each thread's "tid"
-  out["signal"] = _UCD_get_cursig(ui);
-  unw_destroy_addr_space(as);
-  _UCD_destroy(ui);
+  if (ui != nullptr) {
+    out["signal"] = _UCD_get_cursig(ui);
+    _UCD_destroy(ui);
+  }
   return out;
 }
 

@@ -33,6 +33,13 @@ constexpr uint64_t kMaxSegment = 1ull << 57;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// a + b, or UINT64_MAX when that overflows: a sum of sizes from the core,
+// which a crafted core makes wrap to a small number.
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  uint64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+}
+
 }  // namespace
 
 CoreReducer::CoreReducer(int out_fd, Limits limits) : fd_(out_fd), limits_(limits) {}
@@ -89,13 +96,16 @@ bool CoreReducer::ParsePhdrs() {
   memcpy(phdrs_.data(), head_.data() + ehdr_.e_phoff, phdrs_.size() * sizeof(Elf64_Phdr));
   uint64_t notes = 0, end = head_end_;
   for (const auto& p : phdrs_) {
-    if (p.p_filesz > kMaxSegment || p.p_offset > kMaxSegment) {
-      Fail(fmt::format("a segment of {} bytes at offset {}", p.p_filesz, p.p_offset));
+    uint64_t vend;
+    if (p.p_filesz > kMaxSegment || p.p_offset > kMaxSegment ||
+        __builtin_add_overflow(p.p_vaddr, p.p_filesz, &vend)) {
+      Fail(fmt::format("a segment of {} bytes at offset {}, address {:#x}", p.p_filesz, p.p_offset,
+                       p.p_vaddr));
       return false;
     }
     if (p.p_type != PT_NOTE) continue;
-    notes += p.p_filesz;
-    end = std::max(end, p.p_offset + p.p_filesz);
+    notes = SaturatingAdd(notes, p.p_filesz);
+    end = std::max(end, SaturatingAdd(p.p_offset, p.p_filesz));
   }
   if (notes == 0) {
     Fail("no notes: the core has no thread registers");
@@ -162,7 +172,9 @@ void CoreReducer::Plan() {
       return;
     }
     loads.push_back(i);
-    memory_bytes_ += p.p_filesz;
+    // 65534 segments of up to kMaxSegment bytes can sum past 2^64: a wrapped
+    // sum would pass for a small core and keep every segment whole.
+    memory_bytes_ = SaturatingAdd(memory_bytes_, p.p_filesz);
   }
   // phdr index -> kept vaddr range.
   std::map<size_t, std::pair<uint64_t, uint64_t>> keep;
@@ -229,10 +241,15 @@ void CoreReducer::Plan() {
   }
   std::sort(ranges_.begin(), ranges_.end(),
             [](const Range& a, const Range& b) { return a.in < b.in; });
-  uint64_t out = AlignUp(head_end_, kPage);
+  uint64_t out = AlignUp(head_end_, kPage), planned = 0;
   for (Range& r : ranges_) {
     r.out = out;
-    out = AlignUp(out + (r.hi - r.lo), kPage);
+    planned = SaturatingAdd(planned, r.hi - r.lo);
+    out = AlignUp(SaturatingAdd(out, r.hi - r.lo), kPage);
+  }
+  if (planned > limits_.max_memory) {
+    Fail(fmt::format("{} bytes of memory planned, over the {} limit", planned, limits_.max_memory));
+    return;
   }
   for (Thread& t : threads_) {
     for (const Range& r : ranges_) {
@@ -254,6 +271,13 @@ void CoreReducer::WriteKept(const char* data, size_t n) {
     const char* src = data + (from - begin);
     uint64_t dst = r.out + (from - r.in);
     size_t len = static_cast<size_t>(to - from);
+    // The limit holds for what reaches the disk, whatever the plan says.
+    written_ = SaturatingAdd(written_, len);
+    if (written_ > limits_.max_memory) {
+      Fail(fmt::format("the unwinder's copy of the core would exceed {} bytes of memory",
+                       limits_.max_memory));
+      return;
+    }
     while (len > 0) {
       ssize_t w = pwrite(fd_, src, len, static_cast<off_t>(dst));
       if (w < 0 && errno == EINTR) continue;

@@ -106,7 +106,8 @@ class CoreReducer {
   std::vector<Range> ranges_;            // ascending stream offset
   size_t next_range_ = 0;
   uint64_t kept_bytes_ = 0;
-  uint64_t memory_bytes_ = 0;
+  uint64_t written_ = 0;       // memory bytes written to fd_ so far
+  uint64_t memory_bytes_ = 0;  // saturates at UINT64_MAX
   bool reduced_ = false;
 };
 

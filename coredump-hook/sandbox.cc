@@ -257,6 +257,12 @@ void SandboxedBacktrace::Finish(Crash* c) {
       why = "no backtrace: " + why_;
     } else {
       c->backtrace = child_.Run(&why);
+      // A walk the child skipped (notes libunwind would misread) is said
+      // in the crash's notes too; the child's text, so checked and bounded.
+      if (c->backtrace.is_object()) {
+        std::string note = json::Str(c->backtrace, "note", "");
+        if (!note.empty()) c->notes.push_back(ToValidUtf8(note.substr(0, 1024)));
+      }
     }
   }
   if (!why.empty()) c->notes.push_back(why);

@@ -1,7 +1,7 @@
-// Replays the fuzz seeds and every input the fuzzer ever crashed on
-// (fuzz/regression/) through the harness's entry function, built with the
-// project's compiler: a regression aborts this test even where clang and
-// libFuzzer are not installed.
+// Replays the fuzz seeds and every input the fuzzers ever crashed on
+// (fuzz/regression/, panic regions in fuzz/regression/panic/) through the
+// harnesses' entry functions, built with the project's compiler: a regression
+// aborts this test even where clang and libFuzzer are not installed.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -29,7 +29,12 @@ std::vector<fs::path> Inputs(const char* sub) {
   return out;
 }
 
-void Replay(const std::vector<fs::path>& inputs) {
+// `decode`: the harness's entry, as the libFuzzer target calls it.
+void Replay(
+    const std::vector<fs::path>& inputs,
+    void (*decode)(const uint8_t*, size_t) = [](const uint8_t* d, size_t n) {
+      flightrec::fuzz::DecodeInput(d, n);
+    }) {
   int saved = dup(STDOUT_FILENO);
   int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
   dup2(devnull, STDOUT_FILENO);
@@ -43,7 +48,7 @@ void Replay(const std::vector<fs::path>& inputs) {
     // ctest reports it failed; the name of the input is on stderr.
     fprintf(stderr, "replaying %s\n", p.c_str());
     try {
-      flightrec::fuzz::DecodeInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      decode(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     } catch (const std::exception& e) {
       // In the CLI this would have been an abort (or, since the fix, the
       // last-resort error in RecorderMain): every decoder must return a
@@ -68,6 +73,16 @@ TEST(FuzzCorpus, RegressionsDecodeWithoutCrashing) {
   auto in = Inputs("regression");
   ASSERT_FALSE(in.empty()) << "the regression corpus is missing";
   Replay(in);
+}
+
+// panic_fuzzer's corpora, through its entry (DecodePanicRegion).
+TEST(FuzzCorpus, PanicRegionsDecodeWithoutCrashing) {
+  auto in = Inputs("regression/panic");
+  ASSERT_GE(in.size(), 3u) << "the panic regression corpus is missing";
+  auto seeds = Inputs("seeds/panic");
+  ASSERT_GE(seeds.size(), 2u) << "the panic seed corpus is missing";
+  in.insert(in.end(), seeds.begin(), seeds.end());
+  Replay(in, flightrec::fuzz::DecodePanicRegion);
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ void DecodePanicRegion(const uint8_t* data, size_t size) {
   std::vector<uint8_t> b(data, data + size);
   const uint64_t h64 = XXH3_64bits(data, size);
   flightrec_panic_header h{};
-  std::memcpy(&h, b.data(), std::min(b.size(), sizeof(h)));
+  // An empty input's data() may be null, which memcpy may not be given.
+  if (!b.empty()) std::memcpy(&h, b.data(), std::min(b.size(), sizeof(h)));
   auto in = [&](uint64_t off, uint64_t n) { return off <= b.size() && n <= b.size() - off; };
   if (b.size() >= sizeof(h) && (h64 & 3) != 0) {
     const uint64_t table = uint64_t{h.nr_cpus} * sizeof(flightrec_panic_cpu);

@@ -29,8 +29,9 @@ wait "$fuzz_build_pid"
 fuzz_build_rc=$?
 set -e
 
-# The record fuzz job (scripts/fuzz.sh: clang, ASan/UBSan, the regression
-# corpus then ${FUZZ_SECONDS:-30} s of fuzzing, its own build-fuzz/). Counted
+# The fuzz job (scripts/fuzz.sh: clang, ASan/UBSan, the regression corpora
+# then ${FUZZ_SECONDS:-30} s of fuzzing, two thirds records and one third
+# panic regions, its own build-fuzz/). Counted
 # as one more test: any finding fails the run.  30 s here, not fuzz.sh's 90:
 # every CI run replays the whole corpus and adds a short fresh search; the
 # suite has to stay well under 20 minutes (longer searches: scripts/fuzz.sh N).

@@ -218,7 +218,11 @@ Status PrintPanicInfo(const std::string& id, const store::RecordReader& reader, 
   std::printf("           ID: %s\n", E(id).c_str());
   std::printf("         Kind: %s\n", E(Str(panic, "reason", "kernel panic")).c_str());
   std::printf("      Message: %s\n", E(msg).c_str());
-  std::printf("    Timestamp: %s\n", FormatTimeNs(Get<int64_t>(panic, "panic_time_ns", 0)).c_str());
+  // Absent when the crashed boot's clocks give no wall-clock time (Damaged says so).
+  std::printf("    Timestamp: %s\n",
+              panic.contains("panic_time_ns")
+                  ? FormatTimeNs(Get<int64_t>(panic, "panic_time_ns", 0)).c_str()
+                  : "unknown");
   std::printf("      Boot ID: %s (the boot that panicked)\n", E(Str(panic, "boot_id")).c_str());
   std::printf("       Kernel: %s\n", E(json::RawText(panic, "release")).c_str());
   std::printf("Kernel frames: %s (%s)\n", E(Str(panic, "kernel_frames")).c_str(),

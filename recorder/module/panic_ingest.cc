@@ -285,7 +285,11 @@ StatusOr<PanicDump> BuildPanicDump(const PanicRegion& r, const KernelEnv& env,
   json::SetText(p, "running_release", env.release);
   p["panic_cpu"] = h.panic_cpu;
   p["panic_time_mono_ns"] = h.panic_time_ns;
-  p["panic_time_ns"] = static_cast<int64_t>(h.panic_time_ns) + h.mono_to_real_ns;
+  // Both terms are the crashed boot's (a hostile region's): a wall-clock
+  // time outside int64 is left out and named, not wrapped into a date.
+  int64_t wall_ns = 0;
+  const bool have_wall = !__builtin_add_overflow(h.panic_time_ns, h.mono_to_real_ns, &wall_ns);
+  if (have_wall) p["panic_time_ns"] = wall_ns;
   p["mono_to_real_ns"] = h.mono_to_real_ns;
   p["mono_to_boot_ns"] = h.mono_to_boot_ns;
   p["arm_time_mono_ns"] = h.arm_time_ns;
@@ -323,6 +327,11 @@ StatusOr<PanicDump> BuildPanicDump(const PanicRegion& r, const KernelEnv& env,
                    {"stack_bytes", h.stack_bytes}};
   nlohmann::json damaged = nlohmann::json::array();
   for (const auto& line : r.damaged) damaged.push_back(line);
+  if (!have_wall) {
+    damaged.push_back(fmt::format(
+        "header: panic time {} + mono_to_real_ns {} is no wall-clock time: timestamp unknown",
+        h.panic_time_ns, h.mono_to_real_ns));
+  }
   if (h.sb_missing > 0) {
     damaged.push_back(fmt::format(
         "sideband: {} older records were no longer in the ring at the panic: mappings they "
@@ -342,7 +351,7 @@ StatusOr<PanicDump> BuildPanicDump(const PanicRegion& r, const KernelEnv& env,
   s["boot_id"] = r.boot_id;
   json::SetText(s, "release", r.release);
   s["panic_cpu"] = h.panic_cpu;
-  s["time_ns"] = p["panic_time_ns"];
+  if (have_wall) s["time_ns"] = wall_ns;
   s["panics_lost"] = h.panics_lost;
   s["samples"] = held;
   s["cpus"] = r.cpus.size();

@@ -8,7 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "recorder/module/panic_region_builder.h"
 
@@ -100,6 +104,38 @@ TEST(PanicIngestTest, SnapshotCountersAddUpAndEndAtThePanic) {
 
 // The panic record (header rec_off) is one more sample, at the panic, with
 // panic()'s callers as its kernel chain; it is in no counter.
+// The wall-clock time of the panic is panic_time_ns + mono_to_real_ns, both
+// the crashed boot's: a sum past int64 is no time at all. It is left out
+// (and said why), not wrapped into a date.
+TEST(PanicIngestTest, AWallClockTimeOutsideInt64IsLeftOutAndNamed) {
+  for (auto [mono, to_real] : std::vector<std::pair<uint64_t, int64_t>>{
+           {INT64_MAX, INT64_MAX}, {UINT64_MAX, 0}, {UINT64_MAX, INT64_MIN + 1}}) {
+    SCOPED_TRACE(std::to_string(mono) + " " + std::to_string(to_real));
+    PanicRegionBuilder b(64 * 1024, 1);
+    b.header().panic_time_ns = mono;
+    b.header().mono_to_real_ns = to_real;
+    auto r = Parse(b);
+    auto d = BuildPanicDump(r, Running("6.1.0-56-amd64"),
+                            [](const MmapEvent&) { return std::string(); });
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    EXPECT_EQ(d->panic["panic_time_mono_ns"], mono);
+    EXPECT_FALSE(d->panic.contains("panic_time_ns")) << d->panic["panic_time_ns"];
+    EXPECT_FALSE(d->summary.contains("time_ns"));
+    EXPECT_NE(d->panic["damaged"].dump().find("no wall-clock time"), std::string::npos)
+        << d->panic["damaged"];
+  }
+  // In range: the sum, negative offsets included.
+  PanicRegionBuilder b(64 * 1024, 1);
+  b.header().panic_time_ns = 5'000;
+  b.header().mono_to_real_ns = -2'000;
+  auto r = Parse(b);
+  auto d =
+      BuildPanicDump(r, Running("6.1.0-56-amd64"), [](const MmapEvent&) { return std::string(); });
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->panic["panic_time_ns"], 3'000);
+  EXPECT_EQ(d->summary["time_ns"], 3'000);
+}
+
 TEST(PanicIngestTest, PanicRecordIsTheLastSampleOfThePanickingCpu) {
   PanicRegionBuilder b(64 * 1024, 2);
   b.cpu(0).overwritten = 5;

@@ -35,20 +35,23 @@ std::string FieldString(const char* p, size_t n) { return std::string(p, strnlen
 namespace {
 
 // Where [off, off + count * size) lies: "" when inside the bytes we have,
-// else why not. Every product and sum is checked for overflow first.
+// else why not. The product and the sum are checked for overflow, and even an
+// empty range must lie in the region: an offset near 2^64 is no place in it
+// (and p + off would overflow the pointer).
 std::string CheckRange(uint64_t off, uint64_t count, uint64_t size, const PanicRegion& r) {
   const uint64_t region = r.header.region_size;
-  if (size != 0 && count > region / size)
+  uint64_t bytes = 0, end = 0;
+  if (__builtin_mul_overflow(count, size, &bytes) || bytes > region) {
     return fmt::format("{} x {} bytes exceed the region", count, size);
-  const uint64_t bytes = count * size;
+  }
+  if (__builtin_add_overflow(off, bytes, &end) || end > region) {
+    return fmt::format("[{}, +{}) is past the end of the {}-byte region", off, bytes, region);
+  }
   if (bytes == 0) return "";
   if (off < FLIGHTREC_PANIC_HEADER_BYTES) {
     return fmt::format("offset {} is inside the header area", off);
   }
-  if (off > region || bytes > region - off) {
-    return fmt::format("[{}, +{}) is past the end of the {}-byte region", off, bytes, region);
-  }
-  if (off + bytes > r.bytes) {
+  if (end > r.bytes) {
     return fmt::format("[{}, +{}) is past the {} bytes read (region truncated)", off, bytes,
                        r.bytes);
   }
@@ -99,7 +102,7 @@ void ParseCpus(const uint8_t* p, PanicRegion* r) {
       continue;
     }
     budget -= d.data_len;
-    const uint8_t* data = p + d.data_off;
+    const uint8_t* data = d.data_len > 0 ? p + d.data_off : nullptr;
     if (d.data_len > 0 && PanicCrc32(data, d.data_len) != d.data_crc) {
       r->damaged.push_back(
           fmt::format("cpu {}: data checksum mismatch: its history is dropped", d.cpu));

@@ -253,6 +253,26 @@ TEST(PanicRegionTest, HostileOffsetsAndCountsAreBounded) {
   EXPECT_TRUE(Mentions(m->damaged, "cpu 63: data overlaps other CPUs'"));
 }
 
+// A CPU whose copy is empty but whose offset lies near 2^64 (checksums
+// right): even a pointer to it would overflow, so the entry is dropped and
+// named like any other offset past the region.
+TEST(PanicRegionTest, AnEmptyCpuCopyAtAHugeOffsetIsDropped) {
+  auto bytes = TwoCpuRegion().Build();
+  auto h = PanicRegionBuilder::HeaderOf(bytes);
+  auto c = PanicRegionBuilder::CpuOf(bytes, 0);
+  c.data_off = 0xfffffffffffff000;
+  c.data_len = 0;
+  std::memcpy(bytes.data() + h.cpu_off, &c, sizeof(c));
+  h.cpu_crc = PanicCrc32(bytes.data() + h.cpu_off, h.nr_cpus * sizeof(c));
+  PanicRegionBuilder::Reseal(&bytes, h);
+  auto r = ParsePanicRegion(bytes.data(), bytes.size());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(Mentions(r->damaged, "cpu 0: data [18446744073709547520, +0) is past the end"))
+      << (r->damaged.empty() ? "nothing damaged" : r->damaged.front());
+  ASSERT_EQ(r->cpus.size(), 1u);
+  EXPECT_EQ(r->cpus[0].desc.cpu, 1u);
+}
+
 // Random damage anywhere, with the header resealed half of the time so the
 // damage reaches the parts behind it: the parser returns, whatever it finds.
 TEST(PanicRegionTest, RandomDamageNeverCrashes) {
