@@ -16,3 +16,13 @@ target_compile_definitions(fleet_test PRIVATE FLIGHTREC_FLEET_SOURCE_DIR="${PROJ
 flightrec_add_test(fleet_retention_unittest
   SOURCES fleet_retention_unittest.cc
   DEPS flightrec_recorder_fleet flightrec_store flightrec_test_support flightrec_test_support_store)
+
+# Fleet mode with its endpoint down (no gateway): the bound on what
+# retention keeps unshipped, on a small tmpfs, with a real recorderd.
+flightrec_add_test(fleet_stall_test
+  SOURCES fleet_stall_test.cc
+  DEPS flightrec_recorder_fleet flightrec_store flightrec_test_support
+       flightrec_test_support_store nlohmann_json::nlohmann_json
+  LABELS root
+  TIMEOUT 300)
+add_dependencies(fleet_stall_test recorder recorderd)
