@@ -26,3 +26,11 @@ flightrec_add_test(fleet_stall_test
   LABELS root
   TIMEOUT 300)
 add_dependencies(fleet_stall_test recorder recorderd)
+
+# The record cache against a hostile HTTP server on loopback and a cache
+# directory another user owns (no gateway; root for chown).
+flightrec_add_test(fleet_cache_test
+  SOURCES fleet_cache_test.cc
+  DEPS flightrec_fleet_glue flightrec_fleet_pg flightrec_recorder_fleet flightrec_test_support
+  LABELS root
+  TIMEOUT 120)
