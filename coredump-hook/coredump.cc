@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/private_dir.h"
 #include "common/units.h"
 #include "coredump-hook/config.h"
 #include "coredump-hook/context.h"
@@ -66,7 +67,9 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
     }
   }
 
-  if (Status safe = CheckStoreDir(o.store_dir); !safe.ok()) {
+  // The hook is root: in a store another user controls, that user could
+  // swap in symlinks or plant records for it to index, open and delete.
+  if (Status safe = CheckPrivateDir(o.store_dir, "store"); !safe.ok()) {
     return NotStored(c, "crash", safe.message());
   }
   store::StoreOptions so;

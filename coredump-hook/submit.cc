@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -61,41 +60,6 @@ std::string AskHistory(const HookArgs& a, const HookOptions& o, std::string* why
 }
 
 }  // namespace
-
-// The store and every directory above it must be the hook's own (or
-// root's) and writable by nobody else: the hook is root, and in a directory
-// another user controls, that user could swap in symlinks or plant records
-// for it to index, open and delete (a store configured under /tmp or a
-// user's home). Missing directories are created first, so that a user
-// cannot create one before the hook does.
-Status CheckStoreDir(const std::string& dir) {
-  if (dir.empty() || dir[0] != '/') {
-    return InvalidArgument(fmt::format("store {} is not an absolute path", dir));
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);  // 0700 under the hook's umask
-  std::filesystem::path p(dir);
-  for (std::filesystem::path d = p;; d = d.parent_path()) {
-    struct stat sb;
-    if (lstat(d.c_str(), &sb) != 0) return ErrnoStatus(fmt::format("store {}", dir));
-    if (!S_ISDIR(sb.st_mode)) {
-      return InvalidArgument(
-          fmt::format("store {}: {} is not a directory (symlinks are refused)", dir, d.string()));
-    }
-    if (sb.st_uid != 0 && sb.st_uid != geteuid()) {
-      return Status(
-          StatusCode::kPermissionDenied,
-          fmt::format("store {}: {} belongs to uid {}, not root", dir, d.string(), sb.st_uid));
-    }
-    // A sticky directory (/tmp) lets nobody rename or remove root's entries.
-    if ((sb.st_mode & 022) != 0 && (d == p || (sb.st_mode & S_ISVTX) == 0)) {
-      return Status(StatusCode::kPermissionDenied,
-                    fmt::format("store {}: {} is writable by other users", dir, d.string()));
-    }
-    if (d == d.parent_path()) break;
-  }
-  return OkStatus();
-}
 
 void RequestHistory(const HookOptions& o, Crash* c) {
   std::string why;

@@ -12,10 +12,6 @@
 
 namespace flightrec::coredump {
 
-// The store directory and every one above it must be root's and writable
-// by nobody else; missing ones are created.
-Status CheckStoreDir(const std::string& dir);
-
 // Asks recorderd for the process's last seconds: c->history_id and
 // history_file, or why not in c->notes.
 void RequestHistory(const HookOptions& o, Crash* c);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -480,6 +481,8 @@ StatusOr<RetentionLimits> Store::EffectiveLimits(const RetentionLimits& in) cons
   constexpr uint64_t kCap = 4ull << 30;  // systemd-coredump's 4 GiB caps
   if (!out.max_use) out.max_use = std::min<uint64_t>(fs_size / 10, kCap);
   if (!out.keep_free) out.keep_free = std::min<uint64_t>(fs_size * 15 / 100, kCap);
+  if (!out.max_unshipped_use) out.max_unshipped_use = *out.max_use;
+  if (!out.max_unshipped_use_per_uid) out.max_unshipped_use_per_uid = *out.max_unshipped_use / 2;
   return out;
 }
 
@@ -520,6 +523,113 @@ static StatusOr<std::optional<std::set<std::string>>> FleetConfirmed(int dirfd,
   return std::optional<std::set<std::string>>(std::move(ids));
 }
 
+namespace {
+
+constexpr const char* kEvictedFile = "fleet/evicted";  // "<records> <bytes>\n"
+
+// Fleet mode's bound on what the shipper has not confirmed yet: the oldest
+// unshipped record of an owner over `max_unshipped_use_per_uid` goes first,
+// then, while the total is over `max_unshipped_use`, the oldest of the owner
+// with the most. Records in `protect` (the one being committed, its history)
+// stay and count.
+Status EvictUnshipped(const std::vector<RecordRow>& rows, const std::set<std::string>& shipped,
+                      const std::set<std::string>& protect, const std::set<std::string>& gone,
+                      const RetentionLimits& lim,
+                      const std::function<Status(const RecordRow&, const char*)>& evict) {
+  std::map<uint32_t, uint64_t> use;
+  std::map<uint32_t, std::vector<const RecordRow*>> evictable;  // oldest first
+  std::map<uint32_t, size_t> next;
+  uint64_t total = 0;
+  for (const auto& r : rows) {
+    if (gone.count(r.id) || shipped.count(r.id)) continue;
+    use[r.owner_uid] += r.file_size;
+    total += r.file_size;
+    if (!protect.count(r.id)) evictable[r.owner_uid].push_back(&r);
+  }
+  auto can_evict = [&](uint32_t uid) { return next[uid] < evictable[uid].size(); };
+  auto evict_oldest = [&](uint32_t uid, const char* why) -> Status {
+    const RecordRow& r = *evictable[uid][next[uid]++];
+    RETURN_IF_ERROR(evict(r, why));
+    use[uid] -= std::min(use[uid], r.file_size);
+    total -= std::min(total, r.file_size);
+    return OkStatus();
+  };
+  for (auto& [uid, bytes] : use) {
+    while (bytes > *lim.max_unshipped_use_per_uid && can_evict(uid)) {
+      RETURN_IF_ERROR(evict_oldest(uid, "unshipped_per_uid"));
+    }
+  }
+  while (total > *lim.max_unshipped_use) {
+    std::optional<uint32_t> heaviest;
+    for (const auto& [uid, bytes] : use) {
+      if (can_evict(uid) && (!heaviest || bytes > use[*heaviest])) heaviest = uid;
+    }
+    if (!heaviest) break;
+    RETURN_IF_ERROR(evict_oldest(*heaviest, "unshipped"));
+  }
+  return OkStatus();
+}
+
+// Adds to the counts in fleet/evicted, under its lock (several writers may
+// vacuum at once).
+Status AddUnshippedEvictions(int dirfd, const std::string& dir, const UnshippedEvictions& add) {
+  ScopedFd fd(openat(dirfd, kEvictedFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd || flock(fd.get(), LOCK_EX) != 0) return ErrnoStatus(dir + "/" + kEvictedFile);
+  char buf[64] = {};
+  unsigned long long records = 0, bytes = 0;
+  if (pread(fd.get(), buf, sizeof(buf) - 1, 0) > 0) std::sscanf(buf, "%llu %llu", &records, &bytes);
+  std::string line = fmt::format("{} {}\n", records + add.records, bytes + add.bytes);
+  if (pwrite(fd.get(), line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()) ||
+      ftruncate(fd.get(), static_cast<off_t>(line.size())) != 0) {
+    return ErrnoStatus(dir + "/" + kEvictedFile);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<UnshippedEvictions> ReadUnshippedEvictions(const std::string& store_dir) {
+  const std::string path = store_dir + "/" + kEvictedFile;
+  ScopedFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return UnshippedEvictions{};
+    return ErrnoStatus(path);
+  }
+  if (flock(fd.get(), LOCK_SH) != 0) return ErrnoStatus(path);
+  char buf[64] = {};
+  unsigned long long records = 0, bytes = 0;
+  if (pread(fd.get(), buf, sizeof(buf) - 1, 0) > 0) std::sscanf(buf, "%llu %llu", &records, &bytes);
+  return UnshippedEvictions{records, bytes};
+}
+
+Status Store::EvictUnshippedRecords(const std::vector<RecordRow>& rows,
+                                    const std::set<std::string>& shipped,
+                                    const std::set<std::string>& protect,
+                                    const std::set<std::string>& gone, const RetentionLimits& lim,
+                                    bool dry_run, const RemoveFn& remove) {
+  UnshippedEvictions evicted;
+  auto evict = [&](const RecordRow& r, const char* why) -> Status {
+    RETURN_IF_ERROR(remove(r, why));
+    const bool per_uid = std::strcmp(why, "unshipped_per_uid") == 0;
+    std::string note = fmt::format(
+        "retention: removed record {} of uid {} ({}) before the fleet confirmed it: unshipped "
+        "records {} {} (the fleet endpoint is not taking them)",
+        r.id, r.owner_uid, FormatBytes(r.file_size),
+        per_uid ? fmt::format("of uid {} exceed", r.owner_uid) : std::string("exceed"),
+        FormatBytes(per_uid ? *lim.max_unshipped_use_per_uid : *lim.max_unshipped_use));
+    // Logged only: the notes of a vacuum end up in the meta of the record
+    // being committed, which its crashed user may read, and this names
+    // another user's record.
+    if (!dry_run) std::fprintf(stderr, "flightrec store: %s\n", note.c_str());
+    ++evicted.records;
+    evicted.bytes += r.file_size;
+    return OkStatus();
+  };
+  RETURN_IF_ERROR(EvictUnshipped(rows, shipped, protect, gone, lim, evict));
+  if (dry_run || evicted.records == 0) return OkStatus();
+  return AddUnshippedEvictions(dirfd_.get(), dir_, evicted);
+}
+
 StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run,
                                      const std::string& keep_id) {
   std::set<std::string> protect;
@@ -549,9 +659,16 @@ StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run
   }
   const int64_t now = WallClockNs();
   VacuumReport rep;
+  // Fleet mode: unshipped records are at most every record.
+  const bool fleet = faccessat(dirfd_.get(), "fleet/journal", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+  const bool unshipped_over =
+      fleet && (total > *lim.max_unshipped_use ||
+                std::any_of(bytes_by_uid.begin(), bytes_by_uid.end(), [&](const auto& u) {
+                  return u.second > *lim.max_unshipped_use_per_uid;
+                }));
   const bool over = (lim.max_age_ns && count > 0 && now - oldest > *lim.max_age_ns) ||
                     (lim.max_count && count > *lim.max_count) || total > *lim.max_use ||
-                    free_bytes < *lim.keep_free;
+                    free_bytes < *lim.keep_free || unshipped_over;
   if (!over) return rep;
   ListQuery q;  // oldest first, without meta: retention needs sizes and owners
   q.with_meta = false;
@@ -628,6 +745,9 @@ StatusOr<VacuumReport> Store::Vacuum(const RetentionLimits& limits, bool dry_run
     const RecordRow* v = next_victim(bytes_by_uid);
     if (v == nullptr) break;
     RETURN_IF_ERROR(remove(*v, "max_use"));
+  }
+  if (shipped) {
+    RETURN_IF_ERROR(EvictUnshippedRecords(rows, *shipped, protect, gone, lim, dry_run, remove));
   }
   if (free_bytes < *lim.keep_free) {
     uint64_t reclaimable = 0;

@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -46,6 +47,11 @@ struct RetentionLimits {
   std::optional<uint64_t> keep_free;
   std::optional<int64_t> max_age_ns;  // unset = no age limit
   std::optional<uint64_t> max_count;  // unset = no count limit
+  // Fleet mode keeps records until they are shipped; these bound what it
+  // keeps while the endpoint is away, so that one user's crashes cannot
+  // fill the disk. Unset = max_use (total) and half of that (per owner uid).
+  std::optional<uint64_t> max_unshipped_use;
+  std::optional<uint64_t> max_unshipped_use_per_uid;
 };
 
 struct StoreOptions {
@@ -85,7 +91,8 @@ struct RecoveryReport {
 
 struct VacuumReport {
   std::vector<std::string> removed;  // ids, in removal order
-  std::vector<std::string> reasons;  // "age", "count", "max_use", "keep_free"
+  // "age", "count", "max_use", "keep_free", "unshipped_per_uid", "unshipped"
+  std::vector<std::string> reasons;
   uint64_t bytes_freed = 0;
   // keep_free could not be met even by removing every removable record (the
   // filesystem is full of other files), so nothing was removed for it.
@@ -200,6 +207,15 @@ class Store {
   // the records that `files` grant by ACL.
   void RecoverGrants(const std::set<std::string>& files);
   Status LinkGrant(const std::string& file, uid_t uid);  // by-uid/<uid>/<file>
+  // Fleet mode's bound on unshipped records (EffectiveLimits' unshipped
+  // limits): removes through `remove`, logs each, and counts them in
+  // fleet/evicted.
+  using RemoveFn = std::function<Status(const RecordRow&, const char*)>;
+  Status EvictUnshippedRecords(const std::vector<RecordRow>& rows,
+                               const std::set<std::string>& shipped,
+                               const std::set<std::string>& protect,
+                               const std::set<std::string>& gone, const RetentionLimits& lim,
+                               bool dry_run, const RemoveFn& remove);
 
   std::string dir_;
   ScopedFd dirfd_;
@@ -219,6 +235,14 @@ class Store {
 StatusOr<std::vector<std::string>> GrantedRecordFiles(const std::string& store_dir, uid_t uid);
 StatusOr<std::unique_ptr<RecordReader>> OpenGrantedRecord(const std::string& store_dir,
                                                           const std::string& file);
+
+// Unshipped records retention removed in fleet mode (since the store's
+// fleet/ directory was made), kept in `fleet/evicted` for `recorder status`.
+struct UnshippedEvictions {
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+};
+StatusOr<UnshippedEvictions> ReadUnshippedEvictions(const std::string& store_dir);
 
 // Record ids are time-sortable: "20261122T120633Z-3f9a2c".
 std::string NewRecordId(int64_t wall_ns);

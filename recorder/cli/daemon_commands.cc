@@ -64,6 +64,10 @@ void PrintFleetStatus(const nlohmann::json& f) {
               FormatBytes(u("shipped_bytes")).c_str(), u("retries"));
   if (!text("uploading").empty())
     std::printf("             uploading %s\n", text("uploading").c_str());
+  if (u("unshipped_evicted_records") > 0) {
+    std::printf("             %llu unshipped records (%s) removed by retention before shipping\n",
+                u("unshipped_evicted_records"), FormatBytes(u("unshipped_evicted_bytes")).c_str());
+  }
   const int64_t now_s = WallClockNs() / 1'000'000'000;
   const int64_t ok_s = f.value("last_success_time", int64_t{0});
   if (ok_s > 0) {

@@ -211,7 +211,8 @@ StatusOr<std::unique_ptr<store::RecordReader>> OpenFleetRecord(const std::string
   }
   ASSIGN_OR_RETURN(FleetIndex idx, FleetIndex::Connect(cfg.pg_conninfo, cfg.pg_password));
   RETURN_IF_ERROR(idx.CheckSchema());
-  ASSIGN_OR_RETURN(fleet::RecordCache cache, fleet::RecordCache::Open(cache_dir));
+  ASSIGN_OR_RETURN(fleet::RecordCache cache,
+                   fleet::RecordCache::Open(cache_dir, cfg.cache_max_bytes));
   ASSIGN_OR_RETURN(auto fetcher, fleet::S3ObjectFetcher::Create(cfg, cache.dir()));
   ASSIGN_OR_RETURN(std::string path, fleet::FetchRecord(idx, cache, *fetcher, id));
   return store::RecordReader::Open(path);

@@ -308,7 +308,7 @@ Status RunVerify(const CliContext& ctx, const std::string& id, bool as_json) {
 }
 
 struct VacuumArgs {
-  std::string max_use, keep_free, max_age;
+  std::string max_use, keep_free, max_age, max_unshipped_use, max_unshipped_use_per_uid;
   int64_t max_count = -1;
   bool dry_run = false;
   bool json = false;
@@ -330,13 +330,27 @@ Status RunVacuum(const CliContext& ctx, const VacuumArgs& a) {
     lim.max_age_ns = v;
   }
   if (a.max_count >= 0) lim.max_count = static_cast<uint64_t>(a.max_count);
+  if (!a.max_unshipped_use.empty()) {
+    ASSIGN_OR_RETURN(uint64_t v, ParseSize(a.max_unshipped_use));
+    lim.max_unshipped_use = v;
+  }
+  if (!a.max_unshipped_use_per_uid.empty()) {
+    ASSIGN_OR_RETURN(uint64_t v, ParseSize(a.max_unshipped_use_per_uid));
+    lim.max_unshipped_use_per_uid = v;
+  }
   ASSIGN_OR_RETURN(auto eff, s->EffectiveLimits(lim));
   ASSIGN_OR_RETURN(auto rep, s->Vacuum(lim, a.dry_run));
   if (a.json) {
-    nlohmann::json out = {{"removed", rep.removed},         {"reasons", rep.reasons},
-                          {"bytes_freed", rep.bytes_freed}, {"dry_run", a.dry_run},
-                          {"max_use", *eff.max_use},        {"keep_free", *eff.keep_free},
-                          {"refused", rep.refused},         {"notes", rep.notes}};
+    nlohmann::json out = {{"removed", rep.removed},
+                          {"reasons", rep.reasons},
+                          {"bytes_freed", rep.bytes_freed},
+                          {"dry_run", a.dry_run},
+                          {"max_use", *eff.max_use},
+                          {"keep_free", *eff.keep_free},
+                          {"refused", rep.refused},
+                          {"notes", rep.notes},
+                          {"max_unshipped_use", *eff.max_unshipped_use},
+                          {"max_unshipped_use_per_uid", *eff.max_unshipped_use_per_uid}};
     std::printf("%s\n", json::Dump(out, 2).c_str());
     return OkStatus();
   }
@@ -445,6 +459,12 @@ void AddStoreCommands(CLI::App& app, CliContext& ctx) {
   vacuum->add_option("--keep-free", va->keep_free, "Free space to leave on the filesystem");
   vacuum->add_option("--max-age", va->max_age, "Remove records older than this (e.g. 7d)");
   vacuum->add_option("--max-count", va->max_count, "Keep at most this many records");
+  vacuum->add_option("--max-unshipped-use", va->max_unshipped_use,
+                     "Fleet mode: total size of records not yet shipped to keep (default: "
+                     "max-use); the oldest of the heaviest user go first");
+  vacuum->add_option("--max-unshipped-use-per-uid", va->max_unshipped_use_per_uid,
+                     "Fleet mode: size of one user's records not yet shipped to keep (default: "
+                     "half of max-unshipped-use)");
   vacuum->add_flag("-n,--dry-run", va->dry_run, "Only say what would be removed");
   vacuum->add_flag("--json", va->json, "Machine-readable output");
   vacuum->callback([&ctx, va] { ctx.action = [&ctx, va] { return RunVacuum(ctx, *va); }; });

@@ -103,8 +103,12 @@ size_t OpenFdCount() {
 // `status`'s "fleet" object: the shipper's counters (docs/ARCHITECTURE.md,
 // "Fleet mode"). Times are Unix seconds (0: never).
 nlohmann::json FleetStatusJson(const fleet::ShipperStats& s, const std::string& host,
-                               const std::string& bucket, const std::string& endpoint,
-                               bool indexed) {
+                               const std::string& bucket, const std::string& endpoint, bool indexed,
+                               const std::string& store_dir) {
+  // Written by whichever process's retention removed them (store/store.cc).
+  auto evicted = store::ReadUnshippedEvictions(store_dir);
+  if (!evicted.ok()) spdlog::warn("fleet: {}", evicted.status().message());
+  const store::UnshippedEvictions ev = evicted.ok() ? *evicted : store::UnshippedEvictions{};
   return {{"host_id", host},
           {"bucket", bucket},
           {"endpoint", endpoint},
@@ -122,7 +126,9 @@ nlohmann::json FleetStatusJson(const fleet::ShipperStats& s, const std::string& 
           {"uploading", s.uploading},
           {"last_error", s.last_error},
           {"last_error_time", s.last_error_unix_ns / 1'000'000'000},
-          {"last_success_time", s.last_success_unix_ns / 1'000'000'000}};
+          {"last_success_time", s.last_success_unix_ns / 1'000'000'000},
+          {"unshipped_evicted_records", ev.records},
+          {"unshipped_evicted_bytes", ev.bytes}};
 }
 
 constexpr size_t kMaxTriggerRecords = 16;    // per trigger, in status
@@ -680,11 +686,12 @@ int RecorderdMain(int argc, char** argv) {
       return 1;
     }
     shipper = std::move(*s);
-    (*d)->AddStatusSection("fleet",
-                           [sh = shipper.get(), host = fleet->host_id, bucket = fleet->s3_bucket,
-                            endpoint = fleet->s3_endpoint, indexed = !fleet->pg_conninfo.empty()] {
-                             return FleetStatusJson(sh->stats(), host, bucket, endpoint, indexed);
-                           });
+    (*d)->AddStatusSection(
+        "fleet", [sh = shipper.get(), host = fleet->host_id, bucket = fleet->s3_bucket,
+                  endpoint = fleet->s3_endpoint, indexed = !fleet->pg_conninfo.empty(),
+                  store_dir = o.store_dir] {
+          return FleetStatusJson(sh->stats(), host, bucket, endpoint, indexed, store_dir);
+        });
     shipper->Start();
   }
   flightrec::Status st = (*d)->Run();

@@ -183,6 +183,10 @@ StatusOr<FleetConfig> LoadFleetConfig(const std::filesystem::path& path) {
       }
     } else if (key == "Fleet.CacheDir") {
       c.cache_dir = e.value;
+    } else if (key == "Fleet.CacheMaxUse") {
+      auto v = ParseSize(e.value);
+      if (!v.ok()) return v.status().Annotate(where + ": CacheMaxUse");
+      c.cache_max_bytes = *v;
     } else if (key == "Fleet.CredentialsFile") {
       credentials = e.value;
     } else if (key == "S3.Endpoint") {

@@ -24,6 +24,9 @@ struct FleetConfig {
   std::string pg_password;                // CredentialsFile: PostgresPassword=
   uint64_t max_upload_bytes_per_sec = 0;  // [Fleet] MaxUploadRate= bytes/s, 0 = unlimited
   std::filesystem::path cache_dir;        // [Fleet] CacheDir= records fetched from the fleet
+  // [Fleet] CacheMaxUse=: their total, the least recently used removed
+  // first; systemd-coredump's 4 GiB cap on its store by default.
+  uint64_t cache_max_bytes = 4ull << 30;
   // [Fleet] RetryMaxDelay=: the shipper's backoff doubles from 0.5 s up to
   // this while the gateway or the index is away, so this is also how late
   // shipping resumes after they come back.

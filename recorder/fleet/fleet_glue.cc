@@ -119,7 +119,9 @@ Status S3ObjectFetcher::Fetch(const std::string& key, int fd, uint64_t max_bytes
   ScopedFd reserve(mkostemp(tmp.data(), O_CLOEXEC));
   if (!reserve) return ErrnoStatus("creating a file in " + scratch_dir_);
   reserve.reset();
-  auto got = s3_->GetToFile(key, tmp, head->sha256);
+  // At most the size HEAD announced (and the index allows): a server that
+  // streams more is cut off at once, not after filling the disk.
+  auto got = s3_->GetToFile(key, tmp, head->sha256, head->size);
   Status st = got.status();
   if (st.ok()) {
     ScopedFd in(open(tmp.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));

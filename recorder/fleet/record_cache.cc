@@ -4,12 +4,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "common/private_dir.h"
 #include "common/scoped_fd.h"
 #include "recorder/fleet/digest_pg.h"
 
@@ -31,18 +35,60 @@ Status Check(const std::string& path, const IndexRecord& rec) {
   return OkStatus();
 }
 
+// Marks a cached file as used now. The kernel's own timestamps tick by the
+// jiffy, too coarse to order fetches and hits a few milliseconds apart.
+void MarkUsed(const std::string& path) {
+  struct timespec now[2];
+  clock_gettime(CLOCK_REALTIME, &now[0]);
+  now[1] = now[0];
+  (void)utimensat(AT_FDCWD, path.c_str(), now, AT_SYMLINK_NOFOLLOW);
+}
+
 }  // namespace
 
-StatusOr<RecordCache> RecordCache::Open(const std::string& dir) {
+StatusOr<RecordCache> RecordCache::Open(const std::string& dir, uint64_t max_bytes) {
   if (dir.empty()) return InvalidArgument("no cache directory ([Fleet] CacheDir=)");
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return ErrnoStatus("creating the record cache " + dir);
+  std::error_code ec;
+  std::string abs = std::filesystem::absolute(dir, ec).lexically_normal().string();
+  if (ec) return InvalidArgument("record cache " + dir + ": " + ec.message());
+  RETURN_IF_ERROR(CheckPrivateDir(abs, "record cache"));
+  return RecordCache(abs, max_bytes);
+}
+
+Status RecordCache::MakeRoom(uint64_t incoming) {
+  if (incoming > max_bytes_) {
+    return Status(StatusCode::kNoSpace,
+                  fmt::format("{} bytes do not fit the record cache {} (at most {} bytes: "
+                              "[Fleet] CacheMaxUse=)",
+                              incoming, dir_, max_bytes_));
   }
-  struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return InvalidArgument("record cache " + dir + " is not a directory");
+  struct Entry {
+    int64_t used_ns;
+    uint64_t bytes;
+    std::string path;
+  };
+  std::vector<Entry> cached;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+    struct stat st {};
+    std::string p = e.path().string();
+    if (lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    total += static_cast<uint64_t>(st.st_size);
+    if (e.path().extension() == ".frec" && e.path().filename().string()[0] != '.') {
+      cached.push_back({st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+                        static_cast<uint64_t>(st.st_size), p});
+    }
   }
-  return RecordCache(dir);
+  if (ec) return Internal("listing " + dir_ + ": " + ec.message());
+  std::sort(cached.begin(), cached.end(),
+            [](const Entry& a, const Entry& b) { return a.used_ns < b.used_ns; });
+  for (const auto& c : cached) {
+    if (total + incoming <= max_bytes_) break;
+    if (unlink(c.path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("removing " + c.path);
+    total -= std::min(total, c.bytes);
+  }
+  return OkStatus();
 }
 
 StatusOr<std::string> RecordCache::PathFor(const IndexRecord& rec) const {
@@ -56,9 +102,13 @@ StatusOr<std::string> RecordCache::PathFor(const IndexRecord& rec) const {
 StatusOr<std::string> RecordCache::Get(const IndexRecord& rec, ObjectFetcher& fetcher) {
   ASSIGN_OR_RETURN(std::string path, PathFor(rec));
   const std::string what = fmt::format("record {}/{}", rec.host_id, rec.record_id);
-  if (Check(path, rec).ok()) return path;
+  if (Check(path, rec).ok()) {
+    MarkUsed(path);
+    return path;
+  }
   // Missing, or damaged since: fetched again.
   if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("removing " + path);
+  RETURN_IF_ERROR(MakeRoom(rec.bytes).Annotate("fetching " + what));
   std::string tmp = fmt::format("{}/.tmp-{}-XXXXXX", dir_, rec.record_id);
   ScopedFd fd(mkostemp(tmp.data(), O_CLOEXEC));
   if (!fd) return ErrnoStatus("creating a file in " + dir_);
@@ -79,6 +129,7 @@ StatusOr<std::string> RecordCache::Get(const IndexRecord& rec, ObjectFetcher& fe
     unlink(tmp.c_str());
     return st;
   }
+  MarkUsed(path);
   return path;
 }
 

@@ -33,8 +33,12 @@ class ObjectFetcher {
 
 class RecordCache {
  public:
-  // Creates `dir` (0700) if needed.
-  static StatusOr<RecordCache> Open(const std::string& dir);
+  // Creates `dir` (0700) if needed. It and every directory above it must be
+  // root's or the caller's and writable by nobody else (CheckPrivateDir):
+  // whoever controls it could replace a record between its check and its use.
+  // The cached records together stay within `max_bytes` ([Fleet]
+  // CacheMaxUse=), the least recently used removed first.
+  static StatusOr<RecordCache> Open(const std::string& dir, uint64_t max_bytes);
 
   // The local path of `rec`'s file: from the cache when a file there has
   // its size and SHA-256, else fetched (a cached file that fails the check
@@ -46,8 +50,12 @@ class RecordCache {
   const std::string& dir() const { return dir_; }
 
  private:
-  explicit RecordCache(std::string dir) : dir_(std::move(dir)) {}
+  RecordCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  // Removes cached records, least recently used first, until `incoming`
+  // more bytes fit within max_bytes_.
+  Status MakeRoom(uint64_t incoming);
   std::string dir_;
+  uint64_t max_bytes_;
 };
 
 // The hook `report/script/timeline/export ID` use: the index names the

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -37,6 +38,8 @@ class FakeStore : public ObjectFetcher {
 };
 
 using flightrec::testing::TempDir;
+
+constexpr uint64_t kCacheBytes = 64 << 20;
 
 std::string ReadFile(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
@@ -68,7 +71,7 @@ struct Fixture {
 
 TEST(RecordCacheTest, FetchesOnceThenServesTheVerifiedCopy) {
   Fixture f;
-  auto cache = RecordCache::Open(f.CacheDir());
+  auto cache = RecordCache::Open(f.CacheDir(), kCacheBytes);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   auto p = cache->Get(f.rec, f.store);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -84,7 +87,7 @@ TEST(RecordCacheTest, FetchesOnceThenServesTheVerifiedCopy) {
 
 TEST(RecordCacheTest, ADamagedCachedFileIsFetchedAgain) {
   Fixture f;
-  auto cache = RecordCache::Open(f.CacheDir());
+  auto cache = RecordCache::Open(f.CacheDir(), kCacheBytes);
   auto p = cache->Get(f.rec, f.store);
   ASSERT_TRUE(p.ok());
   {
@@ -100,7 +103,7 @@ TEST(RecordCacheTest, ADamagedCachedFileIsFetchedAgain) {
 
 TEST(RecordCacheTest, BytesThatAreNotTheIndexsAreRefusedAndLeaveNothing) {
   Fixture f;
-  auto cache = RecordCache::Open(f.CacheDir());
+  auto cache = RecordCache::Open(f.CacheDir(), kCacheBytes);
   f.store.objects[f.rec.object_key][50] = 'Z';  // corrupted in the bucket
   auto p = cache->Get(f.rec, f.store);
   ASSERT_FALSE(p.ok());
@@ -119,7 +122,7 @@ TEST(RecordCacheTest, BytesThatAreNotTheIndexsAreRefusedAndLeaveNothing) {
 
 TEST(RecordCacheTest, AStoreErrorIsPassedOnWithTheRecordNamed) {
   Fixture f;
-  auto cache = RecordCache::Open(f.CacheDir());
+  auto cache = RecordCache::Open(f.CacheDir(), kCacheBytes);
   f.store.error = Unavailable("gateway unreachable");
   auto p = cache->Get(f.rec, f.store);
   ASSERT_FALSE(p.ok());
@@ -131,7 +134,7 @@ TEST(RecordCacheTest, AStoreErrorIsPassedOnWithTheRecordNamed) {
 
 TEST(RecordCacheTest, IdsThatAreNotTheStoresNeverBecomePaths) {
   Fixture f;
-  auto cache = RecordCache::Open(f.CacheDir());
+  auto cache = RecordCache::Open(f.CacheDir(), kCacheBytes);
   for (const char* id : {"../../etc/passwd", "20261125T101500Z-/../x", "", "x"}) {
     f.rec.record_id = id;
     EXPECT_EQ(cache->Get(f.rec, f.store).status().code(), StatusCode::kInvalidArgument) << id;
@@ -141,7 +144,7 @@ TEST(RecordCacheTest, IdsThatAreNotTheStoresNeverBecomePaths) {
 
 TEST(RecordCacheTest, TwoHostsRecordsOfOneIdAreKeptApart) {
   Fixture f;
-  auto cache = RecordCache::Open(f.CacheDir());
+  auto cache = RecordCache::Open(f.CacheDir(), kCacheBytes);
   IndexRecord other = f.rec;
   other.host_id = "host-b";
   other.object_key = "host-b/x.frec";
@@ -155,6 +158,43 @@ TEST(RecordCacheTest, TwoHostsRecordsOfOneIdAreKeptApart) {
   EXPECT_NE(*a, *b);
   EXPECT_EQ(ReadFile(*a), f.bytes);
   EXPECT_EQ(ReadFile(*b), other_bytes);
+}
+
+TEST(RecordCacheTest, TheCacheStaysWithinItsSizeDroppingTheLeastRecentlyUsed) {
+  Fixture f;
+  std::vector<IndexRecord> recs;
+  for (int i = 0; i < 4; ++i) {
+    IndexRecord r = f.rec;
+    r.record_id = "20261125T10150" + std::to_string(i) + "Z-0a0b0c";
+    r.object_key = "host-a/2026/11/25/" + r.record_id + ".frec";
+    const std::string bytes = "FREC" + std::string(100000, static_cast<char>('a' + i));
+    r.sha256 = Sha256Hex(bytes);
+    r.bytes = bytes.size();
+    f.store.objects[r.object_key] = bytes;
+    recs.push_back(r);
+  }
+  auto cache = RecordCache::Open(f.CacheDir(), 250000);  // two records fit
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  auto cached = [&](const IndexRecord& r) { return std::filesystem::exists(*cache->PathFor(r)); };
+  ASSERT_TRUE(cache->Get(recs[0], f.store).ok());
+  ASSERT_TRUE(cache->Get(recs[1], f.store).ok());
+  ASSERT_TRUE(cache->Get(recs[0], f.store).ok());  // used again: recs[1] is now the oldest
+  ASSERT_TRUE(cache->Get(recs[2], f.store).ok());
+  EXPECT_TRUE(cached(recs[0]));
+  EXPECT_FALSE(cached(recs[1]));
+  EXPECT_TRUE(cached(recs[2]));
+  ASSERT_TRUE(cache->Get(recs[3], f.store).ok());
+  EXPECT_FALSE(cached(recs[0]));
+  EXPECT_EQ(Entries(f.CacheDir()), 2u);
+  EXPECT_EQ(f.store.fetches, 4);
+  // A record larger than the whole cache is refused before it is fetched.
+  auto small = RecordCache::Open(f.CacheDir(), 50000);
+  ASSERT_TRUE(small.ok());
+  auto p = small->Get(recs[1], f.store);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kNoSpace);
+  EXPECT_NE(p.status().message().find("CacheMaxUse="), std::string::npos) << p.status().message();
+  EXPECT_EQ(f.store.fetches, 4);
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ namespace flightrec::fleet {
 namespace {
 
 constexpr size_t kIoBuffer = 1 << 20;
-constexpr size_t kMaxXmlBody = 1 << 20;  // error and multipart replies are small
+constexpr size_t kMaxXmlBody = 1 << 20;         // error and multipart replies are small
+constexpr uint64_t kMaxHeaderBytes = 64 << 10;  // S3 replies carry a few hundred bytes
 
 std::string Hex(const unsigned char* p, size_t n) {
   static const char* d = "0123456789abcdef";
@@ -185,6 +186,10 @@ struct S3Client::Request {
   int sink_fd = -1;
   Digest* sink_sha = nullptr;
   uint64_t received = 0;
+  // More than this many body bytes aborts the download (what HEAD or the
+  // index said the object has: a server must not fill the disk).
+  uint64_t sink_limit = UINT64_MAX;
+  uint64_t header_bytes = 0;
   Status sink_error;
 };
 
@@ -276,6 +281,12 @@ Status S3Client::Perform(Request& req, Response* resp) {
   auto header_cb = +[](char* p, size_t sz, size_t n, void* ud) -> size_t {
     auto* s = static_cast<CallbackState*>(ud);
     std::string line(p, sz * n);
+    // Headers are kept in memory: a server streaming endless ones is cut off.
+    s->req->header_bytes += line.size();
+    if (s->req->header_bytes > kMaxHeaderBytes) {
+      s->req->sink_error = Corrupt(fmt::format("more than {} bytes of headers", kMaxHeaderBytes));
+      return 0;  // aborts the transfer
+    }
     if (line.rfind("HTTP/", 0) == 0) s->resp->headers.clear();  // a new response (after 100)
     auto colon = line.find(':');
     if (colon != std::string::npos) {
@@ -295,6 +306,12 @@ Status S3Client::Perform(Request& req, Response* resp) {
     long code = 0;
     curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
     if (s->req->sink_fd >= 0 && code >= 200 && code < 300) {
+      if (len > s->req->sink_limit - s->req->received) {
+        s->req->sink_error =
+            Corrupt(fmt::format("the server sent more than the {} bytes expected; transfer aborted",
+                                s->req->sink_limit));
+        return 0;  // aborts the transfer
+      }
       size_t off = 0;
       while (off < len) {
         ssize_t w = write(s->req->sink_fd, p + off, len - off);
@@ -313,6 +330,10 @@ Status S3Client::Perform(Request& req, Response* resp) {
     s->resp->body.append(p, len);
     return len;
   };
+  if (req.sink_fd >= 0 && req.sink_limit != UINT64_MAX) {
+    // A declared Content-Length over the limit is refused before any byte.
+    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(req.sink_limit));
+  }
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &st);
 
@@ -364,6 +385,10 @@ Status S3Client::Perform(Request& req, Response* resp) {
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->http);
   std::string what = fmt::format("S3 {} {}/{}", req.method, options_.bucket, req.key);
   if (!req.sink_error.ok()) return req.sink_error.Annotate(what);
+  if (rc == CURLE_FILESIZE_EXCEEDED) {
+    return Corrupt(fmt::format("{}: the server announced more than the {} bytes expected", what,
+                               req.sink_limit));
+  }
   if (rc != CURLE_OK) {
     // Connection refused, reset, timed out: the gateway is away; retry later.
     return Unavailable(
@@ -569,7 +594,13 @@ Status S3Client::PutFile(const std::string& key, const std::filesystem::path& pa
 }
 
 StatusOr<ObjectInfo> S3Client::GetToFile(const std::string& key, const std::filesystem::path& path,
-                                         const std::string& expect_sha256) {
+                                         const std::string& expect_sha256,
+                                         std::optional<uint64_t> max_bytes) {
+  if (!max_bytes) {
+    // No object: the GET still runs, for the gateway's error code.
+    ASSIGN_OR_RETURN(auto head, Head(key));
+    max_bytes = head ? head->size : 0;
+  }
   std::filesystem::path tmp = path;
   tmp += fmt::format(".part-{}", getpid());
   ScopedFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
@@ -580,6 +611,7 @@ StatusOr<ObjectInfo> S3Client::GetToFile(const std::string& key, const std::file
   req.key = key;
   req.sink_fd = out.get();
   req.sink_sha = &sha;
+  req.sink_limit = *max_bytes;
   Response resp;
   Status st = Perform(req, &resp);
   auto fail = [&](Status s) {

@@ -83,8 +83,11 @@ class S3Client {
   // Streams `key` to `path` (via a temporary next to it, renamed when the
   // SHA-256 of what arrived equals x-amz-meta-sha256, or `expect_sha256`
   // when given); a mismatch is kCorrupt and leaves nothing at `path`.
+  // The transfer is aborted (kCorrupt, the temporary removed) as soon as
+  // more than `max_bytes` arrive: by default the size a HEAD reports.
   StatusOr<ObjectInfo> GetToFile(const std::string& key, const std::filesystem::path& path,
-                                 const std::string& expect_sha256 = "");
+                                 const std::string& expect_sha256 = "",
+                                 std::optional<uint64_t> max_bytes = std::nullopt);
   Status Delete(const std::string& key);
   // Creates the bucket (tests and benchmarks; a fleet's bucket is made by
   // its operator). An existing bucket of ours is not an error.

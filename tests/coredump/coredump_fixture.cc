@@ -174,15 +174,6 @@ void Sleeper::Stop() {
   pid_ = -1;
 }
 
-ScopedTmpfs::ScopedTmpfs(const std::string& dir, const std::string& options) : dir_(dir) {
-  fs::create_directories(dir);
-  ok_ = RunCommand({"/bin/mount", "-t", "tmpfs", "-o", options, "tmpfs", dir}).exit_code == 0;
-}
-
-ScopedTmpfs::~ScopedTmpfs() {
-  if (ok_) RunCommand({"/bin/umount", "-l", dir_});
-}
-
 void CoredumpTest::SetUpTestSuite() {
   guard_ = new PatternGuard();
   dir_ = new TempDir();

@@ -149,21 +149,6 @@ class Sleeper {
   pid_t pid_;
 };
 
-// A tmpfs mounted at `dir` (created) with mount `options`, for the object's
-// life.
-class ScopedTmpfs {
- public:
-  ScopedTmpfs(const std::string& dir, const std::string& options);
-  ~ScopedTmpfs();
-  ScopedTmpfs(const ScopedTmpfs&) = delete;
-  ScopedTmpfs& operator=(const ScopedTmpfs&) = delete;
-  bool ok() const { return ok_; }
-
- private:
-  std::string dir_;
-  bool ok_ = false;
-};
-
 // The fixture: recorderd on a fresh directory, its hook installed as the
 // core_pattern for the suite.
 class CoredumpTest : public ::testing::Test {

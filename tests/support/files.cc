@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "tests/support/run.h"
+
 namespace flightrec::testing {
 
 TempDir::TempDir() {
@@ -21,6 +23,15 @@ TempDir::~TempDir() {
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+ScopedTmpfs::ScopedTmpfs(const std::string& dir, const std::string& options) : dir_(dir) {
+  std::filesystem::create_directories(dir);
+  ok_ = RunCommand({"/bin/mount", "-t", "tmpfs", "-o", options, "tmpfs", dir}).exit_code == 0;
+}
+
+ScopedTmpfs::~ScopedTmpfs() {
+  if (ok_) RunCommand({"/bin/umount", "-l", dir_});
 }
 
 }  // namespace flightrec::testing

@@ -1,5 +1,5 @@
-// Files for tests: a temporary directory that cleans up after itself, and a
-// whole file read into a string.
+// Files for tests: a temporary directory that cleans up after itself, a
+// whole file read into a string, a small tmpfs.
 #pragma once
 
 #include <string>
@@ -22,5 +22,20 @@ class TempDir {
 
 // The bytes of the file at `path` ("" if it cannot be read).
 std::string ReadFile(const std::string& path);
+
+// A tmpfs mounted at `dir` (created) with mount `options`, for the object's
+// life (root only; CI runs as root).
+class ScopedTmpfs {
+ public:
+  ScopedTmpfs(const std::string& dir, const std::string& options);
+  ~ScopedTmpfs();
+  ScopedTmpfs(const ScopedTmpfs&) = delete;
+  ScopedTmpfs& operator=(const ScopedTmpfs&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  std::string dir_;
+  bool ok_ = false;
+};
 
 }  // namespace flightrec::testing
