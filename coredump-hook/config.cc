@@ -19,24 +19,24 @@ namespace flightrec::coredump {
 
 HookArgv SplitHookArgv(int argc, const char* const* argv) {
   HookArgv out;
-  int dashes = -1;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--") {
-      dashes = i;
-      break;
-    }
-  }
   auto is_number = [](std::string_view v) {
     return !v.empty() && v.find_first_not_of("0123456789") == std::string_view::npos;
   };
-  if (dashes > 0) {
-    out.options.assign(argv + 1, argv + dashes);
-    out.values.assign(argv + dashes + 1, argv + argc);
-  } else if (argc > 1 && is_number(argv[1])) {
+  // A pattern without options (written before "--" was added) starts with
+  // %P: every argument is a value, read by position, so a program named
+  // "--" is the 10th value and ends nothing.
+  if (argc > 1 && is_number(argv[1])) {
     out.values.assign(argv + 1, argv + argc);
-  } else {
-    out.options.assign(argv + 1, argv + argc);
+    return out;
   }
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      out.options.assign(argv + 1, argv + i);
+      out.values.assign(argv + i + 1, argv + argc);
+      return out;
+    }
+  }
+  out.options.assign(argv + 1, argv + argc);
   return out;
 }
 

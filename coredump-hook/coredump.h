@@ -59,11 +59,13 @@ struct HookArgs {
 
 StatusOr<HookArgs> ParseHookArgs(const std::vector<std::string>& positional);
 
-// The hook's argv split into its own options and the kernel's values. The
-// values follow the first "--" (the pattern `recorder coredump install`
-// writes); a pattern without options may start with the values (argv[1] is
-// %P, a number). Nothing after "--", nor anything of a pattern that starts
-// with a number, is ever an option: %e is the crashing program's to choose.
+// The hook's argv split into its own options and the kernel's values. A
+// pattern without options starts with the values (argv[1] is %P, a number)
+// and is values only, read by position; otherwise the values follow the
+// first "--" (the pattern `recorder coredump install` writes, whose options
+// before it are root's). Nothing after "--", nor anything of a pattern that
+// starts with a number, is ever an option: %e is the crashing program's to
+// choose.
 struct HookArgv {
   std::vector<std::string> options;
   std::vector<std::string> values;

@@ -46,6 +46,28 @@ TEST(SplitHookArgv, APatternWithoutOptionsIsValuesOnly) {
   }
 }
 
+TEST(SplitHookArgv, ALegacyPatternIsReadByPosition) {
+  // A pattern written before "--" was added starts with %P (a number) and is
+  // values only, whatever the crashing program is called: a comm of "--"
+  // is the 10th value, not the end of options.
+  for (const std::string comm : {"--", "-", "--store=tmp"}) {
+    SCOPED_TRACE(comm);
+    auto s = Split({"12", "12", "12", "11", "0", "0", "0", "0", "1", comm, "3"});
+    EXPECT_TRUE(s.options.empty());
+    ASSERT_EQ(s.values.size(), 11u);
+    auto a = ParseHookArgs(s.values);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ(a->comm, comm);
+    EXPECT_EQ(a->pidfd, 3);
+    // Without %F (a kernel before 6.16 drops it).
+    s = Split({"12", "12", "12", "11", "0", "0", "0", "0", "1", comm});
+    EXPECT_TRUE(s.options.empty());
+    a = ParseHookArgs(s.values);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ(a->comm, comm);
+  }
+}
+
 TEST(SplitHookArgv, OptionsWithoutDoubleDashHaveNoValues) {
   // A manual run: everything is an option; the values must follow "--".
   auto s = Split({"--store", "/x", "12", "12"});

@@ -244,6 +244,22 @@ TEST_F(CoredumpTest, ACrashingProgramsNameIsNeverAnOptionOfTheHook) {
   fs::remove(planted_rec, ec);
 }
 
+TEST_F(CoredumpTest, ALegacyPatternKeepsTheCrashOfAProgramNamedDoubleDash) {
+  // A core_pattern written before "--" was added passes the values only
+  // (%P first): a program named "--" is the 10th value there, not the end
+  // of the hook's options.
+  TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  PatternGuard legacy("|" + HookPath() + " %P %i %I %s %t %c %u %g %d %e %F");
+  for (const std::string name : {"--", "-"}) {
+    SCOPED_TRACE(name);
+    nlohmann::json crash = CrashCopy(tmp.path() + "/" + name);
+    ASSERT_FALSE(crash.is_null()) << "crash not stored";
+    EXPECT_EQ(crash["comm"], name);
+    EXPECT_TRUE(crash["core_stored"].get<bool>()) << crash.dump();
+  }
+}
+
 // Fills the filesystem of `dir` with one file until only `leave` bytes are
 // free.
 void FillLeaving(const std::string& dir, uint64_t leave) {
