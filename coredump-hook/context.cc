@@ -51,12 +51,6 @@ std::string ReadText(const std::string& path, size_t max) {
 
 namespace {
 
-std::string ReadLink(const std::string& path) {
-  char buf[4096];
-  ssize_t n = readlink(path.c_str(), buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-}
-
 // Reads `rel` under a /proc/PID directory fd: the fd stays bound to the
 // process it was opened for, so a pid reused meanwhile is never read.
 std::string ReadAt(int dirfd, const std::string& rel, size_t max = 4 << 20) {
@@ -124,7 +118,8 @@ bool PidfdAlive(int pidfd) { return syscall(SYS_pidfd_send_signal, pidfd, 0, nul
 // {verified: false} with the reason in *notes when /proc/PID is (or may be)
 // another process: a crashed user may read this record, so metadata of a
 // process that merely reused the pid must never land in it.
-nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<std::string>* notes) {
+nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<std::string>* notes,
+                            std::optional<FileId>* exe_id) {
   nlohmann::json unverified = {{"verified", false}};
   auto refuse = [&](std::string why) {
     notes->push_back(std::move(why));
@@ -223,6 +218,8 @@ nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<st
   // even one deleted or replaced on disk since.
   {
     ScopedFd exe(openat(dir.get(), "exe", O_RDONLY | O_CLOEXEC));
+    struct stat est {};
+    if (exe && fstat(exe.get(), &est) == 0) *exe_id = FileId{est.st_dev, est.st_ino};
     m["build_id"] = exe ? recorder::elf::HexBuildId(recorder::elf::ReadBuildId(
                               fmt::format("/proc/self/fd/{}", exe.get())))
                         : "";
@@ -287,7 +284,7 @@ Crash CollectCrash(const HookArgs& kernel_args) {
   c.a = kernel_args;
   const char* sig = sigabbrev_np(c.a.signal);
   c.signame = sig ? fmt::format("SIG{}", sig) : std::to_string(c.a.signal);
-  c.md = ReadMetadata(c.a, &c.maps, &c.notes);
+  c.md = ReadMetadata(c.a, &c.maps, &c.notes, &c.exe_id);
   // What is stored and shown is /proc's comm of the verified process; the
   // kernel's %e only when /proc could not be trusted.
   // (Both as the process's bytes, not their UTF-8 rendering.)
@@ -299,12 +296,15 @@ Crash CollectCrash(const HookArgs& kernel_args) {
 }
 
 // A crash of the hook must not start the hook again: recognised by its
-// executable, never by a name (any program may be called `recorder...`).
+// executable file, never by a name (any program may be called
+// `recorder...`) nor by a path (a program bind-mounted over the hook's path
+// in another mount namespace has that path).
 // (The kernel itself refuses to pipe the core of a process whose
 // RLIMIT_CORE is 1, as it sets for its core helpers; the unwinder child sets
 // it too.)
-bool IsHookItself(const std::string& exe) {
-  return !exe.empty() && exe == ReadLink("/proc/self/exe");
+bool IsHookItself(const std::optional<FileId>& exe) {
+  struct stat self {};
+  return exe && stat("/proc/self/exe", &self) == 0 && *exe == FileId{self.st_dev, self.st_ino};
 }
 
 }  // namespace flightrec::coredump

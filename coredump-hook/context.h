@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,22 @@
 
 namespace flightrec::coredump {
 
+// A file as the kernel knows it. Unlike a path, a user cannot make one
+// file's pair equal another's (a bind mount in a mount namespace of their
+// own shows any file under any path, the hook's included).
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const FileId&) const = default;
+};
+
 struct Crash {
   HookArgs a;           // the kernel's values; comm replaced by /proc's when verified
   std::string signame;  // "SIGSEGV", or the number
   nlohmann::json md;    // ReadMetadata's answer
   std::string maps;     // /proc/PID/maps text, "" when not verified
   std::string exe;      // the executable's path; empty when /proc had none (never the comm)
+  std::optional<FileId> exe_id;        // the executable itself, when /proc was verified
   std::map<pid_t, pid_t> global_tids;  // core (namespace) tid -> initial namespace tid
   std::vector<std::string> notes;      // why anything is missing, in order
   // Filled by the later stages.
@@ -44,13 +55,16 @@ std::string ReadText(const std::string& path, size_t max = 4 << 20);
 // What /proc says about the crashing process, read while it still exists, or
 // {verified: false} with the reason in *notes when /proc/PID is (or may be)
 // another process.
-nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<std::string>* notes);
+// *exe_id gets the executable's device and inode when it could be opened.
+nlohmann::json ReadMetadata(const HookArgs& a, std::string* maps, std::vector<std::string>* notes,
+                            std::optional<FileId>* exe_id);
 
 // Stage 1 (privileged: another user's /proc): a Crash from the kernel's
 // values and /proc.
 Crash CollectCrash(const HookArgs& kernel_args);
 
-// A crash of the hook must not start the hook again.
-bool IsHookItself(const std::string& exe);
+// A crash of the hook must not start the hook again: true when `exe` is the
+// file this process runs.
+bool IsHookItself(const std::optional<FileId>& exe);
 
 }  // namespace flightrec::coredump

@@ -49,7 +49,7 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
   // the unwinder's temporary file handed to that user, the unwinder started
   // as that user.
   Crash c = CollectCrash(kernel_args);
-  if (IsHookItself(c.exe)) {
+  if (IsHookItself(c.exe_id)) {
     Log("not handling a crash of recorder-coredump itself (no loop)");
     return 0;
   }

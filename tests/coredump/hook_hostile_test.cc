@@ -139,6 +139,32 @@ class DeepCopy {
   bool ok_ = false;
 };
 
+TEST_F(CoredumpTest, AProgramMountedOverTheHooksPathIsRecorded) {
+  // In a mount namespace of its own (a user namespace gives nobody one), a
+  // program bind-mounted over the hook's path has the hook's path as its
+  // /proc/PID/exe: only the file itself (device and inode) tells them apart.
+  TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  const std::string prog = tmp.path() + "/fr_crash";
+  fs::copy_file(BuildPath("tests/programs/fr_crash"), prog);
+  const std::string hook = HookPath();
+  for (uid_t uid : {uid_t{65534}, uid_t{0}}) {
+    SCOPED_TRACE(uid);
+    // unshare and sh exec in turn: the program crashes with the pid Start gives.
+    Launch l("/usr/bin/unshare", {"unshare", uid == 0 ? "-m" : "-Urm", "/bin/sh", "-c",
+                                  "mount --bind \"$0\" \"$1\" && exec \"$1\" segv 0", prog, hook});
+    l.uid = uid;
+    pid_t pid = Start(l);
+    int st = WaitStatus(pid);
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV) << "status " << st;
+    auto crash = WaitForCrash(pid);
+    ASSERT_FALSE(crash.is_null()) << "the crash was taken for the hook's own\n" << daemon_->Log();
+    EXPECT_EQ(crash["exe"], hook);
+    EXPECT_EQ(crash["uid"], uid);
+    EXPECT_TRUE(crash["core_stored"].get<bool>()) << crash.dump();
+  }
+}
+
 TEST_F(CoredumpTest, AnExecutableDeeperThanPathMaxKeepsItsMetadata) {
   // /proc/PID/exe cannot name a file deeper than PATH_MAX (readlink fails
   // with ENAMETOOLONG), yet the process is alive and its metadata readable.
