@@ -14,9 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "store/store.h"
-
+#include "common/regular_file.h"
 #include "store/reconcile.h"
+#include "store/store.h"
 
 namespace flightrec::store {
 namespace {
@@ -115,12 +115,9 @@ Status Store::GrantReader(const std::string& ref, uid_t uid) {
   }
   if (!IsRecordFileName(file)) return InvalidArgument(fmt::format("bad record file name {}", file));
   const std::string display = dir_ + "/" + file;
-  ScopedFd rf(openat(dirfd_.get(), file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  ScopedFd rf = OpenRegularFileAt(dirfd_.get(), file, O_NOFOLLOW);
+  if (!rf && errno == EINVAL) return InvalidArgument(display + " is not a regular file (refused)");
   if (!rf) return ErrnoStatus("opening " + display + " to grant access");
-  struct stat st {};
-  if (fstat(rf.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return InvalidArgument(display + " is not a regular file (refused)");
-  }
   RETURN_IF_ERROR(AddUserRead(rf.get(), uid, false, display));
   // The link changes by-uid/: the reconcile stamp moves on with it
   // (store/reconcile.cc), or the next open would walk the store.
@@ -208,7 +205,7 @@ void Store::RecoverGrants(const std::set<std::string>& files) {
     // Link what their ACLs grant, once (by-uid/ then exists, even if empty).
     for (const auto& f : files) {
       if (!IsRecordFileName(f)) continue;
-      ScopedFd fd(openat(dirfd_.get(), f.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      ScopedFd fd = OpenRegularFileAt(dirfd_.get(), f, O_NOFOLLOW);
       if (!fd) continue;
       for (uid_t uid : NamedReaders(fd.get())) {
         if (Status st = LinkGrant(f, uid); !st.ok()) {
@@ -295,7 +292,7 @@ StatusOr<std::unique_ptr<RecordReader>> OpenGrantedRecord(const std::string& sto
   if (!IsRecordFileName(file)) return InvalidArgument(fmt::format("bad record file name {}", file));
   ScopedFd sfd(open(store_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!sfd) return ErrnoStatus("cannot open the store " + store_dir);
-  ScopedFd fd(openat(sfd.get(), file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  ScopedFd fd = OpenRegularFileAt(sfd.get(), file, O_NOFOLLOW);
   if (!fd) return ErrnoStatus(fmt::format("cannot open {}/{}", store_dir, file));
   return RecordReader::OpenFd(std::move(fd), store_dir + "/" + file);
 }

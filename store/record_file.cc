@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
+#include "common/regular_file.h"
 
 namespace flightrec::store {
 namespace {
@@ -308,7 +309,8 @@ Status RecordWriter::Finish(const nlohmann::json& meta) {
 // ---------------------------------------------------------------- reader
 
 StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path) {
-  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  ScopedFd fd = OpenRegularFileAt(AT_FDCWD, path, O_NOFOLLOW);
+  if (!fd && errno == EINVAL) return Corrupt(fmt::format("{}: not a regular file", path));
   if (!fd) return ErrnoStatus(fmt::format("cannot open record {}", path));
   return OpenFd(std::move(fd), path);
 }

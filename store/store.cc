@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
+#include "common/regular_file.h"
 #include "common/units.h"
 #include "store/reconcile.h"
 
@@ -247,8 +248,16 @@ Status Store::Recover() {
   }
   for (const auto& f : files) {
     if (indexed.count(f) != 0) continue;
-    ScopedFd fd(openat(dirfd_.get(), f.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd) continue;
+    ScopedFd fd = OpenRegularFileAt(dirfd_.get(), f, O_NOFOLLOW);
+    if (!fd) {
+      // A FIFO, socket or device named like a record is moved aside
+      // unopened (opening a FIFO would wait for a writer for good).
+      if (errno == EINVAL) {
+        ++recovery_.unreadable;
+        Quarantine(f, Corrupt(fmt::format("{}/{}: not a regular file", dir_, f)));
+      }
+      continue;  // gone meanwhile, or a symlink: never followed
+    }
     auto reader = RecordReader::OpenFd(std::move(fd), dir_ + "/" + f);
     if (!reader.ok()) {
       ++recovery_.unreadable;
@@ -383,7 +392,7 @@ StatusOr<RecordRow> Store::Commit(std::unique_ptr<PendingRecord> rec, const nloh
     rec->done_ = true;
     // The rename is durable only once the directory is.
     if (fsync(dirfd_.get()) != 0) return ErrnoStatus(fmt::format("fsync of store {}", dir_));
-    ScopedFd fd(openat(dirfd_.get(), final_name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    ScopedFd fd = OpenRegularFileAt(dirfd_.get(), final_name, O_NOFOLLOW);
     if (!fd) return ErrnoStatus(fmt::format("reopening committed record {}", rec->id()));
     ASSIGN_OR_RETURN(auto reader, RecordReader::OpenFd(std::move(fd), dir_ + "/" + final_name));
     row = RowFromReader(*reader, final_name);
@@ -406,10 +415,13 @@ StatusOr<RecordRow> Store::Commit(std::unique_ptr<PendingRecord> rec, const nloh
 
 StatusOr<std::unique_ptr<RecordReader>> Store::OpenRecord(const std::string& ref) {
   ASSIGN_OR_RETURN(RecordRow row, index_->Resolve(ref));
-  ScopedFd fd(openat(dirfd_.get(), row.file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  ScopedFd fd = OpenRegularFileAt(dirfd_.get(), row.file, O_NOFOLLOW);
   if (!fd) {
     if (errno == ENOENT) {
       return NotFound(fmt::format("record {}: its file {}/{} is missing", row.id, dir_, row.file));
+    }
+    if (errno == EINVAL) {
+      return Corrupt(fmt::format("record {}: {}/{} is not a regular file", row.id, dir_, row.file));
     }
     return ErrnoStatus(fmt::format("record {}: cannot open {}/{}", row.id, dir_, row.file));
   }
@@ -436,10 +448,11 @@ StatusOr<std::vector<Store::RecordCheck>> Store::Check(const std::optional<std::
   std::vector<RecordCheck> out;
   for (const auto& row : rows) {
     RecordCheck c{row, "", {}};
-    ScopedFd fd(openat(dirfd_.get(), row.file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    ScopedFd fd = OpenRegularFileAt(dirfd_.get(), row.file, O_NOFOLLOW);
     if (!fd) {
-      c.error = fmt::format("file {} is missing", row.file);
-      if (!options_.read_only) (void)index_->SetState(row.id, "missing");
+      const bool other = errno == EINVAL;
+      c.error = fmt::format("file {} is {}", row.file, other ? "not a regular file" : "missing");
+      if (!options_.read_only && !other) (void)index_->SetState(row.id, "missing");
       out.push_back(std::move(c));
       continue;
     }
@@ -500,7 +513,7 @@ StatusOr<uint64_t> Store::TotalBytes() {
 // a torn last line (a crash mid-append) confirms nothing.
 static StatusOr<std::optional<std::set<std::string>>> FleetConfirmed(int dirfd,
                                                                      const std::string& dir) {
-  ScopedFd fd(openat(dirfd, "fleet/journal", O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  ScopedFd fd = OpenRegularFileAt(dirfd, "fleet/journal", O_NOFOLLOW);
   if (!fd) {
     if (errno == ENOENT) return std::optional<std::set<std::string>>();
     return ErrnoStatus(fmt::format("{}/fleet/journal", dir));

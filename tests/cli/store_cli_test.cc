@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 #include <filesystem>
@@ -256,6 +257,75 @@ TEST_F(StoreCliTest, HostileRecordFilesAreQuarantinedByList) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   r = Cli({"list"});
   EXPECT_NE(r.out.find(c->id), std::string::npos);
+}
+
+// Runs the CLI on `store` under timeout(1): 137 if it was still running
+// after 30 s (a blocked open), else the CLI's own exit code.
+testing::RunResult CliWithin30s(const std::string& store, const std::vector<std::string>& args,
+                                std::optional<uid_t> uid = std::nullopt) {
+  std::vector<std::string> argv = {
+      "/usr/bin/timeout", "-s", "KILL", "30", BuildPath("recorder/cli/recorder"), "--store", store};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, {}, uid);
+}
+
+TEST_F(StoreCliTest, AFifoNamedLikeARecordBlocksNoCommand) {
+  // open(O_RDONLY) of a FIFO waits for a writer: a FIFO among the records
+  // hung `recorder list` (recovery) and every command reading that record.
+  const std::string fifo = "20200101T000000Z-0000f1.frec";
+  ASSERT_EQ(mkfifo((dir_.path() + "/" + fifo).c_str(), 0644), 0);
+  // An indexed record replaced by a FIFO, in a store from before by-uid/
+  // (whose recovery opens every record to read its ACL).
+  ASSERT_EQ(unlink((dir_.path() + "/" + b_.file).c_str()), 0);
+  ASSERT_EQ(mkfifo((dir_.path() + "/" + b_.file).c_str(), 0644), 0);
+  std::error_code ec;
+  std::filesystem::remove_all(dir_.path() + "/by-uid", ec);
+  auto r = CliWithin30s(dir_.path(), {"list"});
+  ASSERT_EQ(r.exit_code, 0) << "list blocked or failed\n" << r.err;
+  EXPECT_NE(r.out.find(a_.id), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("quarantined " + dir_.path() + "/" + fifo), std::string::npos) << r.err;
+  struct stat st {};
+  ASSERT_EQ(lstat((dir_.path() + "/quarantine/" + fifo).c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  r = CliWithin30s(dir_.path(), {"verify"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find(b_.id), std::string::npos) << r.out << r.err;
+  r = CliWithin30s(dir_.path(), {"info", b_.id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 137) << "info blocked on the FIFO";
+  r = CliWithin30s(dir_.path(), {"info", a_.id});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(StoreCliTest, AFifoInPlaceOfAGrantedRecordBlocksNoListOfAnotherUser) {
+  const uid_t nobody = 65534;
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  const std::string store_dir = dir_.path() + "/store";
+  std::string fifo_file, kept_id;
+  {
+    auto s = store::Store::Open(store_dir, store::testing::TestOptions());
+    ASSERT_TRUE(s.ok());
+    auto gone = store::testing::WriteSmallRecord(**s, "replaced by a FIFO");
+    auto kept = store::testing::WriteSmallRecord(**s, "kept");
+    ASSERT_TRUE(gone.ok() && kept.ok());
+    ASSERT_TRUE((*s)->GrantReader(gone->id, nobody).ok());
+    ASSERT_TRUE((*s)->GrantReader(kept->id, nobody).ok());
+    fifo_file = gone->file;
+    kept_id = kept->id;
+  }
+  ASSERT_EQ(unlink((store_dir + "/" + fifo_file).c_str()), 0);
+  ASSERT_EQ(mkfifo((store_dir + "/" + fifo_file).c_str(), 0644), 0);
+  // And one in nobody's by-uid/ directory.
+  const std::string byuid_fifo = store_dir + "/by-uid/65534/20200101T000000Z-0000f2.frec";
+  ASSERT_EQ(mkfifo(byuid_fifo.c_str(), 0644), 0);
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"list"}, {"crash", "list"}}) {
+    auto r = CliWithin30s(store_dir, cmd, nobody);
+    EXPECT_EQ(r.exit_code, 0) << cmd[0] << " blocked or failed\n" << r.err;
+    if (cmd[0] == "list") {
+      EXPECT_NE(r.out.find(kept_id), std::string::npos) << r.out;
+    }
+  }
 }
 
 // Item 7 of issue 11: retention took the oldest record whoever owned it, so
