@@ -194,7 +194,8 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx) {
   auto ta = std::make_shared<TriggerArgs>();
   auto* add = trigger->add_subcommand(
       "add",
-      "Dump the preceding history whenever a function runs (a uprobe, system-wide, re-armed)");
+      "Dump the preceding history whenever a function runs (a uprobe, system-wide, re-armed); "
+      "recorderd opens the binary with your credentials");
   add->add_option("--uprobe", ta->uprobe, "/path/to/binary:function")->required();
   add->add_option("--last", ta->last, "History to dump")->capture_default_str();
   add->add_option("--max-per-hour", ta->max_per_hour, "Rate limit")->capture_default_str();
@@ -223,7 +224,8 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx) {
     };
   });
   auto trj = std::make_shared<bool>(false);
-  auto* tr = trigger->add_subcommand("remove", "Remove a trigger");
+  auto* tr =
+      trigger->add_subcommand("remove", "Remove a trigger (one you added; root removes any)");
   tr->add_option("ID", ta->id, "Trigger id")->required();
   tr->add_flag("--json", *trj, "Machine-readable output");
   tr->callback([&ctx, ta, trj] {

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -16,6 +18,7 @@
 #include "common/units.h"
 #include "recorder/capture/backend_factory.h"
 #include "recorder/daemon/panic_record.h"
+#include "recorder/daemon/resolve_as_peer.h"
 #include "recorder/fleet/fleet_config.h"
 #include "recorder/fleet/fleet_glue.h"
 #include "recorder/fleet/shipper.h"
@@ -135,6 +138,9 @@ constexpr size_t kMaxTriggerRecords = 16;    // per trigger, in status
 constexpr size_t kMaxTriggersInStatus = 64;  // the rest are counted
 constexpr size_t kMaxTriggerSpec = 8192;     // PATH_MAX + a symbol name
 constexpr size_t kMaxUidLimiters = 4096;     // idle ones are forgotten beyond this
+// Opening and parsing a trigger's file as a peer (in a child process) takes
+// milliseconds for a local file; past this the io thread moves on.
+constexpr std::chrono::milliseconds kResolveAsPeerTimeout{2000};
 
 // How long a crash_pid dump waits for the crash marker: the kernel takes it
 // before it starts the hook that asks, so a marker still missing after this
@@ -174,22 +180,9 @@ void Daemon::RegisterHandlers() {
                   [this](const ipc::Peer&, const nlohmann::json&) -> StatusOr<nlohmann::json> {
                     return TriggersJson();
                   });
-  server_->Handle("trigger_remove",
-                  [this](const ipc::Peer&, const nlohmann::json& p) -> StatusOr<nlohmann::json> {
-                    uint64_t id = p.at("id").get<uint64_t>();
-                    for (auto it = triggers_.begin(); it != triggers_.end(); ++it) {
-                      if ((*it)->id == id) {
-                        for (auto& fd : (*it)->fds) {
-                          boost::system::error_code ec;
-                          fd->cancel(ec);
-                          fd->release();  // the UprobeTrigger owns the fd
-                        }
-                        triggers_.erase(it);
-                        return nlohmann::json{{"removed", id}};
-                      }
-                    }
-                    return NotFound(fmt::format("no trigger {}", id));
-                  });
+  server_->Handle("trigger_remove", [this](const ipc::Peer& peer, const nlohmann::json& p) {
+    return RemoveTrigger(peer, p);
+  });
 }
 
 void Daemon::ArmSideband(size_t i) {
@@ -440,7 +433,8 @@ StatusOr<nlohmann::json> Daemon::AddTrigger(const ipc::Peer& peer, const nlohman
   }
   t->last_ns = p.value("last_ns", options_.default_last_ns);
   uint32_t per_hour = p.value("max_per_hour", 6u);
-  ASSIGN_OR_RETURN(t->uprobe, UprobeTrigger::Create(t->spec));
+  ASSIGN_OR_RETURN(UprobeTarget target, ResolveForPeer(peer, t->spec));
+  ASSIGN_OR_RETURN(t->uprobe, UprobeTrigger::Create(std::move(target), t->spec));
   rlimit nofile{};
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
     size_t open_fds = OpenFdCount();
@@ -465,6 +459,34 @@ StatusOr<nlohmann::json> Daemon::AddTrigger(const ipc::Peer& peer, const nlohman
                         {"uprobe", raw->spec},
                         {"file_offset", raw->uprobe->target().file_offset},
                         {"max_per_hour", per_hour}};
+}
+
+// A trigger's file is opened and parsed with the asking peer's credentials
+// (recorderd's own only for root and recorderd's uid): what a user may not
+// read, recorderd does not read for them.
+StatusOr<UprobeTarget> Daemon::ResolveForPeer(const ipc::Peer& peer, const std::string& spec) {
+  if (peer.uid == 0 || peer.uid == geteuid()) return ResolveUprobeTarget(spec);
+  return ResolveUprobeTargetAs(spec, {peer.uid, peer.gid, peer.groups}, kResolveAsPeerTimeout);
+}
+
+// Only a trigger's owner (the uid that added it) or root removes it.
+StatusOr<nlohmann::json> Daemon::RemoveTrigger(const ipc::Peer& peer, const nlohmann::json& p) {
+  uint64_t id = p.at("id").get<uint64_t>();
+  auto it =
+      std::find_if(triggers_.begin(), triggers_.end(), [id](const auto& t) { return t->id == id; });
+  if (it == triggers_.end()) return NotFound(fmt::format("no trigger {}", id));
+  if (peer.uid != 0 && (*it)->owner != peer.uid) {
+    return Status(StatusCode::kPermissionDenied,
+                  fmt::format("trigger {} belongs to uid {}: only its owner or root may remove it",
+                              id, (*it)->owner));
+  }
+  for (auto& fd : (*it)->fds) {
+    boost::system::error_code ec;
+    fd->cancel(ec);
+    fd->release();  // the UprobeTrigger owns the fd
+  }
+  triggers_.erase(it);
+  return nlohmann::json{{"removed", id}};
 }
 
 void Daemon::ArmTrigger(Trigger* t, size_t i) {

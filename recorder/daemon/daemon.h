@@ -91,6 +91,8 @@ class Daemon {
   nlohmann::json StatusJson() const;
   nlohmann::json TriggersJson() const;
   StatusOr<nlohmann::json> AddTrigger(const ipc::Peer& peer, const nlohmann::json& params);
+  StatusOr<UprobeTarget> ResolveForPeer(const ipc::Peer& peer, const std::string& spec);
+  StatusOr<nlohmann::json> RemoveTrigger(const ipc::Peer& peer, const nlohmann::json& params);
   void RegisterHandlers();
 
   DaemonOptions options_;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/regular_file.h"
 #include "recorder/elf/elf_handle.h"
 
 namespace flightrec::recorder {
@@ -40,7 +41,7 @@ bool FindSymbol(Elf* elf, Elf64_Word type, const std::string& name, uint64_t* va
 
 }  // namespace
 
-StatusOr<UprobeTarget> ResolveUprobeTarget(const std::string& spec) {
+StatusOr<UprobeTarget> ParseUprobeSpec(const std::string& spec) {
   size_t colon = spec.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size()) {
     return InvalidArgument(
@@ -58,12 +59,19 @@ StatusOr<UprobeTarget> ResolveUprobeTarget(const std::string& spec) {
     } catch (...) {
       return InvalidArgument(fmt::format("uprobe '{}': bad offset", spec));
     }
-    return t;
   }
-  elf::ElfFile file = elf::ElfFile::Open(t.path);
-  if (!file && file.open_errno() != 0) {
-    return ErrnoStatus(file.open_errno(), fmt::format("uprobe '{}': cannot open {}", spec, t.path));
+  return t;
+}
+
+StatusOr<UprobeTarget> ResolveUprobeTarget(const std::string& spec) {
+  ASSIGN_OR_RETURN(UprobeTarget t, ParseUprobeSpec(spec));
+  t.file = OpenRegularFile(t.path);
+  if (!t.file && errno == EINVAL) {
+    return InvalidArgument(fmt::format("uprobe '{}': {} is not a regular file", spec, t.path));
   }
+  if (!t.file) return ErrnoStatus(fmt::format("uprobe '{}': cannot open {}", spec, t.path));
+  if (t.symbol.rfind("0x", 0) == 0) return t;
+  elf::ElfFile file = elf::ElfFile::FromFd(ScopedFd(fcntl(t.file.get(), F_DUPFD_CLOEXEC, 0)));
   if (!file)
     return InvalidArgument(fmt::format("uprobe '{}': {} is not an ELF file", spec, t.path));
   Elf* elf = file.elf();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/scoped_fd.h"
 #include "common/status.h"
 
 namespace flightrec::recorder {
@@ -14,11 +15,18 @@ struct UprobeTarget {
   std::string path;
   std::string symbol;
   uint64_t file_offset = 0;
+  // The file the offset was resolved in, open: the kernel is given
+  // /proc/self/fd/N, so the probe goes on this very file whatever the path
+  // names by then. Empty only from ParseUprobeSpec.
+  ScopedFd file;
 };
 
-// Parses "PATH:SYMBOL" (or "PATH:0xOFFSET") and resolves the symbol through
-// .symtab, then .dynsym, mapping st_value through the PT_LOAD segment that
-// contains it.
+// Parses "PATH:SYMBOL" (or "PATH:0xOFFSET") without touching the file.
+StatusOr<UprobeTarget> ParseUprobeSpec(const std::string& spec);
+
+// ParseUprobeSpec, then opens the file (a regular file only) with the
+// caller's credentials and resolves the symbol through .symtab, then
+// .dynsym, mapping st_value through the PT_LOAD segment that contains it.
 StatusOr<UprobeTarget> ResolveUprobeTarget(const std::string& spec);
 
 }  // namespace flightrec::recorder

@@ -44,17 +44,27 @@ std::vector<uint32_t> OnlineCpus() {
 
 StatusOr<std::unique_ptr<UprobeTrigger>> UprobeTrigger::Create(const std::string& spec) {
   ASSIGN_OR_RETURN(UprobeTarget target, ResolveUprobeTarget(spec));
+  return Create(std::move(target), spec);
+}
+
+StatusOr<std::unique_ptr<UprobeTrigger>> UprobeTrigger::Create(UprobeTarget target,
+                                                               const std::string& spec) {
   ASSIGN_OR_RETURN(int type, UprobePmuType());
   std::unique_ptr<UprobeTrigger> t(new UprobeTrigger());
-  t->target_ = target;
+  // The kernel resolves uprobe_path itself (kern_path, following links):
+  // through the magic link of the fd the offset was computed on, it cannot
+  // reach another file swapped in under the path meanwhile.
+  const std::string kernel_path =
+      target.file ? fmt::format("/proc/self/fd/{}", target.file.get()) : target.path;
+  t->target_ = std::move(target);
   long page = sysconf(_SC_PAGESIZE);
   for (uint32_t cpu : OnlineCpus()) {
     perf_event_attr attr{};
     attr.size = sizeof(attr);
     attr.type = static_cast<uint32_t>(type);
     attr.config = 0;  // bit 0 = retprobe (format/retprobe: config:0); we want entry
-    attr.uprobe_path = reinterpret_cast<uint64_t>(t->target_.path.c_str());
-    attr.probe_offset = target.file_offset;
+    attr.uprobe_path = reinterpret_cast<uint64_t>(kernel_path.c_str());
+    attr.probe_offset = t->target_.file_offset;
     attr.sample_period = 1;
     attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
     attr.use_clockid = 1;
@@ -81,6 +91,7 @@ StatusOr<std::unique_ptr<UprobeTrigger>> UprobeTrigger::Create(const std::string
     c.ring = ScopedMmap(p, len);
     t->cpus_.push_back(std::move(c));
   }
+  t->target_.file.reset();  // the events hold the file now
   return t;
 }
 

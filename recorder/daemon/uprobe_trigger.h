@@ -32,8 +32,13 @@ struct UprobeHit {
 
 class UprobeTrigger {
  public:
-  // Resolves spec ("/path/bin:symbol") and opens one uprobe event per online CPU.
+  // Resolves spec ("/path/bin:symbol") with this process's credentials and
+  // opens one uprobe event per online CPU.
   static StatusOr<std::unique_ptr<UprobeTrigger>> Create(const std::string& spec);
+  // The same on a target already resolved (ResolveUprobeTargetAs): the
+  // events go on target.file, not on whatever its path names now.
+  static StatusOr<std::unique_ptr<UprobeTrigger>> Create(UprobeTarget target,
+                                                         const std::string& spec);
   ~UprobeTrigger();
 
   const UprobeTarget& target() const { return target_; }

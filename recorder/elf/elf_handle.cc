@@ -7,12 +7,18 @@
 namespace flightrec::recorder::elf {
 
 ElfFile ElfFile::Open(const std::string& path) {
-  ElfFile f;
-  f.fd_ = OpenRegularFile(path);
-  if (!f.fd_) {
+  ScopedFd fd = OpenRegularFile(path);
+  if (!fd) {
+    ElfFile f;
     f.open_errno_ = errno;
     return f;
   }
+  return FromFd(std::move(fd));
+}
+
+ElfFile ElfFile::FromFd(ScopedFd fd) {
+  ElfFile f;
+  f.fd_ = std::move(fd);
   elf_version(EV_CURRENT);
   f.elf_.reset(elf_begin(f.fd_.get(), ELF_C_READ_MMAP, nullptr));
   if (f.elf_ && elf_kind(f.elf_.get()) != ELF_K_ELF) f.elf_.reset();

@@ -25,6 +25,9 @@ class ElfFile {
   // Only regular files (common/regular_file.h): a FIFO or device named by a
   // record must not block or be read.
   static ElfFile Open(const std::string& path);
+  // libelf over an fd already open (a file opened with someone else's
+  // credentials); takes it over.
+  static ElfFile FromFd(ScopedFd fd);
   Elf* elf() const { return elf_.get(); }
   explicit operator bool() const { return elf_ != nullptr; }
   // Why Open failed to open the file (errno), or 0 when it opened but is not

@@ -77,6 +77,22 @@ bool ValidId(const nlohmann::json& id) {
   return id.is_string() && id.get_ref<const std::string&>().size() <= kMaxIdBytes;
 }
 
+// The peer's supplementary groups (none if they cannot be read: a file is
+// then opened for it with fewer rights, never more).
+std::vector<gid_t> PeerGroups(int fd) {
+  std::vector<gid_t> groups(16);
+  for (int tries = 0; tries < 2; ++tries) {
+    socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(len / sizeof(gid_t));  // ERANGE: len is the size needed
+  }
+  return {};
+}
+
 }  // namespace
 
 // One client connection. The peer is checked (SO_PEERCRED + policy) when it
@@ -104,7 +120,7 @@ class Server::Connection : public std::enable_shared_from_this<Server::Connectio
     ucred cred{};
     socklen_t len = sizeof(cred);
     if (getsockopt(sock_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      peer_ = {cred.pid, cred.uid, cred.gid};
+      peer_ = {cred.pid, cred.uid, cred.gid, PeerGroups(sock_.native_handle())};
     } else {
       peer_.uid = static_cast<uid_t>(-1);
     }

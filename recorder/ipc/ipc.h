@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,9 @@ struct Peer {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  // Supplementary groups when it connected (SO_PEERGROUPS): with uid and
+  // gid, the credentials recorderd opens a file with on the peer's behalf.
+  std::vector<gid_t> groups;
 };
 
 using Handler = std::function<StatusOr<nlohmann::json>(const Peer&, const nlohmann::json& params)>;

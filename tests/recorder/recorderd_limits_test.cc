@@ -30,6 +30,7 @@
 #include "tests/support/proc.h"
 #include "tests/support/run.h"
 #include "tests/support/unix_socket.h"
+#include "tests/support/wait.h"
 
 namespace flightrec {
 namespace {
@@ -320,6 +321,130 @@ TEST(RecorderdLimitsTest, TriggerFloodHitsPerUidAndTotalLimits) {
   EXPECT_EQ((*s)["limits"]["max_triggers"], 6);
   c->reset();
   EXPECT_TRUE(d.StopWithin(5s)) << "SIGTERM did not stop recorderd within 5 s";
+}
+
+// A trigger belongs to the uid that added it: a `--group` member removed
+// root's triggers (and anyone's) by id.
+TEST(RecorderdLimitsTest, OnlyATriggersOwnerOrRootRemovesIt) {
+  flightrec::testing::TempDir dir;
+  Daemon d(dir.path(), {"--group", "nogroup"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  chmod(dir.path().c_str(), 0755);
+  const std::string spec = BuildPath("tests/programs/fr_spin") + ":spin_b";
+  auto c = recorder::ipc::Client::Connect(d.sock(), 5s);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto roots = (*c)->Call("trigger_add", {{"uprobe", spec}}, 10s);
+  ASSERT_TRUE(roots.ok()) << roots.status().message();
+  const uint64_t root_id = (*roots)["id"];
+  // nobody may not remove root's trigger, but adds and removes its own.
+  uint64_t kept_id = 0;
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  int rc = AsNobody([&] {
+    auto cc = recorder::ipc::Client::Connect(d.sock(), 5s);
+    if (!cc.ok()) return 4;
+    auto r = (*cc)->Call("trigger_remove", {{"id", root_id}}, 10s);
+    if (r.ok()) return 5;
+    if (r.status().code() != StatusCode::kPermissionDenied) return 6;
+    auto mine = (*cc)->Call("trigger_add", {{"uprobe", spec}}, 10s);
+    if (!mine.ok()) return 7;
+    if (!(*cc)->Call("trigger_remove", {{"id", (*mine)["id"]}}, 10s).ok()) return 8;
+    auto kept = (*cc)->Call("trigger_add", {{"uprobe", spec}}, 10s);
+    if (!kept.ok()) return 9;
+    const uint64_t id = (*kept)["id"];
+    return write(pipefd[1], &id, sizeof(id)) == sizeof(id) ? 0 : 10;
+  });
+  close(pipefd[1]);
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(read(pipefd[0], &kept_id, sizeof(kept_id)), static_cast<ssize_t>(sizeof(kept_id)));
+  close(pipefd[0]);
+  auto l = (*c)->Call("trigger_list", nlohmann::json::object(), 10s);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  ASSERT_EQ(l->size(), 2u) << l->dump();
+  EXPECT_EQ((*l)[0]["id"], root_id);
+  EXPECT_EQ((*l)[0]["owner_uid"], 0);
+  EXPECT_EQ((*l)[1]["owner_uid"], kNobody);
+  // Root removes anyone's.
+  auto removed = (*c)->Call("trigger_remove", {{"id", kept_id}}, 10s);
+  EXPECT_TRUE(removed.ok()) << removed.status().message();
+  auto raw =
+      RawCall(d.sock(),
+              nlohmann::json{
+                  {"v", 1}, {"id", 1}, {"method", "trigger_remove"}, {"params", {{"id", root_id}}}}
+                  .dump());
+  EXPECT_TRUE(raw && (*raw)["ok"] == true) << (raw ? raw->dump() : "no answer");
+  c->reset();
+  EXPECT_TRUE(d.StopWithin(10s));
+}
+
+// trigger_add opened and parsed the named file as root: it answered file
+// offsets for binaries in directories closed to the asker and "not an ELF
+// file" for /etc/shadow. A file is resolved with the asker's credentials.
+TEST(RecorderdLimitsTest, TriggerTargetsAreResolvedAsTheAskingUser) {
+  flightrec::testing::TempDir dir;
+  Daemon d(dir.path(), {"--group", "nogroup"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  chmod(dir.path().c_str(), 0755);
+  const std::string closed = dir.path() + "/closed";
+  ASSERT_EQ(mkdir(closed.c_str(), 0700), 0);
+  std::filesystem::copy_file(BuildPath("tests/programs/fr_spin"), closed + "/fr_spin");
+  ASSERT_EQ(chmod((closed + "/fr_spin").c_str(), 0755), 0);
+  const std::string hidden = closed + "/fr_spin:spin_b";
+  // A private copy: a uprobe fires in every process running the file.
+  const std::string spin = dir.path() + "/fr_spin";
+  std::filesystem::copy_file(BuildPath("tests/programs/fr_spin"), spin);
+  ASSERT_EQ(chmod(spin.c_str(), 0755), 0);
+  const std::string open_spec = spin + ":spin_b";
+  int rc = AsNobody([&] {
+    auto cc = recorder::ipc::Client::Connect(d.sock(), 5s);
+    if (!cc.ok()) return 4;
+    for (const std::string& spec : {hidden, closed + "/fr_spin:0x1000"}) {
+      auto r = (*cc)->Call("trigger_add", {{"uprobe", spec}}, 10s);
+      if (r.ok()) return 5;  // answered a file offset of a file nobody cannot read
+      if (r.status().code() != StatusCode::kPermissionDenied &&
+          r.status().code() != StatusCode::kNotFound) {
+        return 6;
+      }
+    }
+    auto shadow = (*cc)->Call("trigger_add", {{"uprobe", "/etc/shadow:f"}}, 10s);
+    if (shadow.ok() || shadow.status().message().find("ELF") != std::string::npos) return 7;
+    if (shadow.status().code() != StatusCode::kPermissionDenied &&
+        shadow.status().code() != StatusCode::kNotFound) {
+      return 8;
+    }
+    // What nobody can read is resolved as before.
+    auto mine = (*cc)->Call("trigger_add", {{"uprobe", open_spec}}, 10s);
+    if (!mine.ok() || (*mine)["file_offset"].get<uint64_t>() == 0) return 9;
+    auto not_elf = (*cc)->Call("trigger_add", {{"uprobe", "/etc/passwd:f"}}, 10s);
+    return not_elf.status().code() == StatusCode::kInvalidArgument ? 0 : 10;
+  });
+  EXPECT_EQ(rc, 0);
+  // Root still resolves any file.
+  auto c = recorder::ipc::Client::Connect(d.sock(), 5s);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto roots = (*c)->Call("trigger_add", {{"uprobe", hidden}}, 10s);
+  ASSERT_TRUE(roots.ok()) << roots.status().message();
+  EXPECT_GT((*roots)["file_offset"].get<uint64_t>(), 0u);
+  auto l = (*c)->Call("trigger_list", nlohmann::json::object(), 10s);
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->size(), 2u) << l->dump();
+  // nobody's trigger, placed through the file its resolver opened, fires:
+  // spin_b runs 3 times.
+  pid_t p = testing::Spawn({spin, "3", "rounds"});
+  ASSERT_EQ(testing::WaitStatus(p), 0);
+  nlohmann::json listed;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto now = (*c)->Call("trigger_list", nlohmann::json::object(), 10s);
+        if (!now.ok() || now->size() != 2) return false;
+        listed = (*now)[0];
+        return listed["fired"].get<uint64_t>() >= 3;
+      },
+      20s, 50ms))
+      << listed.dump();
+  EXPECT_EQ(listed["owner_uid"], kNobody);
+  c->reset();
+  EXPECT_TRUE(d.StopWithin(10s));
 }
 
 // Item 10: `status` listed every trigger with every record, and outgrew the
