@@ -2,7 +2,9 @@
 
 #include <grp.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -69,15 +71,28 @@ bool ReceiveReply(int sock, Reply* r, ScopedFd* fd) {
   return n == static_cast<ssize_t>(sizeof(*r)) && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
 }
 
-// The child: becomes `who` (not dumpable first: it is a copy of recorderd's
-// memory, which the peer must not read through ptrace or /proc), resolves
-// the spec and answers.
+// Makes the calling child `who` for good. It is a copy of recorderd's
+// memory, which the peer must neither read (ptrace, /proc/PID/mem) nor get
+// as a core: not dumpable before and after the uid change (which resets it
+// to fs.suid_dumpable), RLIMIT_CORE 1 (the kernel then pipes no core to a
+// hook), and it dies with recorderd.
+bool BecomePeer(const Credentials& who) {
+  const rlimit no_core{1, 1};
+  if (prctl(PR_SET_DUMPABLE, 0) != 0 || setrlimit(RLIMIT_CORE, &no_core) != 0 ||
+      setgroups(who.groups.size(), who.groups.data()) != 0 ||
+      setresgid(who.gid, who.gid, who.gid) != 0 || setresuid(who.uid, who.uid, who.uid) != 0) {
+    return false;
+  }
+  return prctl(PR_SET_DUMPABLE, 0) == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_PDEATHSIG, SIGKILL) == 0;
+}
+
+// The child: becomes `who`, resolves the spec and answers.
 int ResolveInChild(int sock, const std::string& spec, const Credentials& who) {
   Reply r;
   ScopedFd file;
   Status st = OkStatus();
-  if (prctl(PR_SET_DUMPABLE, 0) != 0 || setgroups(who.groups.size(), who.groups.data()) != 0 ||
-      setresgid(who.gid, who.gid, who.gid) != 0 || setresuid(who.uid, who.uid, who.uid) != 0) {
+  if (!BecomePeer(who)) {
     st = ErrnoStatus(
         fmt::format("uprobe '{}': cannot take the credentials of uid {}", spec, who.uid));
   } else if (auto t = ResolveUprobeTarget(spec); !t.ok()) {
