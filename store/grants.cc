@@ -14,9 +14,10 @@
 
 #include <fmt/format.h>
 
+#include "store/store.h"
+
 #include "common/regular_file.h"
 #include "store/reconcile.h"
-#include "store/store.h"
 
 namespace flightrec::store {
 namespace {
