@@ -81,19 +81,22 @@ TEST_F(CoredumpTest, TheHookDropsItsPrivilegesAndTheUnwinderRunsAsTheCrashedUser
     if (StatusField(std::stoi(name), "PPid") == std::to_string(hook)) unwinder = std::stoi(name);
   }
   ASSERT_GT(unwinder, 0) << "no child of the hook";
-  EXPECT_EQ(StatusField(unwinder, "Uid"), "65534\t65534\t65534\t65534");
-  EXPECT_EQ(StatusField(unwinder, "Gid"), "65534\t65534\t65534\t65534");
-  EXPECT_EQ(StatusField(unwinder, "CapEff"), "0000000000000000");
-  EXPECT_EQ(StatusField(unwinder, "CapPrm"), "0000000000000000");
-  EXPECT_EQ(StatusField(unwinder, "NoNewPrivs"), "1");
   // Under its seccomp filter (mode 2) before the first byte of the core
-  // reaches it: the core is parsed there and nowhere else.
+  // reaches it: the core is parsed there and nowhere else. The child loads
+  // the filter after it became nobody (sandbox.cc), so once the filter is
+  // there the ids below are final; read earlier, a child found just after
+  // the hook's own drop could still be root's.
   deadline = std::chrono::steady_clock::now() + 10s;
   while (StatusField(unwinder, "Seccomp") != "2" && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(StatusField(unwinder, "Seccomp"), "2");
   EXPECT_EQ(StatusField(unwinder, "Seccomp_filters"), "1");
+  EXPECT_EQ(StatusField(unwinder, "Uid"), "65534\t65534\t65534\t65534");
+  EXPECT_EQ(StatusField(unwinder, "Gid"), "65534\t65534\t65534\t65534");
+  EXPECT_EQ(StatusField(unwinder, "CapEff"), "0000000000000000");
+  EXPECT_EQ(StatusField(unwinder, "CapPrm"), "0000000000000000");
+  EXPECT_EQ(StatusField(unwinder, "NoNewPrivs"), "1");
   // Everything still works unprivileged: the core is stored, unwound, and
   // its record made readable to the crashed user (an ACL by the owner).
   std::string bytes = ReadFile(core);
