@@ -317,27 +317,20 @@ struct VacuumArgs {
 Status RunVacuum(const CliContext& ctx, const VacuumArgs& a) {
   ASSIGN_OR_RETURN(auto s, ctx.OpenStore());
   store::RetentionLimits lim;
-  if (!a.max_use.empty()) {
-    ASSIGN_OR_RETURN(uint64_t v, ParseSize(a.max_use));
-    lim.max_use = v;
-  }
-  if (!a.keep_free.empty()) {
-    ASSIGN_OR_RETURN(uint64_t v, ParseSize(a.keep_free));
-    lim.keep_free = v;
+  // Each size given on the command line replaces the store's setting.
+  for (auto [text, field] : {std::pair{&a.max_use, &lim.max_use},
+                             {&a.keep_free, &lim.keep_free},
+                             {&a.max_unshipped_use, &lim.max_unshipped_use},
+                             {&a.max_unshipped_use_per_uid, &lim.max_unshipped_use_per_uid}}) {
+    if (text->empty()) continue;
+    ASSIGN_OR_RETURN(uint64_t v, ParseSize(*text));
+    *field = v;
   }
   if (!a.max_age.empty()) {
     ASSIGN_OR_RETURN(int64_t v, ParseDurationNs(a.max_age));
     lim.max_age_ns = v;
   }
   if (a.max_count >= 0) lim.max_count = static_cast<uint64_t>(a.max_count);
-  if (!a.max_unshipped_use.empty()) {
-    ASSIGN_OR_RETURN(uint64_t v, ParseSize(a.max_unshipped_use));
-    lim.max_unshipped_use = v;
-  }
-  if (!a.max_unshipped_use_per_uid.empty()) {
-    ASSIGN_OR_RETURN(uint64_t v, ParseSize(a.max_unshipped_use_per_uid));
-    lim.max_unshipped_use_per_uid = v;
-  }
   ASSIGN_OR_RETURN(auto eff, s->EffectiveLimits(lim));
   ASSIGN_OR_RETURN(auto rep, s->Vacuum(lim, a.dry_run));
   if (a.json) {

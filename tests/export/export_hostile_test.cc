@@ -70,6 +70,15 @@ class ExportOutputTest : public RecordedSuite<ExportOutputTest> {
                                "--socket", daemon_->sock()});
     return args;
   }
+  // A nobody-owned FIFO at `fifo` and nobody's symlink to it at `link`, in
+  // the sticky directory; returns the user's reader (non-blocking) or -1.
+  static int PlantUsersFifo(const std::string& fifo, const std::string& link) {
+    if (mkfifo(fifo.c_str(), 0666) != 0 || chown(fifo.c_str(), kNobody, kNobody) != 0 ||
+        symlink(fifo.c_str(), link.c_str()) != 0 || lchown(link.c_str(), kNobody, kNobody) != 0) {
+      return -1;
+    }
+    return open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  }
   // A file with `text` owned by uid, mode `mode`.
   static bool WriteAs(const std::string& path, const std::string& text, uid_t uid, mode_t mode) {
     int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
@@ -146,13 +155,9 @@ TEST_F(ExportOutputTest, AUsersFileAtTheTemporaryNameOrAtTheOutputNeverHoldsRoot
 TEST_F(ExportOutputTest, AnotherUsersFifoInAStickyDirectoryIsRefused) {
   const std::string fifo = sticky_ + "/fifo";
   const std::string link = sticky_ + "/out.folded";
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0666), 0) << strerror(errno);
-  ASSERT_EQ(chown(fifo.c_str(), kNobody, kNobody), 0);
-  ASSERT_EQ(symlink(fifo.c_str(), link.c_str()), 0);
-  ASSERT_EQ(lchown(link.c_str(), kNobody, kNobody), 0);
   // The user's reader; a pipe big enough that a writer never blocks.
-  int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(reader, 0);
+  int reader = PlantUsersFifo(fifo, link);
+  ASSERT_GE(reader, 0) << strerror(errno);
   ASSERT_GE(fcntl(reader, F_SETPIPE_SZ, 1 << 20), 1 << 20);
   for (const std::string& out : {fifo, link}) {
     auto r = RunCommand(Cli({"export", id_, "-f", "folded", "-o", out}));
@@ -185,12 +190,8 @@ TEST_F(ExportOutputTest, ACoreIsNeverWrittenIntoAnotherUsersFifo) {
   }
   const std::string fifo = sticky_ + "/core";
   const std::string link = sticky_ + "/core.link";
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0666), 0) << strerror(errno);
-  ASSERT_EQ(chown(fifo.c_str(), kNobody, kNobody), 0);
-  ASSERT_EQ(symlink(fifo.c_str(), link.c_str()), 0);
-  ASSERT_EQ(lchown(link.c_str(), kNobody, kNobody), 0);
-  int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(reader, 0);
+  int reader = PlantUsersFifo(fifo, link);
+  ASSERT_GE(reader, 0) << strerror(errno);
   const std::string recorder = BuildPath("recorder/cli/recorder");
   for (const std::string& out : {fifo, link}) {
     auto r = RunCommand({recorder, "--store", store_dir, "crash", "core", id, "-o", out});
