@@ -6,6 +6,7 @@
 #include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/fleet_commands.h"
+#include "recorder/cli/usage.h"
 
 namespace flightrec::recorder::cli {
 
@@ -54,7 +55,7 @@ int RecorderMain(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return ExitOnParseError(app, e);
   }
   if (!ctx.action) return 0;
   if (!fleet_config.empty()) {
@@ -74,7 +75,7 @@ int RecorderMain(int argc, char** argv) {
   if (!st.ok()) {
     // Messages quote names from records and files: escaped like the output.
     std::fprintf(stderr, "recorder: error: %s\n", EscapeForTerminal(st.message()).c_str());
-    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+    return st.code() == StatusCode::kInvalidArgument ? kExitUsage : 1;
   }
   return 0;
 }

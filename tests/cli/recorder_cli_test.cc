@@ -1,7 +1,7 @@
-// The command line against a real recorderd and store (issue 13 item 6):
-// every command's --json, record ids by any unique part, --store/--socket
-// after the command, `dump --pid` of a pid that never ran, and the dump's
-// "lost" being the loss inside its window.
+// The command line against a real recorderd and store: every command's
+// --json, record ids by any unique part, --store/--socket after the command,
+// `dump --pid` of a pid that never ran, the dump's "lost" being the loss
+// inside its window, and usage errors (exit 2).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -156,6 +156,62 @@ TEST(RecorderCliTest, DumpLostCountsOnlyTheLossInsideTheWindow) {
   auto big = Json(d.Cli({"dump", "--last", "20s", "--json"}));
   EXPECT_LT(big["covered_s"].get<double>(), big["asked_s"].get<double>());
   EXPECT_GT(big["lost"].get<uint64_t>(), 0u);
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    lines.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return lines;
+}
+
+// A usage error: exit 2, what is wrong on the first line, where to read on
+// the second, nothing on stdout.
+void ExpectUsageError(const RunResult& r, const std::string& needle, const std::string& help) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  auto lines = Lines(r.err);
+  ASSERT_EQ(lines.size(), 2u) << r.err;
+  EXPECT_EQ(lines[0].rfind("recorder: ", 0), 0u) << r.err;
+  EXPECT_NE(lines[0].find(needle), std::string::npos) << r.err;
+  EXPECT_NE(lines[1].find("'" + help + " --help'"), std::string::npos) << r.err;
+}
+
+TEST(RecorderCliTest, UsageErrorsSayWhatIsWrongAndExit2) {
+  TempDir dir;
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {BuildPath("recorder/cli/recorder"), "--store", dir.path()});
+    return RunCommand(args);
+  };
+  // A typo names the command meant.
+  ExpectUsageError(cli({"reprot", "-1"}), "unknown command 'reprot'; did you mean 'report'?",
+                   "recorder");
+  ExpectUsageError(cli({"crash", "lst"}), "unknown command 'lst'; did you mean 'list'?",
+                   "recorder crash");
+  // A word like none of them lists them.
+  auto far = cli({"frobnicate"});
+  ExpectUsageError(far, "unknown command 'frobnicate'; commands: ", "recorder");
+  for (const char* verb : {"dump", "report", "record", "crash", "export"})
+    EXPECT_NE(far.err.find(verb), std::string::npos) << verb << ": " << far.err;
+  ExpectUsageError(cli({}), "no command given; commands: ", "recorder");
+  // Options: unknown, missing a value, a value of the wrong type; a missing
+  // argument.
+  ExpectUsageError(cli({"report", "-1", "--bogus"}), "--bogus", "recorder report");
+  ExpectUsageError(cli({"report", "-1", "--pid", "abc"}), "--pid", "recorder report");
+  ExpectUsageError(cli({"report"}), "ID is required", "recorder report");
+  ExpectUsageError(cli({"export", "-1", "-o"}), "-o", "recorder export");
+  ExpectUsageError(cli({"--bogus", "list"}), "--bogus", "recorder list");
+  // Help is no error.
+  auto help = cli({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  auto report_help = cli({"report", "--help"});
+  EXPECT_EQ(report_help.exit_code, 0) << report_help.err;
+  EXPECT_NE(report_help.out.find("--pid"), std::string::npos) << report_help.out;
 }
 
 }  // namespace
