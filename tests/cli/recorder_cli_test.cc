@@ -1,13 +1,14 @@
 // The command line against a real recorderd and store: every command's
 // --json, record ids by any unique part, --store/--socket after the command,
 // `dump --pid` of a pid that never ran, the dump's "lost" being the loss
-// inside its window, and usage errors (exit 2).
+// inside its window, usage errors (exit 2) and filters that match nothing.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -16,7 +17,9 @@
 #include "store/record_file.h"
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
+#include "tests/support/proc.h"
 #include "tests/support/run.h"
+#include "tests/support/wait.h"
 
 namespace flightrec::testing {
 namespace {
@@ -212,6 +215,88 @@ TEST(RecorderCliTest, UsageErrorsSayWhatIsWrongAndExit2) {
   auto report_help = cli({"report", "--help"});
   EXPECT_EQ(report_help.exit_code, 0) << report_help.err;
   EXPECT_NE(report_help.out.find("--pid"), std::string::npos) << report_help.out;
+}
+
+// Every query command with a filter that leaves out all of a record's
+// samples: an error saying what the record holds, nothing on stdout, no file.
+TEST(RecorderCliTest, AFilterThatMatchesNoSampleIsAnErrorSayingWhatTheRecordHolds) {
+  TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  pid_t spin = SpinToTheEnd("1");
+  auto dump = Json(d.Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"}));
+  const std::string id = dump["id"];
+  const uint64_t samples = dump["samples"];
+  ASSERT_GT(samples, 0u);
+  const std::string nobody = std::to_string(FreePid());
+  const std::string out = dir.path() + "/out";
+  const std::vector<std::vector<std::string>> commands = {{"report"},
+                                                          {"script"},
+                                                          {"timeline"},
+                                                          {"export", "-f", "folded", "-o", out},
+                                                          {"flamegraph", "-o", out}};
+  const std::vector<std::vector<std::string>> filters = {
+      {"--pid", nobody}, {"--tid", nobody}, {"--since", "10s"}};
+  for (const auto& command : commands) {
+    for (const auto& filter : filters) {
+      std::vector<std::string> args = command;
+      args.insert(args.begin() + 1, id);
+      args.insert(args.end(), filter.begin(), filter.end());
+      const std::string what = command[0] + " " + filter[0] + " " + filter[1];
+      auto r = d.Cli(args);
+      EXPECT_EQ(r.exit_code, 1) << what << ": " << r.err;
+      EXPECT_TRUE(r.out.empty()) << what << ": " << r.out;
+      EXPECT_FALSE(std::filesystem::exists(out)) << what;
+      EXPECT_NE(r.err.find("no samples match " + filter[0] + " " + filter[1] + " in record " + id),
+                std::string::npos)
+          << what << ": " << r.err;
+      EXPECT_NE(r.err.find("it holds " + std::to_string(samples) + " samples of pid " +
+                           std::to_string(spin)),
+                std::string::npos)
+          << what << ": " << r.err;
+    }
+    // A filter that matches some samples is no error.
+    std::vector<std::string> args = command;
+    args.insert(args.begin() + 1, id);
+    args.insert(args.end(), {"--pid", std::to_string(spin)});
+    auto r = d.Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << command[0] << ": " << r.err;
+    std::filesystem::remove(out);
+  }
+}
+
+// A record with no sample at all is a result, filtered or not: the filter
+// left nothing out.
+TEST(RecorderCliTest, ARecordWithoutSamplesIsReportedAsEmpty) {
+  TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  // A window of a few ms after the sleeper fell asleep (its start ran on a
+  // CPU) holds none of its samples.
+  const pid_t sleeper = Spawn({"/bin/sleep", "30"});
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return StatusField(sleeper, "Name") == "sleep" &&
+               StatusField(sleeper, "State").rfind("S", 0) == 0;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(5)));
+  auto dump = Json(d.Cli({"dump", "--last", "5ms", "--pid", std::to_string(sleeper), "--json"}));
+  kill(sleeper, SIGKILL);
+  WaitStatus(sleeper);
+  const std::string id = dump["id"];
+  ASSERT_EQ(dump["samples"], 0u) << dump;
+  for (const std::vector<std::string>& filter :
+       {std::vector<std::string>{}, {"--pid", std::to_string(sleeper)}}) {
+    std::vector<std::string> args = {"report", id};
+    args.insert(args.end(), filter.begin(), filter.end());
+    auto r = d.Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("# record " + id + ": 0 samples"), std::string::npos) << r.out;
+    args[0] = "timeline";
+    r = d.Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("no samples in the selected window"), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace
