@@ -75,6 +75,7 @@ int RecorderMain(int argc, char** argv) {
   if (!st.ok()) {
     // Messages quote names from records and files: escaped like the output.
     std::fprintf(stderr, "recorder: error: %s\n", EscapeForTerminal(st.message()).c_str());
+    if (ctx.exit_status != 0) return ctx.exit_status;
     return st.code() == StatusCode::kInvalidArgument ? kExitUsage : 1;
   }
   return 0;

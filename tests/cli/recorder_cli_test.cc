@@ -1,7 +1,8 @@
 // The command line against a real recorderd and store: every command's
 // --json, record ids by any unique part, --store/--socket after the command,
 // `dump --pid` of a pid that never ran, the dump's "lost" being the loss
-// inside its window, usage errors (exit 2) and filters that match nothing.
+// inside its window, usage errors (exit 2), filters that match nothing and
+// `record` of a program that cannot run.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -296,6 +297,37 @@ TEST(RecorderCliTest, ARecordWithoutSamplesIsReportedAsEmpty) {
     r = d.Cli(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("no samples in the selected window"), std::string::npos) << r.out;
+  }
+}
+
+// `record` of a program that cannot run says why before recording anything,
+// and exits as a shell would (127: not found, 126: found but not runnable).
+TEST(RecorderCliTest, RecordOfAProgramThatCannotRunSaysWhyAndExitsLikeAShell) {
+  TempDir dir;
+  const std::string recorder = BuildPath("recorder/cli/recorder");
+  const std::string plain = dir.path() + "/plain";
+  std::ofstream(plain) << "#!/bin/sh\n";
+  ASSERT_EQ(chmod(plain.c_str(), 0644), 0);
+  struct Case {
+    std::vector<std::string> env;
+    std::string program;
+    int exit_code;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {{}, dir.path() + "/missing", 127, "no such file"},
+      {{}, "flightrec-no-such-program", 127, "no such file"},
+      {{}, plain, 126, "permission denied"},
+      {{}, dir.path(), 126, "permission denied"},  // a directory
+      {{"PATH=" + dir.path()}, "plain", 126, "permission denied"},
+  };
+  for (const auto& c : cases) {
+    auto r =
+        RunCommand({recorder, "--store", dir.path() + "/store", "record", "--", c.program}, c.env);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.program << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot run " + c.program + ": " + c.why), std::string::npos)
+        << c.program << ": " << r.err;
+    EXPECT_EQ(r.err.find("recording"), std::string::npos) << c.program << ": " << r.err;
   }
 }
 
