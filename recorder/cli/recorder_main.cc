@@ -19,6 +19,10 @@ int RecorderMain(int argc, char** argv) {
       "recorder: the flightrec command line.\n"
       "Dump, list and inspect flight-recorder records: the last seconds of what every CPU\n"
       "and thread did, stored by recorderd and by the core-dump hook."};
+  app.footer(
+      "Exit status: 0 success, 1 error (also: a --pid/--tid/--since/--until that matches\n"
+      "no sample), 2 usage error (an unknown command or option, a missing or malformed\n"
+      "value). `record` exits 127 when CMD is not found, 126 when it cannot be run.");
   app.require_subcommand(1);
   // --store and --socket go before or after the command, as perf and
   // coredumpctl users type them: a subcommand passes options it does not

@@ -213,6 +213,7 @@ TEST(RecorderCliTest, UsageErrorsSayWhatIsWrongAndExit2) {
   // Help is no error.
   auto help = cli({"--help"});
   EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("Exit status"), std::string::npos) << help.out;
   auto report_help = cli({"report", "--help"});
   EXPECT_EQ(report_help.exit_code, 0) << report_help.err;
   EXPECT_NE(report_help.out.find("--pid"), std::string::npos) << report_help.out;
