@@ -175,6 +175,7 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
       ++stats->events;
       if (!Keep(opts, as, info.window_start_ns)) {
         ++stats->filtered;
+        stats->filtered_pids.insert(as.pid);
         continue;
       }
       ++stats->samples;
@@ -483,6 +484,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
       if (filtered(head.pid, head.tid, head.time_ns)) {
         ++stats.events;
         ++stats.filtered;
+        stats.filtered_pids.insert(head.pid);
         continue;
       }
       StackCache::Entry* hit =
@@ -532,6 +534,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     }
     if (filtered(s->pid, s->tid, s->time_ns)) {
       ++stats.filtered;
+      stats.filtered_pids.insert(s->pid);
       continue;
     }
     ++stats.samples;

@@ -88,6 +88,9 @@ struct ReplayStats {
   uint64_t no_mapping = 0;            // user IPs with no known mapping
   uint64_t files_opened = 0;          // distinct files the symbolizer read
   std::unordered_set<uint32_t> pids;  // processes of the samples handed over
+  // Processes of the samples the filters skipped: what to name when a filter
+  // matched nothing.
+  std::unordered_set<uint32_t> filtered_pids;
   // DWARF unwinding of the samples handed to the consumer (all zero when the
   // record has no stack copies or opts.unwind is off): how many user stacks
   // were complete, and where and why the others stopped. The samples

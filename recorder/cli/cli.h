@@ -20,6 +20,9 @@ struct CliContext {
   std::string socket_path;  // --socket / FLIGHTREC_SOCKET
   // The selected subcommand's action, run after parsing succeeds.
   std::function<Status()> action;
+  // The exit status of a failed action that has one of its own (`record` of a
+  // command that cannot run: 126 or 127, as a shell); 0: from its Status.
+  int exit_status = 0;
 
   // Opens the store for reading (no creation). A store that does not exist
   // yet is reported as such.

@@ -1,9 +1,14 @@
 // What every command of the `recorder` CLI shares: opening the store and
 // printing a table. Part of the query library.
 #include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "common/terminal_escape.h"
+#include "common/units.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/query_args.h"
 
 namespace flightrec::recorder::cli {
 
@@ -25,6 +30,50 @@ StatusOr<std::unique_ptr<store::RecordReader>> CliContext::OpenRecord(const std:
   ASSIGN_OR_RETURN(auto store, OpenStore());
   // The reader holds its own fd: it outlives the store.
   return store->OpenRecord(id);
+}
+
+std::string QueryArgs::FilterText() const {
+  std::string text;
+  auto add = [&](const char* flag, const std::string& value) {
+    text += fmt::format("{}{} {}", text.empty() ? "" : " ", flag, value);
+  };
+  if (pid >= 0) add("--pid", std::to_string(pid));
+  if (tid >= 0) add("--tid", std::to_string(tid));
+  if (!since.empty()) add("--since", since);
+  if (!until.empty()) add("--until", until);
+  return text;
+}
+
+StatusOr<analysis::ReplayStats> QueryArgs::Replay(const store::RecordReader& reader,
+                                                  const analysis::ReplayOptions& opts,
+                                                  const analysis::InfoFn& on_info,
+                                                  const analysis::SampleFn& on_sample) const {
+  analysis::RecordInfo info;
+  ASSIGN_OR_RETURN(auto stats, analysis::Replay(
+                                   reader, opts,
+                                   [&](const analysis::RecordInfo& i) {
+                                     info = i;
+                                     on_info(i);
+                                   },
+                                   on_sample));
+  if (stats.samples > 0 || stats.filtered == 0) return stats;
+  // Enough pids to see the mistake, not a screenful.
+  constexpr size_t kShown = 8;
+  std::vector<uint32_t> pids(stats.filtered_pids.begin(), stats.filtered_pids.end());
+  std::sort(pids.begin(), pids.end());
+  std::string list;
+  for (size_t i = 0; i < pids.size() && i < kShown; ++i)
+    list += fmt::format("{}{}", i ? ", " : "", pids[i]);
+  if (pids.size() > kShown) list += fmt::format(" and {} more", pids.size() - kShown);
+  std::string window;
+  if (info.window_start_ns > 0 && info.window_end_ns > info.window_start_ns) {
+    window = fmt::format(
+        " in a window of {}",
+        FormatDurationNs(static_cast<int64_t>(info.window_end_ns - info.window_start_ns)));
+  }
+  return NotFound(fmt::format("no samples match {} in record {} (it holds {} samples of {} {}{})",
+                              FilterText(), info.id, stats.filtered,
+                              pids.size() == 1 ? "pid" : "pids", list, window));
 }
 
 std::string FormatTable(const std::vector<std::string>& header,

@@ -31,11 +31,11 @@ struct ExportArgs : QueryArgs {
 };
 
 // Replays the record into the exporter, which writes to out.
-StatusOr<analysis::ReplayStats> ExportTo(const store::RecordReader& reader,
+StatusOr<analysis::ReplayStats> ExportTo(const store::RecordReader& reader, const ExportArgs& a,
                                          const analysis::ReplayOptions& opts,
                                          exporter::Exporter* ex, std::ostream* out) {
   bool begun = false;
-  ASSIGN_OR_RETURN(auto stats, analysis::Replay(
+  ASSIGN_OR_RETURN(auto stats, a.Replay(
                                    reader, opts,
                                    [&](const analysis::RecordInfo& info) {
                                      ex->Begin(info, out);
@@ -79,7 +79,7 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
     ASSIGN_OR_RETURN(file, AtomicOutputFile::Open(a.output));
     out = &file_out.emplace(&buf.emplace(file->fd()));
   }
-  ASSIGN_OR_RETURN(auto stats, ExportTo(*reader, opts, ex.get(), out));
+  ASSIGN_OR_RETURN(auto stats, ExportTo(*reader, a, opts, ex.get(), out));
   for (const auto& note : ex->Notes()) {
     std::fprintf(stderr, "%s\n", EscapeForTerminal(note).c_str());
   }
@@ -122,10 +122,10 @@ Status ExerciseExportCommand(const store::RecordReader& reader, int pick) {
     if (pick >= 0 && i != static_cast<size_t>(pick) % formats.size()) continue;
     const auto& format = formats[i];
     ASSIGN_OR_RETURN(auto ex, exporter::MakeExporter(format, {}));
-    analysis::ReplayOptions opts;
-    opts.progress = false;
+    ExportArgs a;
+    a.progress = false;
     std::ostringstream out;
-    auto st = ExportTo(reader, opts, ex.get(), &out);
+    auto st = ExportTo(reader, a, *a.Options(), ex.get(), &out);
     if (first.ok() && !st.ok()) first = st.status();
   }
   return first;

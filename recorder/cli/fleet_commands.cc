@@ -20,6 +20,7 @@
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/usage.h"
 #include "recorder/fleet/fleet_config.h"
 #include "recorder/fleet/fleet_glue.h"
 #include "recorder/fleet/fleet_index.h"
@@ -252,12 +253,12 @@ int FleetMain(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return ExitOnParseError(app, e);
   }
   Status st = list->parsed() ? CrashList(a) : CrashInfo(a);
   if (!st.ok()) {
     std::fprintf(stderr, "recorder: error: %s\n", EscapeForTerminal(st.message()).c_str());
-    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+    return st.code() == StatusCode::kInvalidArgument ? kExitUsage : 1;
   }
   return 0;
 }

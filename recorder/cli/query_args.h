@@ -64,6 +64,18 @@ struct QueryArgs {
     }
     return o;
   }
+
+  // analysis::Replay for a query command: a filter that leaves out every
+  // sample of a record that has some is an error (kNotFound) naming what the
+  // record holds, so that a mistyped pid or a window past the record's end is
+  // never taken for "the program did nothing". A record without samples is a
+  // result, filtered or not. `opts` is Options() and what the command adds.
+  StatusOr<analysis::ReplayStats> Replay(const store::RecordReader& reader,
+                                         const analysis::ReplayOptions& opts,
+                                         const analysis::InfoFn& on_info,
+                                         const analysis::SampleFn& on_sample) const;
+  // The filters as typed: "--pid 5 --since 1s".
+  std::string FilterText() const;
 };
 
 // Output about programs whose executables are all gone names little but

@@ -8,10 +8,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -41,8 +44,57 @@ struct RecordArgs {
   std::vector<std::string> command;
 };
 
-Status RunRecord(const CliContext& ctx, const RecordArgs& a) {
+// 0 if execve would start `path`, else its errno: ENOENT (nothing there)
+// or EACCES (there, but not an executable regular file).
+int ExecError(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return errno == EACCES ? EACCES : ENOENT;
+  if (!S_ISREG(st.st_mode)) return EACCES;
+  // Effective ids, as execve checks them (root needs one execute bit too).
+  return faccessat(AT_FDCWD, path.c_str(), X_OK, AT_EACCESS) == 0 ? 0 : EACCES;
+}
+
+// Whether execvp(program) would start something, checked before anything is
+// recorded: execvp's answer comes from the child only after the recording
+// began, as a status the command could have exited with itself. execvp's
+// search: a name with a slash is a path; otherwise each PATH entry in turn
+// ("" is the current directory), EACCES if some entry had a file that cannot
+// run and none had one that can, else ENOENT. A shell exits 127 for the
+// first and 126 for the second; so does `record` (ctx->exit_status).
+Status CheckRunnable(const std::string& program, CliContext* ctx) {
+  int err = ENOENT;
+  bool searched = false;
+  if (program.find('/') != std::string::npos) {
+    err = ExecError(program);
+  } else if (!program.empty()) {
+    const char* env = std::getenv("PATH");
+    std::string path = env ? env : "";
+    if (!env) {
+      path.resize(confstr(_CS_PATH, nullptr, 0));
+      confstr(_CS_PATH, path.data(), path.size());
+      path.resize(std::strlen(path.c_str()));
+    }
+    searched = true;
+    for (size_t start = 0; err != 0 && start <= path.size();) {
+      size_t end = std::min(path.find(':', start), path.size());
+      std::string dir = path.substr(start, end - start);
+      const int e = ExecError((dir.empty() ? "." : dir) + "/" + program);
+      if (e == 0 || e == EACCES) err = e;
+      start = end + 1;
+    }
+  }
+  if (err == 0) return OkStatus();
+  ctx->exit_status = err == EACCES ? 126 : 127;
+  return Status(err == EACCES ? StatusCode::kPermissionDenied : StatusCode::kNotFound,
+                fmt::format("cannot run {}: {}", program,
+                            err == EACCES ? "permission denied (not an executable file)"
+                            : searched    ? "no such file or directory in PATH"
+                                          : "no such file or directory"));
+}
+
+Status RunRecord(CliContext& ctx, const RecordArgs& a) {
   if (a.command.empty()) return InvalidArgument("recorder record: give a command after --");
+  RETURN_IF_ERROR(CheckRunnable(a.command[0], &ctx));
   ASSIGN_OR_RETURN(int64_t history, ParseDurationNs(a.history));
   ASSIGN_OR_RETURN(int64_t last, ParseDurationNs(a.last));
   ASSIGN_OR_RETURN(perf::CallGraph call_graph, perf::ParseCallGraph(a.call_graph));

@@ -6,6 +6,7 @@
 #include "common/terminal_escape.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/fleet_commands.h"
+#include "recorder/cli/usage.h"
 
 namespace flightrec::recorder::cli {
 
@@ -18,6 +19,10 @@ int RecorderMain(int argc, char** argv) {
       "recorder: the flightrec command line.\n"
       "Dump, list and inspect flight-recorder records: the last seconds of what every CPU\n"
       "and thread did, stored by recorderd and by the core-dump hook."};
+  app.footer(
+      "Exit status: 0 success, 1 error (also: a --pid/--tid/--since/--until that matches\n"
+      "no sample), 2 usage error (an unknown command or option, a missing or malformed\n"
+      "value). `record` exits 127 when CMD is not found, 126 when it cannot be run.");
   app.require_subcommand(1);
   // --store and --socket go before or after the command, as perf and
   // coredumpctl users type them: a subcommand passes options it does not
@@ -54,7 +59,7 @@ int RecorderMain(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return ExitOnParseError(app, e);
   }
   if (!ctx.action) return 0;
   if (!fleet_config.empty()) {
@@ -74,7 +79,8 @@ int RecorderMain(int argc, char** argv) {
   if (!st.ok()) {
     // Messages quote names from records and files: escaped like the output.
     std::fprintf(stderr, "recorder: error: %s\n", EscapeForTerminal(st.message()).c_str());
-    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+    if (ctx.exit_status != 0) return ctx.exit_status;
+    return st.code() == StatusCode::kInvalidArgument ? kExitUsage : 1;
   }
   return 0;
 }

@@ -64,7 +64,7 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   ASSIGN_OR_RETURN(analysis::ReportKey key, analysis::ParseReportKey(a.sort));
   analysis::ReportBuilder builder(key);
   analysis::RecordInfo info;
-  ASSIGN_OR_RETURN(auto stats, analysis::Replay(
+  ASSIGN_OR_RETURN(auto stats, a.Replay(
                                    *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
                                    [&](const analysis::ResolvedSample& rs) { builder.Add(rs); }));
   const analysis::Report report = builder.Finish(a.children);
@@ -184,7 +184,7 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
   std::vector<analysis::TimelinePoint> points;
   std::set<std::string> labels;
   std::map<std::pair<uint32_t, uint32_t>, std::string> comm_of;
-  ASSIGN_OR_RETURN(auto stats, analysis::Replay(
+  ASSIGN_OR_RETURN(auto stats, a.Replay(
                                    *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
                                    [&](const analysis::ResolvedSample& rs) {
                                      const auto& s = *rs.sample;

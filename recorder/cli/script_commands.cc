@@ -33,7 +33,7 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
   opts.progress = a.progress && !isatty(STDOUT_FILENO);
   ASSIGN_OR_RETURN(
       auto stats,
-      analysis::Replay(
+      a.Replay(
           *reader, opts, [&](const analysis::RecordInfo& info) { to_wall = info.mono_to_wall_ns; },
           [&](const analysis::ResolvedSample& rs) {
             const auto& s = *rs.sample;

@@ -1,13 +1,15 @@
-// The command line against a real recorderd and store (issue 13 item 6):
-// every command's --json, record ids by any unique part, --store/--socket
-// after the command, `dump --pid` of a pid that never ran, and the dump's
-// "lost" being the loss inside its window.
+// The command line against a real recorderd and store: every command's
+// --json, record ids by any unique part, --store/--socket after the command,
+// `dump --pid` of a pid that never ran, the dump's "lost" being the loss
+// inside its window, usage errors (exit 2), filters that match nothing and
+// `record` of a program that cannot run.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -16,7 +18,9 @@
 #include "store/record_file.h"
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
+#include "tests/support/proc.h"
 #include "tests/support/run.h"
+#include "tests/support/wait.h"
 
 namespace flightrec::testing {
 namespace {
@@ -156,6 +160,176 @@ TEST(RecorderCliTest, DumpLostCountsOnlyTheLossInsideTheWindow) {
   auto big = Json(d.Cli({"dump", "--last", "20s", "--json"}));
   EXPECT_LT(big["covered_s"].get<double>(), big["asked_s"].get<double>());
   EXPECT_GT(big["lost"].get<uint64_t>(), 0u);
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    lines.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return lines;
+}
+
+// A usage error: exit 2, what is wrong on the first line, where to read on
+// the second, nothing on stdout.
+void ExpectUsageError(const RunResult& r, const std::string& needle, const std::string& help) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  auto lines = Lines(r.err);
+  ASSERT_EQ(lines.size(), 2u) << r.err;
+  EXPECT_EQ(lines[0].rfind("recorder: ", 0), 0u) << r.err;
+  EXPECT_NE(lines[0].find(needle), std::string::npos) << r.err;
+  EXPECT_NE(lines[1].find("'" + help + " --help'"), std::string::npos) << r.err;
+}
+
+TEST(RecorderCliTest, UsageErrorsSayWhatIsWrongAndExit2) {
+  TempDir dir;
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {BuildPath("recorder/cli/recorder"), "--store", dir.path()});
+    return RunCommand(args);
+  };
+  // A typo names the command meant.
+  ExpectUsageError(cli({"reprot", "-1"}), "unknown command 'reprot'; did you mean 'report'?",
+                   "recorder");
+  ExpectUsageError(cli({"crash", "lst"}), "unknown command 'lst'; did you mean 'list'?",
+                   "recorder crash");
+  // A word like none of them lists them.
+  auto far = cli({"frobnicate"});
+  ExpectUsageError(far, "unknown command 'frobnicate'; commands: ", "recorder");
+  for (const char* verb : {"dump", "report", "record", "crash", "export"})
+    EXPECT_NE(far.err.find(verb), std::string::npos) << verb << ": " << far.err;
+  ExpectUsageError(cli({}), "no command given; commands: ", "recorder");
+  // Options: unknown, missing a value, a value of the wrong type; a missing
+  // argument.
+  ExpectUsageError(cli({"report", "-1", "--bogus"}), "--bogus", "recorder report");
+  ExpectUsageError(cli({"report", "-1", "--pid", "abc"}), "--pid", "recorder report");
+  ExpectUsageError(cli({"report"}), "ID is required", "recorder report");
+  ExpectUsageError(cli({"export", "-1", "-o"}), "-o", "recorder export");
+  ExpectUsageError(cli({"--bogus", "list"}), "--bogus", "recorder list");
+  // Help is no error.
+  auto help = cli({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("Exit status"), std::string::npos) << help.out;
+  auto report_help = cli({"report", "--help"});
+  EXPECT_EQ(report_help.exit_code, 0) << report_help.err;
+  EXPECT_NE(report_help.out.find("--pid"), std::string::npos) << report_help.out;
+}
+
+// Every query command with a filter that leaves out all of a record's
+// samples: an error saying what the record holds, nothing on stdout, no file.
+TEST(RecorderCliTest, AFilterThatMatchesNoSampleIsAnErrorSayingWhatTheRecordHolds) {
+  TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  pid_t spin = SpinToTheEnd("1");
+  auto dump = Json(d.Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"}));
+  const std::string id = dump["id"];
+  const uint64_t samples = dump["samples"];
+  ASSERT_GT(samples, 0u);
+  const std::string nobody = std::to_string(FreePid());
+  const std::string out = dir.path() + "/out";
+  const std::vector<std::vector<std::string>> commands = {{"report"},
+                                                          {"script"},
+                                                          {"timeline"},
+                                                          {"export", "-f", "folded", "-o", out},
+                                                          {"flamegraph", "-o", out}};
+  const std::vector<std::vector<std::string>> filters = {
+      {"--pid", nobody}, {"--tid", nobody}, {"--since", "10s"}};
+  for (const auto& command : commands) {
+    for (const auto& filter : filters) {
+      std::vector<std::string> args = command;
+      args.insert(args.begin() + 1, id);
+      args.insert(args.end(), filter.begin(), filter.end());
+      const std::string what = command[0] + " " + filter[0] + " " + filter[1];
+      auto r = d.Cli(args);
+      EXPECT_EQ(r.exit_code, 1) << what << ": " << r.err;
+      EXPECT_TRUE(r.out.empty()) << what << ": " << r.out;
+      EXPECT_FALSE(std::filesystem::exists(out)) << what;
+      EXPECT_NE(r.err.find("no samples match " + filter[0] + " " + filter[1] + " in record " + id),
+                std::string::npos)
+          << what << ": " << r.err;
+      EXPECT_NE(r.err.find("it holds " + std::to_string(samples) + " samples of pid " +
+                           std::to_string(spin)),
+                std::string::npos)
+          << what << ": " << r.err;
+    }
+    // A filter that matches some samples is no error.
+    std::vector<std::string> args = command;
+    args.insert(args.begin() + 1, id);
+    args.insert(args.end(), {"--pid", std::to_string(spin)});
+    auto r = d.Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << command[0] << ": " << r.err;
+    std::filesystem::remove(out);
+  }
+}
+
+// A record with no sample at all is a result, filtered or not: the filter
+// left nothing out.
+TEST(RecorderCliTest, ARecordWithoutSamplesIsReportedAsEmpty) {
+  TempDir dir;
+  Daemon d(dir.path());
+  ASSERT_TRUE(d.ready()) << d.Log();
+  // A window of a few ms after the sleeper fell asleep (its start ran on a
+  // CPU) holds none of its samples.
+  const pid_t sleeper = Spawn({"/bin/sleep", "30"});
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return StatusField(sleeper, "Name") == "sleep" &&
+               StatusField(sleeper, "State").rfind("S", 0) == 0;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(5)));
+  auto dump = Json(d.Cli({"dump", "--last", "5ms", "--pid", std::to_string(sleeper), "--json"}));
+  kill(sleeper, SIGKILL);
+  WaitStatus(sleeper);
+  const std::string id = dump["id"];
+  ASSERT_EQ(dump["samples"], 0u) << dump;
+  for (const std::vector<std::string>& filter :
+       {std::vector<std::string>{}, {"--pid", std::to_string(sleeper)}}) {
+    std::vector<std::string> args = {"report", id};
+    args.insert(args.end(), filter.begin(), filter.end());
+    auto r = d.Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("# record " + id + ": 0 samples"), std::string::npos) << r.out;
+    args[0] = "timeline";
+    r = d.Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("no samples in the selected window"), std::string::npos) << r.out;
+  }
+}
+
+// `record` of a program that cannot run says why before recording anything,
+// and exits as a shell would (127: not found, 126: found but not runnable).
+TEST(RecorderCliTest, RecordOfAProgramThatCannotRunSaysWhyAndExitsLikeAShell) {
+  TempDir dir;
+  const std::string recorder = BuildPath("recorder/cli/recorder");
+  const std::string plain = dir.path() + "/plain";
+  std::ofstream(plain) << "#!/bin/sh\n";
+  ASSERT_EQ(chmod(plain.c_str(), 0644), 0);
+  struct Case {
+    std::vector<std::string> env;
+    std::string program;
+    int exit_code;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {{}, dir.path() + "/missing", 127, "no such file"},
+      {{}, "flightrec-no-such-program", 127, "no such file"},
+      {{}, plain, 126, "permission denied"},
+      {{}, dir.path(), 126, "permission denied"},  // a directory
+      {{"PATH=" + dir.path()}, "plain", 126, "permission denied"},
+  };
+  for (const auto& c : cases) {
+    auto r =
+        RunCommand({recorder, "--store", dir.path() + "/store", "record", "--", c.program}, c.env);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.program << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot run " + c.program + ": " + c.why), std::string::npos)
+        << c.program << ": " << r.err;
+    EXPECT_EQ(r.err.find("recording"), std::string::npos) << c.program << ": " << r.err;
+  }
 }
 
 }  // namespace
