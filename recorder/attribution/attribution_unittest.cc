@@ -349,6 +349,16 @@ TEST(SidebandHistoryTest, SamplesCarryTheirThreadsNameAtTheirTime) {
   EXPECT_EQ(h.base().ThreadComm(99, 99), "");
 }
 
+// The idle task (pid 0, tid 0 on every CPU) has no /proc entry and no comm
+// event: it is named as perf names it, wherever a sample's name is asked.
+TEST(ProcessTableTest, TheIdleTaskIsNamedSwapper) {
+  CookieTable cookies;
+  ProcessTable t(&cookies);
+  EXPECT_EQ(t.ThreadComm(0, 0), "swapper");
+  EXPECT_EQ(*t.ThreadAt(0, 0, 100).comm, "swapper");
+  EXPECT_EQ(t.ThreadComm(99, 99), "");
+}
+
 TEST(SidebandHistoryTest, ExitedThreadsAreForgottenAfterTheCutoff) {
   CookieTable cookies;
   SidebandHistory h(&cookies);
