@@ -489,6 +489,17 @@ TEST_F(NamesTest, IdleTaskIsSwapperInEveryOutput) {
   EXPECT_NE(busy.out.find(" pid: Total "), std::string::npos) << busy.out;
 }
 
+// pprof's main binary ("File:") is the recorded process's executable, not
+// the first file by name (a library, or another process's memfd).
+TEST_F(NamesTest, PprofMainBinaryIsTheRecordedExecutable) {
+  ASSERT_EQ(daemon_->Cli({"export", id_, "-f", "pprof", "-o", Out("main.pb.gz")}).exit_code, 0);
+  auto top = RunCommand({"/usr/bin/go", "tool", "pprof", "-top", "-nodecount=1", Out("main.pb.gz")},
+                        {"HOME=" + dir_->path(), "GOCACHE=" + dir_->path() + "/gocache",
+                         "PPROF_TMPDIR=" + dir_->path()});
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("File: fr_names\n"), std::string::npos) << top.out;
+}
+
 // Threads named before recorderd started are known from its /proc scan
 // (/proc/PID/task/TID/comm), not only from later COMM records.
 TEST(NamesBeforeTheDaemonTest, ThreadsNamedBeforeTheDaemonStartedKeepTheirNames) {
