@@ -35,6 +35,12 @@ const std::string* ProcessComm(const attribution::ProcessTable& table, uint32_t 
   return p != nullptr && !p->comm.empty() ? &p->comm : nullptr;
 }
 
+// ResolvedSample::process_exe.
+const std::string* ProcessExe(const attribution::ProcessTable& table, uint32_t pid) {
+  const attribution::Process* p = table.Find(pid);
+  return p != nullptr && !p->exe.empty() ? &p->exe : nullptr;
+}
+
 // Progress on stderr, only when it is a terminal and the work has taken more
 // than a second ($FLIGHTREC_PROGRESS_AFTER_MS overrides, for tests); erased
 // when done so piped output is never mixed with it.
@@ -502,7 +508,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         as.period = head.period;
         as.comm = *thread.comm;
         on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies(),
-                                 ProcessComm(attributor.table(), head.pid)});
+                                 ProcessComm(attributor.table(), head.pid),
+                                 ProcessExe(attributor.table(), head.pid)});
         progress.Update(consumed + dec.position(), raw_total);
         continue;
       }
@@ -562,7 +569,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
       }
       stats.no_mapping += hit->no_mapping;
       on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies(),
-                               ProcessComm(attributor.table(), hit->sample.pid)});
+                               ProcessComm(attributor.table(), hit->sample.pid),
+                               ProcessExe(attributor.table(), hit->sample.pid)});
       continue;
     }
     uint64_t before = attributor.no_mapping();
@@ -570,7 +578,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     auto stack = resolver.Stack(*as);
     if (!skimmed) {  // a sample with a DWARF stack copy: unwound on its own
       on_sample(ResolvedSample{&*as, stack, 0, &attributor.cookies(),
-                               ProcessComm(attributor.table(), as->pid)});
+                               ProcessComm(attributor.table(), as->pid),
+                               ProcessExe(attributor.table(), as->pid)});
       continue;
     }
     const uint64_t misses = attributor.no_mapping() - before;
@@ -578,7 +587,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
                                  ? cache.Insert(dec.last_stack_id(), std::move(*as), stack, misses)
                                  : cache.Insert(key, std::move(*as), stack, misses);
     on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies(),
-                             ProcessComm(attributor.table(), hit->sample.pid)});
+                             ProcessComm(attributor.table(), hit->sample.pid),
+                             ProcessExe(attributor.table(), hit->sample.pid)});
   }
   stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();

@@ -62,6 +62,9 @@ struct ResolvedSample {
   // null when unknown (a live-attribution record carries no sideband).
   // Valid only during the callback.
   const std::string* process_comm = nullptr;
+  // The path of the process's executable (its first executable mapping since
+  // its exec), null when unknown, as process_comm.
+  const std::string* process_exe = nullptr;
 };
 
 struct ReplayOptions {

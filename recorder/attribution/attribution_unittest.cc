@@ -56,6 +56,47 @@ TEST(KernelSymbolsTest, CoreAddressesResolveWithinTheKernelText) {
   EXPECT_EQ(k.Resolve(0xffffffff80000000), "");
 }
 
+// Init text (.init.text, from _sinittext to _einittext) lies past _etext;
+// kallsyms keeps its symbols after boot, and the idle task of the boot CPU
+// runs on a stack whose roots are there (x86_64_start_kernel, start_kernel).
+constexpr const char* kInitKallsyms =
+    "ffffffff81000000 T _text\n"
+    "ffffffff81000100 T do_one\n"
+    "ffffffff81001000 T _etext\n"
+    "ffffffff82000000 D some_data\n"
+    "ffffffff83000000 T _sinittext\n"
+    "ffffffff83000000 B __init_begin\n"
+    "ffffffff83000b10 T start_kernel\n"
+    "ffffffff8300d950 T x86_64_start_kernel\n"
+    "ffffffff83070000 t init_last\n"
+    "ffffffff830767d0 T _einittext\n"
+    "ffffffff83100000 B some_bss\n"
+    "ffffffffc0001000 t mod_a_fn\t[mod_a]\n";
+
+TEST(KernelSymbolsTest, InitTextPastEtextIsNamed) {
+  auto k = KernelSymbols::FromText(kInitKallsyms);
+  ASSERT_TRUE(k.ok());
+  k->AddModules(kModules);
+  EXPECT_EQ(k->Resolve(0xffffffff83000b20), "start_kernel+0x10");
+  EXPECT_EQ(k->Resolve(0xffffffff8300d955), "x86_64_start_kernel+0x5");
+  EXPECT_EQ(k->Resolve(0xffffffff830767cf), "init_last+0x67cf");
+  EXPECT_EQ(k->Resolve(0xffffffff81000104), "do_one+0x4");
+  // Between the text and the init text (rodata, data), past the init text,
+  // and in the modules: as before.
+  EXPECT_EQ(k->Resolve(0xffffffff81001004), "");
+  EXPECT_EQ(k->Resolve(0xffffffff82000010), "");
+  EXPECT_EQ(k->Resolve(0xffffffff830767d0), "");
+  EXPECT_EQ(k->Resolve(0xffffffff83100010), "");
+  EXPECT_EQ(k->Resolve(0xffffffffc0001010), "mod_a_fn+0x10 [mod_a]");
+  EXPECT_EQ(k->Resolve(0xffffffffc0004000), "");
+  // A record's subset keeps the init text's bounds.
+  const std::vector<uint64_t> addrs = {0xffffffff83000b20, 0xffffffff8300d955, 0xffffffff82000010,
+                                       0xffffffff830767d0, 0xffffffff83100010};
+  auto sub = KernelSymbols::FromText(k->Subset(addrs));
+  ASSERT_TRUE(sub.ok());
+  for (uint64_t a : addrs) EXPECT_EQ(sub->Resolve(a), k->Resolve(a)) << std::hex << a;
+}
+
 TEST(KernelSymbolsTest, ModuleAddressesNameTheModule) {
   KernelSymbols k = Load();
   EXPECT_EQ(k.Resolve(0xffffffffc0001410), "mod_a_other+0x10 [mod_a]");
@@ -306,6 +347,16 @@ TEST(SidebandHistoryTest, SamplesCarryTheirThreadsNameAtTheirTime) {
   EXPECT_EQ(h.base().ThreadComm(7, 9), "worker-two");
   EXPECT_EQ(h.base().ThreadComm(7, 12), "server");  // unknown thread: the process's
   EXPECT_EQ(h.base().ThreadComm(99, 99), "");
+}
+
+// The idle task (pid 0, tid 0 on every CPU) has no /proc entry and no comm
+// event: it is named as perf names it, wherever a sample's name is asked.
+TEST(ProcessTableTest, TheIdleTaskIsNamedSwapper) {
+  CookieTable cookies;
+  ProcessTable t(&cookies);
+  EXPECT_EQ(t.ThreadComm(0, 0), "swapper");
+  EXPECT_EQ(*t.ThreadAt(0, 0, 100).comm, "swapper");
+  EXPECT_EQ(t.ThreadComm(99, 99), "");
 }
 
 TEST(SidebandHistoryTest, ExitedThreadsAreForgottenAfterTheCutoff) {

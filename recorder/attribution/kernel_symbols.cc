@@ -45,7 +45,11 @@ StatusOr<KernelSymbols> KernelSymbols::FromText(const std::string& text) {
     int n = std::sscanf(line.c_str(), "%llx %c %511s [%127[^]]]", &addr, &type, name, module);
     if (n < 3) continue;
     if (addr == 0) continue;  // addresses hidden (kptr_restrict)
-    if (n == 3 && std::strcmp(name, "_etext") == 0) k.core_text_end_ = addr;
+    if (n == 3) {
+      if (std::strcmp(name, "_etext") == 0) k.core_text_end_ = addr;
+      if (std::strcmp(name, "_sinittext") == 0) k.init_text_start_ = addr;
+      if (std::strcmp(name, "_einittext") == 0) k.init_text_end_ = addr;
+    }
     if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue;
     k.syms_.push_back({addr, name, n == 4 ? k.ModuleIndex(module) : 0});
   }
@@ -136,6 +140,11 @@ StatusOr<KernelSymbols> KernelSymbols::FromNames(const std::string& json_text) {
   return k;
 }
 
+bool KernelSymbols::InCoreText(uint64_t addr) const {
+  if (!core_text_end_ || addr < core_text_end_) return true;
+  return init_text_start_ && addr >= init_text_start_ && addr < init_text_end_;
+}
+
 KernelSymbol KernelSymbols::Lookup(uint64_t addr) const {
   KernelSymbol r;
   if (names_only_) {
@@ -158,8 +167,8 @@ KernelSymbol KernelSymbols::Lookup(uint64_t addr) const {
   }
   if (it == syms_.begin()) return r;
   const Sym& s = *std::prev(it);
-  if (s.module == 0 && core_text_end_ && addr >= core_text_end_) {
-    return r;  // past the kernel's text and in no known module
+  if (s.module == 0 && !InCoreText(addr)) {
+    return r;  // past the kernel's text and init text, and in no known module
   }
   if (s.module != 0 && modules_[s.module - 1].size) {
     return r;  // the module's extent is known, and this address is not in it
@@ -191,6 +200,10 @@ std::string KernelSymbols::Subset(const std::vector<uint64_t>& addrs) const {
   idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
   std::string out;
   if (core_text_end_) out += fmt::format("{:016x} T _etext\n", core_text_end_);
+  if (init_text_start_ && init_text_end_) {
+    out += fmt::format("{:016x} T _sinittext\n{:016x} T _einittext\n", init_text_start_,
+                       init_text_end_);
+  }
   for (uint32_t mi : mods) {
     const Module& m = modules_[mi - 1];
     out += fmt::format("module {} {:x} {}\n", m.name, m.base, m.size);

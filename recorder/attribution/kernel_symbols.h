@@ -22,8 +22,8 @@ struct KernelSymbol {
 // Kernel symbols from /proc/kallsyms (with each module symbol's [module]) and
 // module extents from /proc/modules, so an address is named only by a symbol
 // that can contain it: inside a module, one of that module's symbols (or
-// "[module]+0xoff"); past the end of the core kernel's text or of every
-// module, nothing — never the nearest symbol below, which would mis-attribute.
+// "[module]+0xoff"); past the end of the core kernel's text (and init text)
+// or of every module, nothing — never the nearest symbol below, which would mis-attribute.
 class KernelSymbols {
  public:
   static StatusOr<KernelSymbols> Load(const std::string& kallsyms = "/proc/kallsyms",
@@ -71,7 +71,12 @@ class KernelSymbols {
   const Module* ModuleAt(uint64_t addr) const;
   std::vector<Sym> syms_;
   std::vector<Module> modules_;
+  bool InCoreText(uint64_t addr) const;
   uint64_t core_text_end_ = 0;  // _etext, 0 if unknown
+  // Init text ([_sinittext, _einittext)) lies past _etext; kallsyms keeps
+  // its symbols after boot, and the boot CPU's idle stack roots there
+  // (start_kernel). 0 if unknown.
+  uint64_t init_text_start_ = 0, init_text_end_ = 0;
   bool names_only_ = false;
   std::vector<std::pair<std::string, std::string>> names_;  // FromNames: (symbol, module)
 };

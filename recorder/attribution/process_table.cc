@@ -149,15 +149,15 @@ const Mapping* ProcessTable::Lookup(uint32_t pid, uint64_t ip) const {
 }
 
 const std::string& ProcessTable::ThreadComm(uint32_t pid, uint32_t tid) const {
-  static const std::string kNone;
+  static const std::string kNone, kIdle = kIdleComm;
   auto pit = procs_.find(pid);
-  if (pit == procs_.end()) return kNone;
+  if (pit == procs_.end()) return pid == 0 ? kIdle : kNone;
   const Process& p = pit->second;
   if (tid != pid && !p.threads.empty()) {
     auto t = p.threads.find(tid);
     if (t != p.threads.end()) return t->second.comm;
   }
-  return p.comm;
+  return pid == 0 && p.comm.empty() ? kIdle : p.comm;
 }
 
 ProcessTable::SampledThread ProcessTable::ThreadAt(uint32_t pid, uint32_t tid,

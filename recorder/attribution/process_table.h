@@ -51,8 +51,11 @@ class ProcessTable {
   const Process* Find(uint32_t pid) const;
   // The name thread tid of process pid has now (comm events are applied in
   // time order, so a thread renamed later keeps its old name for the samples
-  // before): its own, else the process's, else "".
+  // before): its own, else the process's, else "". The idle task (pid 0,
+  // tid 0 on every CPU), which no /proc entry or comm event names, is
+  // kIdleComm, as perf names it.
   const std::string& ThreadComm(uint32_t pid, uint32_t tid) const;
+  static constexpr const char* kIdleComm = "swapper";
   // The thread a sample of (pid, tid) at time_ns belongs to, and its name.
   // A sample the kernel takes on a thread's way out, after its pid was
   // detached (release_task -> __exit_signal -> detach_pid), carries tid -1

@@ -49,6 +49,7 @@ struct Fixture {
   std::vector<std::vector<const attribution::Symbol*>> stacks;
   const attribution::CookieTable* cookies = nullptr;
   std::vector<const std::string*> process_comms;  // ResolvedSample::process_comm, by sample
+  std::vector<const std::string*> process_exes;   // ResolvedSample::process_exe, by sample
   const attribution::Symbol* Sym(const std::string& name) {
     attribution::Symbol s;
     s.function = name;
@@ -83,7 +84,8 @@ struct Fixture {
     (*ex)->Begin(info, &out);
     for (size_t i = 0; i < samples.size(); ++i) {
       (*ex)->Add(analysis::ResolvedSample{&samples[i], stacks[i], 0, cookies,
-                                          i < process_comms.size() ? process_comms[i] : nullptr});
+                                          i < process_comms.size() ? process_comms[i] : nullptr,
+                                          i < process_exes.size() ? process_exes[i] : nullptr});
     }
     EXPECT_TRUE((*ex)->Finish().ok());
     return out.str();
@@ -289,6 +291,48 @@ std::vector<flightrec::testing::WireField> Fields(const std::string& msg) {
   std::vector<flightrec::testing::WireField> out;
   if (!flightrec::testing::ParseWire(msg, &out)) return {};
   return out;
+}
+
+// The file names of a pprof export's mappings, in the order written (pprof
+// takes the first as the profile's main binary: its "File:").
+std::vector<std::string> PprofMappingFiles(const std::string& gz) {
+  const auto top = Fields(Gunzip(gz));
+  std::vector<std::string> strings, files;
+  for (const auto& t : top) {
+    if (t.number == 6) strings.push_back(t.bytes);
+  }
+  for (const auto& t : top) {
+    if (t.number != 3) continue;
+    for (const auto& x : Fields(t.bytes)) {
+      if (x.number == 5) files.push_back(x.varint < strings.size() ? strings[x.varint] : "?");
+    }
+  }
+  return files;
+}
+
+// The main binary is the executable of the process with the most samples
+// (the only one in an export of one process), not the first file by name.
+TEST(ExportTest, PprofMainBinaryIsTheExecutableWithTheMostSamples) {
+  Fixture f;
+  // Stacks in a library named before both executables, and in each.
+  const std::string exe_a = "/usr/bin/zed", exe_b = "/opt/b/app";
+  f.syms[0].dso = "/lib/libc.so.6";  // main
+  f.syms[1].dso = exe_b;             // a
+  f.syms[2].dso = exe_a;             // b<int>
+  f.process_exes = {&exe_a, &exe_a, &exe_b};
+  auto files = PprofMappingFiles(f.Run("pprof"));
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[0], exe_a);
+  // An executable none of whose code was sampled is still the main binary.
+  const std::string exe_c = "/usr/bin/python3";
+  f.process_exes = {&exe_c, &exe_c, &exe_b};
+  files = PprofMappingFiles(f.Run("pprof"));
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files[0], exe_c);
+  // Nothing known: the files as before, by name.
+  f.process_exes.clear();
+  files = PprofMappingFiles(f.Run("pprof"));
+  EXPECT_EQ(files, (std::vector<std::string>{"/lib/libc.so.6", exe_b, exe_a}));
 }
 
 // Issue 13 item 2: pid/tid/cpu are numeric labels with a unit (so pprof

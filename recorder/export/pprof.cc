@@ -68,6 +68,7 @@ class Pprof : public Exporter {
 
   void Add(const analysis::ResolvedSample& rs) override {
     const auto& s = *rs.sample;
+    if (rs.process_exe != nullptr) ++exe_samples_[*rs.process_exe];
     std::vector<uint64_t> locs;
     size_t begin = 0;
     size_t frame = 0;  // each non-inlined group is one of the sample's frames
@@ -125,24 +126,15 @@ class Pprof : public Exporter {
     ProtoWriter p;
     p.mutable_data() += samples_.data();
     samples_.Clear();
+    // pprof takes the first mapping for the main binary (its "File:").
+    const std::string main = MainExe();
+    if (!main.empty()) {
+      auto [it, fresh] = mappings_.try_emplace(main);
+      if (fresh) it->second.id = mappings_.size();  // no code sampled: an empty range
+      Mapping(&p, main, it->second);
+    }
     for (const auto& [dso, map] : mappings_) {
-      // Location addresses are file offsets (one file is mapped at different
-      // addresses in different processes), so the mapping spans the offsets
-      // seen, starting at its file offset: address - start + file_offset is
-      // the offset again, as pprof computes it.
-      const uint64_t start = map.lo & ~uint64_t{0xfff};
-      ProtoWriter m;
-      m.Varint(1, map.id);
-      m.Varint(2, start);
-      m.Varint(3, map.hi + 1);
-      m.Varint(4, start);
-      m.Varint(5, Str(dso));
-      if (!map.build_id.empty()) m.Varint(6, Str(map.build_id));
-      m.Varint(7, 1);
-      m.Varint(8, 1);
-      m.Varint(9, 1);
-      m.Varint(10, 1);
-      p.Message(3, m);
+      if (dso != main) Mapping(&p, dso, map);
     }
     p.mutable_data() += locations_.data();
     p.mutable_data() += functions_.data();
@@ -196,6 +188,39 @@ class Pprof : public Exporter {
       z_open_ = false;
     }
     if (!out_->good()) status_ = Status(StatusCode::kInternal, "writing the profile failed");
+  }
+  // The executable of the processes with the most samples (the filtered
+  // process's, in an export of one), "" if none is known.
+  std::string MainExe() const {
+    const std::pair<const std::string, uint64_t>* best = nullptr;
+    for (const auto& e : exe_samples_) {
+      if (best == nullptr || e.second > best->second ||
+          (e.second == best->second && e.first < best->first)) {
+        best = &e;
+      }
+    }
+    return best ? best->first : "";
+  }
+  struct MapInfo;
+  void Mapping(ProtoWriter* p, const std::string& dso, const MapInfo& map) {
+    // Location addresses are file offsets (one file is mapped at different
+    // addresses in different processes), so the mapping spans the offsets
+    // seen, starting at its file offset: address - start + file_offset is
+    // the offset again, as pprof computes it.
+    const bool seen = map.lo <= map.hi;
+    const uint64_t start = seen ? map.lo & ~uint64_t{0xfff} : 0;
+    ProtoWriter m;
+    m.Varint(1, map.id);
+    m.Varint(2, start);
+    m.Varint(3, seen ? map.hi + 1 : 0);
+    m.Varint(4, start);
+    m.Varint(5, Str(dso));
+    if (!map.build_id.empty()) m.Varint(6, Str(map.build_id));
+    m.Varint(7, 1);
+    m.Varint(8, 1);
+    m.Varint(9, 1);
+    m.Varint(10, 1);
+    p->Message(3, m);
   }
   void ValueType(ProtoWriter* p, uint32_t field, const char* type, const char* unit) {
     ProtoWriter vt;
@@ -276,8 +301,9 @@ class Pprof : public Exporter {
   std::unordered_map<std::string, uint64_t> string_ids_;
   std::unordered_map<std::string, uint64_t> function_ids_;
   std::unordered_map<std::string, uint64_t> location_ids_;
-  std::map<std::string, MapInfo> mappings_;             // by file
-  std::map<std::string, attribution::Symbol> markers_;  // the marker frames' symbols
+  std::map<std::string, MapInfo> mappings_;                // by file
+  std::unordered_map<std::string, uint64_t> exe_samples_;  // samples by process executable
+  std::map<std::string, attribution::Symbol> markers_;     // the marker frames' symbols
   ProtoWriter samples_, locations_, functions_;
   static constexpr size_t kFlushBytes = 1 << 20;  // samples_ is compressed at this size
   z_stream zs_{};

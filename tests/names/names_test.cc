@@ -363,6 +363,143 @@ TEST_F(NamesTest, PerfScriptShowsEachThreadsNameWithItsTid) {
   EXPECT_EQ(syms["worker-two"].count("hot_one"), 0u);
 }
 
+// A system-wide record of the last 5 s with samples of the idle task (pid
+// 0): dumped again (bounded) until one has some, as a CPU idles only when
+// nothing else on the machine is runnable.
+std::string DumpWithIdle(const Daemon& daemon) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    std::string id;
+    DumpLast5s(daemon, 0, {}, &id);
+    if (id.empty()) return "";
+    auto script = daemon.Cli({"script", id, "--json"});
+    std::istringstream in(script.out);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (nlohmann::json::parse(line)["pid"] == 0) return id;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// The idle task (pid 0, tid 0 on each CPU) is named swapper, as perf names
+// it, in every output; its boot CPU's stack roots in init text
+// (start_kernel), past _etext, and those frames are named.
+TEST_F(NamesTest, IdleTaskIsSwapperInEveryOutput) {
+  const std::string all = DumpWithIdle(*daemon_);
+  ASSERT_FALSE(all.empty());
+  auto rep = daemon_->Cli({"report", all, "--sort", "comm", "--json", "--limit", "0"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  auto rows = SelfByKey(rep.out);
+  EXPECT_GT(rows["swapper"], 0u) << rep.out;
+  EXPECT_EQ(rows.count(""), 0u) << rep.out;
+
+  auto script = daemon_->Cli({"script", all, "--json"});
+  ASSERT_EQ(script.exit_code, 0) << script.err;
+  std::set<std::string> idle_comms, unnamed;
+  int cpu0_idle = 0, cpu0_start_kernel = 0;
+  std::istringstream in(script.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["pid"] != 0) continue;
+    idle_comms.insert(j["comm"].get<std::string>());
+    bool start_kernel = false;
+    for (const auto& f : j["frames"]) {
+      const std::string fn = f["function"].get<std::string>();
+      if (fn.empty() && f["dso"] == "[kernel.kallsyms]") unnamed.insert(f.dump());
+      start_kernel |= fn == "start_kernel";
+    }
+    if (j["cpu"] == 0) {
+      ++cpu0_idle;
+      cpu0_start_kernel += start_kernel;
+    }
+  }
+  EXPECT_EQ(idle_comms, std::set<std::string>{"swapper"});
+  EXPECT_TRUE(unnamed.empty()) << ::testing::PrintToString(unnamed);
+  if (cpu0_idle > 0) {
+    EXPECT_GT(cpu0_start_kernel, 0) << cpu0_idle << " CPU 0 idle samples";
+  }
+
+  ASSERT_EQ(daemon_->Cli({"export", all, "-f", "folded", "-o", Out("all.folded")}).exit_code, 0);
+  std::ifstream folded(Out("all.folded"));
+  std::set<std::string> roots;
+  while (std::getline(folded, line)) roots.insert(line.substr(0, line.find(';')));
+  EXPECT_TRUE(roots.count("swapper")) << ::testing::PrintToString(roots);
+  EXPECT_FALSE(roots.count("0")) << ::testing::PrintToString(roots);
+
+  // Chrome (and speedscope, which reads it): the lane and the CPU slices.
+  ASSERT_EQ(daemon_->Cli({"export", all, "-f", "chrome", "-o", Out("all.json")}).exit_code, 0);
+  std::ifstream chrome_in(Out("all.json"));
+  const auto chrome = nlohmann::json::parse(chrome_in);
+  std::set<std::string> idle_lanes, cpu_slices;
+  for (const auto& e : chrome["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 0) {
+      idle_lanes.insert(e["args"]["name"].get<std::string>());
+    }
+    if (e["ph"] == "B" && e["name"].get<std::string>().find(" 0/0") != std::string::npos) {
+      cpu_slices.insert(e["name"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(idle_lanes, std::set<std::string>{"swapper"});
+  EXPECT_EQ(cpu_slices, std::set<std::string>{"swapper 0/0"});
+
+  ASSERT_EQ(daemon_->Cli({"export", all, "-f", "perfetto", "-o", Out("all.pftrace")}).exit_code, 0);
+  auto raw = ProtocDecodeRaw(Out("all.pftrace"));
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  EXPECT_NE(raw.out.find("\"swapper 0/0\""), std::string::npos);
+  EXPECT_EQ(raw.out.find("\"? 0/0\""), std::string::npos);
+
+  ASSERT_EQ(daemon_->Cli({"export", all, "-f", "perf", "-o", Out("all.perf.data")}).exit_code, 0);
+  auto perf = RunCommand({"/usr/bin/perf", "script", "-i", Out("all.perf.data"), "-F", "comm,tid",
+                          "--hide-call-graph"},
+                         {"HOME=" + dir_->path(), "PAGER=cat"});
+  ASSERT_EQ(perf.exit_code, 0) << perf.err;
+  std::set<std::string> perf_idle;
+  std::istringstream perf_in(perf.out);
+  while (std::getline(perf_in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, std::regex("^ *(.*?) +0 *$"))) perf_idle.insert(m[1]);
+  }
+  EXPECT_EQ(perf_idle, std::set<std::string>{"swapper"}) << perf.out.substr(0, 2000);
+
+  // pprof: idle samples carry comm=swapper like any other (so each label
+  // covers every sample).
+  ASSERT_EQ(daemon_->Cli({"export", all, "-f", "pprof", "-o", Out("all.pb.gz")}).exit_code, 0);
+  const std::vector<std::string> env = {"HOME=" + dir_->path(),
+                                        "GOCACHE=" + dir_->path() + "/gocache",
+                                        "PPROF_TMPDIR=" + dir_->path()};
+  auto tags = RunCommand({"/usr/bin/go", "tool", "pprof", "-tags", Out("all.pb.gz")}, env);
+  ASSERT_EQ(tags.exit_code, 0) << tags.err;
+  // pprof drops a label whose value is "": the comm tag would cover fewer
+  // samples than the others (its total smaller than pid's).
+  auto total = [&](const std::string& key) {
+    std::smatch m;
+    std::regex_search(tags.out, m, std::regex(" " + key + ": Total ([^\n]*)"));
+    return m.empty() ? std::string("none") : m[1].str();
+  };
+  EXPECT_EQ(total("comm"), total("pid")) << tags.out;
+  EXPECT_TRUE(std::regex_search(tags.out, std::regex("\\): swapper\n"))) << tags.out;
+  // They are left out by name.
+  auto busy = RunCommand(
+      {"/usr/bin/go", "tool", "pprof", "-tags", "-tagignore=comm=swapper", Out("all.pb.gz")}, env);
+  ASSERT_EQ(busy.exit_code, 0) << busy.err;
+  EXPECT_EQ(busy.out.find("swapper"), std::string::npos) << busy.out;
+  EXPECT_NE(busy.out.find(" pid: Total "), std::string::npos) << busy.out;
+}
+
+// pprof's main binary ("File:") is the recorded process's executable, not
+// the first file by name (a library, or another process's memfd).
+TEST_F(NamesTest, PprofMainBinaryIsTheRecordedExecutable) {
+  ASSERT_EQ(daemon_->Cli({"export", id_, "-f", "pprof", "-o", Out("main.pb.gz")}).exit_code, 0);
+  auto top = RunCommand({"/usr/bin/go", "tool", "pprof", "-top", "-nodecount=1", Out("main.pb.gz")},
+                        {"HOME=" + dir_->path(), "GOCACHE=" + dir_->path() + "/gocache",
+                         "PPROF_TMPDIR=" + dir_->path()});
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("File: fr_names\n"), std::string::npos) << top.out;
+}
+
 // Threads named before recorderd started are known from its /proc scan
 // (/proc/PID/task/TID/comm), not only from later COMM records.
 TEST(NamesBeforeTheDaemonTest, ThreadsNamedBeforeTheDaemonStartedKeepTheirNames) {
