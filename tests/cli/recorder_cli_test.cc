@@ -50,15 +50,24 @@ nlohmann::json Json(const RunResult& r) {
   return j;
 }
 
+// `dump --json` of the last 5 s of a spinning fr_spin: its pid, the record's
+// id and how many samples it holds (some).
+void DumpASpinner(const Daemon& d, pid_t* spin, std::string* id, uint64_t* samples) {
+  *spin = SpinToTheEnd("1");
+  auto dump = Json(d.Cli({"dump", "--last", "5s", "--pid", std::to_string(*spin), "--json"}));
+  *id = dump["id"];
+  *samples = dump["samples"];
+  ASSERT_GT(*samples, 0u);
+}
+
 TEST(RecorderCliTest, ExportFlamegraphAndVerifyPrintJsonAndIdsMatchByAnyPart) {
   TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
-  pid_t spin = SpinToTheEnd("1");
-  auto dump = Json(d.Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"}));
-  const std::string id = dump["id"];
-  const uint64_t samples = dump["samples"];
-  ASSERT_GT(samples, 0u);
+  pid_t spin = 0;
+  std::string id;
+  uint64_t samples = 0;
+  ASSERT_NO_FATAL_FAILURE(DumpASpinner(d, &spin, &id, &samples));
   // The random suffix alone names the record (`report 67f484`).
   const std::string suffix = id.substr(id.find('-') + 1);
   ASSERT_EQ(suffix.size(), 6u);
@@ -225,11 +234,10 @@ TEST(RecorderCliTest, AFilterThatMatchesNoSampleIsAnErrorSayingWhatTheRecordHold
   TempDir dir;
   Daemon d(dir.path());
   ASSERT_TRUE(d.ready()) << d.Log();
-  pid_t spin = SpinToTheEnd("1");
-  auto dump = Json(d.Cli({"dump", "--last", "5s", "--pid", std::to_string(spin), "--json"}));
-  const std::string id = dump["id"];
-  const uint64_t samples = dump["samples"];
-  ASSERT_GT(samples, 0u);
+  pid_t spin = 0;
+  std::string id;
+  uint64_t samples = 0;
+  ASSERT_NO_FATAL_FAILURE(DumpASpinner(d, &spin, &id, &samples));
   const std::string nobody = std::to_string(FreePid());
   const std::string out = dir.path() + "/out";
   const std::vector<std::vector<std::string>> commands = {{"report"},
