@@ -18,6 +18,7 @@
 
 #include "common/checked_json.h"
 #include "common/units.h"
+#include "recorder/attribution/vdso.h"
 #include "recorder/model/event_codec.h"
 #include "recorder/record/dump_record.h"
 #include "recorder/symbolize/debuginfo.h"
@@ -419,6 +420,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   }
   info.window_start_ns = json::Get<uint64_t>(dump.config, "window_start_mono_ns", 0);
   info.window_end_ns = json::Get<uint64_t>(dump.config, "freeze_time_mono_ns", 0);
+  info.vdso_build_id = attribution::VdsoBuildId(dump.vdso);
   if (on_info) on_info(info);
 
   ReplayStats stats;

@@ -40,6 +40,10 @@ struct RecordInfo {
   // Add to a sample's time_ns for CLOCK_BOOTTIME ns; absent in records made
   // before records kept it.
   std::optional<int64_t> mono_to_boot_ns;
+  // The GNU build-id (hex) of the vDSO image the record keeps ("" if none):
+  // exports that name [vdso] frames elsewhere than here (perf.data) say
+  // which image they are in.
+  std::string vdso_build_id;
 };
 
 // One attributed, symbolized sample. `stack` is innermost first and may be

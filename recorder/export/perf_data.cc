@@ -22,6 +22,7 @@
 // carry the build-id (PERF_RECORD_MISC_MMAP_BUILD_ID) or else the device and
 // inode; the BUILD_ID feature lists every file with a build-id so perf finds
 // it on disk or in ~/.debug and refuses a different file at the same path.
+// vDSO frames get a window of their own, mapped as "[vdso]" (VdsoIp).
 //
 // Kernel frames: a root record's frames are kernel addresses and go out as
 // they are, under a kernel map (KernelMmap) perf names them through, from
@@ -44,6 +45,7 @@
 
 #include "common/checked_json.h"
 #include "common/terminal_escape.h"
+#include "recorder/attribution/vdso.h"
 #include "recorder/export/exporters.h"
 #include "recorder/export/perf_data.h"
 #include "recorder/model/perf_sideband.h"
@@ -175,6 +177,7 @@ using perfdata::Buf;
 constexpr uint64_t kWindowBase = 0x1000'0000'0000;
 constexpr uint64_t kWindowSize = 1ull << 32;
 constexpr uint64_t kWindowEnd = 0x5000'0000'0000;
+constexpr char kVdsoName[] = "[vdso]";  // the name perf record gives the vDSO's map
 // A kernel frame below this is a name reference (a user's record), not an
 // address (attribution.h KernelSymbols::NameRef).
 constexpr uint64_t kKernelHalf = 0xffff'8000'0000'0000;
@@ -279,6 +282,13 @@ class PerfData : public Exporter {
           "perf.data: {} frames {} are written as unknown addresses (perf shows [unknown]); "
           "the other formats name them",
           n, why));
+    }
+    if (foreign_vdso_frames_) {
+      notes.push_back(fmt::format(
+          "perf.data: {} [vdso] frames are in another kernel's vDSO (build-id {}), which perf "
+          "names only from that image in its build-id cache; the other formats name them from "
+          "the record",
+          foreign_vdso_frames_, info_.vdso_build_id));
     }
     return notes;
   }
@@ -425,9 +435,12 @@ class PerfData : public Exporter {
   uint64_t UserIp(uint32_t pid, const attribution::Frame& f,
                   const attribution::CookieTable* cookies, uint64_t time_ns, uint32_t cpu) {
     const attribution::Cookie* c = f.cookie && cookies ? cookies->Get(f.cookie) : nullptr;
+    if (!c && f.special == "[vdso]" && f.offset < kWindowSize) {
+      return VdsoIp(pid, f.offset, time_ns, cpu);
+    }
     if (!c) {
-      // vDSO, anonymous or unknown: the raw address, unless it would land in
-      // a file's window and be named after that file.
+      // Anonymous or unknown: the raw address, unless it would land in a
+      // file's window and be named after that file.
       return f.offset >= kWindowBase && f.offset < kWindowEnd ? 0 : f.offset;
     }
     // A frame perf.data cannot place (an executable mapping more than 4 GiB
@@ -437,21 +450,63 @@ class PerfData : public Exporter {
     if (f.offset >= kWindowSize) return Unplaced("past 4 GiB into their file");
     auto wit = windows_.find(c->id);
     if (wit == windows_.end()) {
-      const uint64_t base = kWindowBase + windows_.size() * kWindowSize;
-      if (base + kWindowSize > kWindowEnd) {
-        return Unplaced(
-            fmt::format("in files beyond the first {}", (kWindowEnd - kWindowBase) / kWindowSize));
-      }
       if (c->path.empty() || c->path.size() > kMaxPath || c->path.find('\0') != std::string::npos) {
         return Unplaced("in files without a usable path");
       }
+      const uint64_t base = NextWindow();
+      if (base == 0) return Unplaced(TooManyFiles());
       wit = windows_.emplace(c->id, base).first;
       std::string bid = perfdata::BuildIdBytes(c->build_id);
       if (!bid.empty()) build_ids_[c->path] = bid;
     }
     const uint64_t base = wit->second;
-    if (mapped_.insert({pid, c->id}).second) Mmap2(pid, *c, base, time_ns, cpu);
+    if (mapped_.insert({pid, c->id}).second) {
+      Mmap2(pid, c->path, perfdata::BuildIdBytes(c->build_id), c->dev, c->ino, base, time_ns, cpu);
+    }
     return base + f.offset;
+  }
+
+  // A vDSO frame: an offset into the image every process of the recording
+  // kernel maps. perf record maps it as "[vdso]" at pgoff 0 (the image is
+  // linked at 0, so offset = address in the ELF). perf report looks a
+  // [vdso] with a build-id up in its build-id cache only (which perf record
+  // fills and we do not: "not found, continuing without symbols"); one
+  // without a build-id it names from its own vDSO (machine.c
+  // machine__findnew_vdso: a copy of perf's [vdso] in a temporary file).
+  // So the map goes without a build-id when the record's image is this
+  // machine's (or, for a record without an image, it is of this boot), and
+  // with the record's build-id otherwise: perf then names the frames only
+  // from that very image, never from a different kernel's.
+  uint64_t VdsoIp(uint32_t pid, uint64_t offset, uint64_t time_ns, uint32_t cpu) {
+    if (vdso_base_ == 0) {
+      const std::string& theirs = info_.vdso_build_id;
+      if (theirs.empty() && (info_.boot_id.empty() || info_.boot_id != perfdata::CurrentBootId())) {
+        return Unplaced("in the vDSO of another boot, which the record keeps no image of");
+      }
+      vdso_base_ = NextWindow();
+      if (vdso_base_ == 0) return Unplaced(TooManyFiles());
+      auto own = attribution::ReadOwnVdso();
+      if (!theirs.empty() && (!own.ok() || attribution::VdsoBuildId(*own) != theirs)) {
+        vdso_build_id_ = perfdata::BuildIdBytes(theirs);
+        build_ids_[kVdsoName] = vdso_build_id_;
+      }
+    }
+    if (!vdso_build_id_.empty()) ++foreign_vdso_frames_;
+    if (vdso_mapped_.insert(pid).second) {
+      Mmap2(pid, kVdsoName, vdso_build_id_, 0, 0, vdso_base_, time_ns, cpu);
+    }
+    return vdso_base_ + offset;
+  }
+
+  // The base of a window no file has yet; 0 when every window is taken.
+  uint64_t NextWindow() {
+    const uint64_t base = kWindowBase + windows_taken_ * kWindowSize;
+    if (base + kWindowSize > kWindowEnd) return 0;
+    ++windows_taken_;
+    return base;
+  }
+  static std::string TooManyFiles() {
+    return fmt::format("in files beyond the first {}", (kWindowEnd - kWindowBase) / kWindowSize);
   }
 
   // The core kernel's map, in front of every other record, as perf record
@@ -483,8 +538,8 @@ class PerfData : public Exporter {
     data_ += body;
   }
 
-  void Mmap2(uint32_t pid, const attribution::Cookie& c, uint64_t base, uint64_t time_ns,
-             uint32_t cpu) {
+  void Mmap2(uint32_t pid, const std::string& path, std::string bid, uint64_t dev, uint64_t ino,
+             uint64_t base, uint64_t time_ns, uint32_t cpu) {
     // struct perf_record_mmap2 (perf_event.h PERF_RECORD_MMAP2): the threads
     // of a process share its maps in perf, so tid = pid.
     Buf b;
@@ -493,7 +548,6 @@ class PerfData : public Exporter {
     b.U64(base);
     b.U64(kWindowSize);
     b.U64(0);  // pgoff: the window starts at file offset 0
-    std::string bid = perfdata::BuildIdBytes(c.build_id);
     uint16_t misc = PERF_RECORD_MISC_USER;
     if (!bid.empty()) {
       misc |= kMiscMmapBuildId;
@@ -503,14 +557,14 @@ class PerfData : public Exporter {
       bid.resize(20, '\0');
       b.Bytes(bid);
     } else {
-      b.U32(major(c.dev));
-      b.U32(minor(c.dev));
-      b.U64(c.ino);
+      b.U32(major(dev));
+      b.U32(minor(dev));
+      b.U64(ino);
       b.U64(0);  // ino_generation
     }
     b.U32(0x5);  // PROT_READ | PROT_EXEC
     b.U32(0x2);  // MAP_PRIVATE
-    b.Str(c.path, 8);
+    b.Str(path, 8);
     attribution::AttributedSample at;
     at.pid = pid;
     at.tid = pid;
@@ -530,9 +584,14 @@ class PerfData : public Exporter {
   uint64_t kernel_lo_ = UINT64_MAX, kernel_hi_ = 0;  // core kernel frames' addresses
   std::unordered_map<uint32_t, std::string> comms_;  // by tid
   std::unordered_map<uint32_t, uint64_t> windows_;   // by cookie id: the file's base
-  std::set<std::pair<uint32_t, uint32_t>> mapped_;   // (pid, cookie) with an MMAP2
-  std::map<std::string, std::string> build_ids_;     // path → raw build-id
-  std::map<std::string, uint64_t> unplaced_;         // why → frames written as unknown
+  uint64_t windows_taken_ = 0;                       // files' and the vDSO's
+  uint64_t vdso_base_ = 0;                           // the vDSO's window, 0 = none yet
+  std::set<uint32_t> vdso_mapped_;                   // pids with a [vdso] MMAP2
+  std::string vdso_build_id_;  // raw; set when the record's vDSO is not this machine's
+  uint64_t foreign_vdso_frames_ = 0;
+  std::set<std::pair<uint32_t, uint32_t>> mapped_;  // (pid, cookie) with an MMAP2
+  std::map<std::string, std::string> build_ids_;    // path → raw build-id
+  std::map<std::string, uint64_t> unplaced_;        // why → frames written as unknown
 };
 
 }  // namespace

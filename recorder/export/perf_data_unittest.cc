@@ -2,6 +2,7 @@
 // the file is parsed back by the layout perf's header.c reads. That perf
 // itself reads the file is tests/export/perf_data_test.cc.
 #include "recorder/export/perf_data.h"
+#include "recorder/attribution/vdso.h"
 
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "recorder/attribution/vdso.h"
 #include "recorder/export/export.h"
 
 namespace flightrec::recorder::exporter::perfdata {
@@ -104,6 +106,7 @@ struct Exported {
   std::vector<attribution::AttributedSample> samples;
   attribution::Symbol sym;
   std::vector<const attribution::Symbol*> stack;
+  std::string boot_id, vdso_build_id;  // the record's
   Exported() {
     MmapEvent m;
     m.filename = "/bin/x";
@@ -136,6 +139,8 @@ struct Exported {
     info.host = "box";
     info.kernel = "6.1.0";
     info.config = {{"backend", {{"event", event}, {"frequency_hz", 1000}}}};
+    info.boot_id = boot_id;
+    info.vdso_build_id = vdso_build_id;
     (*ex)->Begin(info, &out);
     for (const auto& s : samples) (*ex)->Add(analysis::ResolvedSample{&s, stack, 0, &cookies});
     RETURN_IF_ERROR((*ex)->Finish());
@@ -255,6 +260,72 @@ TEST(PerfDataTest, FramesThatCannotBePlacedAreUnknownWithANote) {
   EXPECT_NE(notes[0].find("4 frames in files without a usable path"), std::string::npos)
       << notes[0];
   EXPECT_EQ(r->find(std::string(100, 'a')), std::string::npos) << "the path was mapped";
+}
+
+// The MMAP2 records of a file: (name, whether it carries a build-id).
+std::vector<std::pair<std::string, bool>> Mmap2s(const std::string& f) {
+  std::vector<std::pair<std::string, bool>> maps;
+  const uint64_t data_at = At<uint64_t>(f, 40), data_size = At<uint64_t>(f, 48);
+  for (uint64_t at = data_at; at < data_at + data_size;) {
+    const auto size = At<uint16_t>(f, at + 6);
+    if (size < 8) break;
+    if (At<uint32_t>(f, at) == PERF_RECORD_MMAP2) {
+      maps.emplace_back(f.c_str() + at + 72, (At<uint16_t>(f, at + 4) & (1 << 14)) != 0);
+    }
+    at += size;
+  }
+  return maps;
+}
+
+// A vDSO frame goes out in a "[vdso]" map, as perf record writes it. perf
+// names a [vdso] without a build-id from its own vDSO, so the map has none
+// only when the record's image is this machine's; a foreign one carries its
+// build-id (perf then looks for that very image) and the export says so.
+TEST(PerfDataTest, VdsoFramesAreMappedAsVdsoWithABuildIdOnlyWhenForeign) {
+  auto own = attribution::ReadOwnVdso();
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  const std::string own_id = attribution::VdsoBuildId(*own);
+  ASSERT_FALSE(own_id.empty());
+  auto with_vdso = [](Exported& e) {
+    for (auto& s : e.samples) s.frames.insert(s.frames.end() - 2, {false, 0, 0xb46, "[vdso]"});
+  };
+
+  Exported here;
+  here.vdso_build_id = own_id;
+  with_vdso(here);
+  std::vector<std::string> notes;
+  auto f = here.Run("cpu-clock", &notes);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(notes.empty()) << notes[0];
+  auto maps = Mmap2s(*f);
+  EXPECT_NE(std::find(maps.begin(), maps.end(), std::pair<std::string, bool>{"[vdso]", false}),
+            maps.end());
+  EXPECT_EQ(f->find(BuildIdBytes(own_id)), std::string::npos) << "no build-id is written";
+
+  Exported foreign;
+  foreign.vdso_build_id = std::string(40, 'a');
+  with_vdso(foreign);
+  f = foreign.Run("cpu-clock", &notes);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  maps = Mmap2s(*f);
+  EXPECT_NE(std::find(maps.begin(), maps.end(), std::pair<std::string, bool>{"[vdso]", true}),
+            maps.end());
+  EXPECT_NE(f->find(std::string(20, '\xaa')), std::string::npos) << "the build-id is written";
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("2 [vdso] frames are in another kernel's vDSO"), std::string::npos)
+      << notes[0];
+
+  // No image and another boot: nothing to name them by, so no map.
+  Exported unknown;
+  unknown.boot_id = "not-this-boot";
+  with_vdso(unknown);
+  f = unknown.Run("cpu-clock", &notes);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  maps = Mmap2s(*f);
+  EXPECT_EQ(std::count_if(maps.begin(), maps.end(), [](auto& m) { return m.first == "[vdso]"; }),
+            0);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("2 frames in the vDSO of another boot"), std::string::npos) << notes[0];
 }
 
 }  // namespace

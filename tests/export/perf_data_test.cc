@@ -120,6 +120,40 @@ TEST_F(PerfDataTest, PerfReportShowsTheSameSamplesAndTopFunctionsAsReport) {
   EXPECT_EQ(rows[1].name, "spin_b") << perf.out;
 }
 
+// Samples in the vDSO (the fast clock_gettime) are named by perf as by our
+// report: the export maps them as "[vdso]", which perf names from its own
+// vDSO, the same image on this machine.
+TEST_F(PerfDataTest, PerfNamesTheVdsoFramesAsReportDoes) {
+  pid_t pid = 0;
+  ASSERT_TRUE(RunToSuccess({BuildPath("tests/programs/fr_spin"), "1", "clock"}, &pid));
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(DumpLast5s(*daemon_, pid, {}, &id));
+  const std::string file = Out("vdso.perf.data");
+  auto r = daemon_->Cli({"export", id, "-f", "perf", "-o", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("[vdso] frames"), std::string::npos) << r.err;
+  auto rep = daemon_->Cli({"report", id, "--json"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  const uint64_t ours = SelfByKey(rep.out)["__vdso_clock_gettime"];
+  ASSERT_GT(ours, 10u) << rep.out;
+
+  auto perf = Perf(
+      {"report", "--stdio", "-i", file, "-n", "--no-children", "--sort", "dso,sym", "-g", "none"});
+  ASSERT_EQ(perf.exit_code, 0) << perf.err;
+  uint64_t named = 0;
+  std::istringstream in(perf.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string pct, dso, mode, sym;
+    uint64_t n = 0;
+    if (!(f >> pct >> n >> dso >> mode >> sym) || pct.back() != '%') continue;
+    EXPECT_FALSE(dso == "[vdso]" && sym.rfind("0x", 0) == 0) << "an unnamed vDSO frame: " << line;
+    if (dso == "[vdso]" && sym == "__vdso_clock_gettime") named += n;
+  }
+  EXPECT_EQ(named, ours) << perf.out << rep.out;
+}
+
 TEST_F(PerfDataTest, PerfScriptHasEverySampleWithItsThreadName) {
   // The thread names the report counts (fr_spin, and the test's own name on
   // the samples taken between fork and exec).

@@ -9,7 +9,9 @@
  * the vCPU, so a time slice may hold almost no work and one sample, and a
  * split by time drifts towards 50/50 in samples; a split by work does not.
  * fr_spin N rounds: exactly N rounds of that split by work (spin_a and
- * spin_b each called N times), however long they take on a loaded machine. */
+ * spin_b each called N times), however long they take on a loaded machine.
+ * fr_spin SECONDS clock: reads CLOCK_MONOTONIC in a loop (spin_clock) for
+ * SECONDS of wall time: nearly every sample is in the vDSO's clock_gettime. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +35,23 @@ __attribute__((noinline)) void spin_b(double seconds, int blocks) {
     for (int i = 0; i < 200000; i++) sink ^= i;
 }
 
+/* The vDSO's clock, called as often as it returns. */
+__attribute__((noinline)) void spin_clock(double seconds) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (now.tv_sec - start.tv_sec + (now.tv_nsec - start.tv_nsec) / 1e9 < seconds);
+}
+
 int main(int argc, char **argv) {
   double total = argc > 1 ? atof(argv[1]) : 5.0;
+  if (argc > 2 && strcmp(argv[2], "clock") == 0) {
+    printf("%d\n", getpid());
+    fflush(stdout);
+    spin_clock(total);
+    return 0;
+  }
   int rounds = argc > 2 && strcmp(argv[2], "rounds") == 0;
   int by_work = rounds || (argc > 2 && strcmp(argv[2], "work") == 0);
   printf("%d\n", getpid());

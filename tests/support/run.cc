@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <optional>
 
@@ -68,14 +69,25 @@ RunResult RunCommand(const std::vector<std::string>& argv, const std::vector<std
 }
 
 pid_t Spawn(const std::vector<std::string>& args, bool quiet, std::optional<uid_t> as_uid) {
+  // The write end closes at the child's exec (or its exit when exec
+  // fails): reading to EOF returns once the child is argv[0], so a caller
+  // that inspects /proc/PID never sees the forked copy of the test.
+  int exec_done[2];
+  if (pipe2(exec_done, O_CLOEXEC) != 0) return -1;
   pid_t pid = fork();
   if (pid == 0) {
+    close(exec_done[0]);
     if (quiet) {
       int devnull = open("/dev/null", O_WRONLY);
       dup2(devnull, 1);
     }
     ExecAs(as_uid, args);
   }
+  close(exec_done[1]);
+  char c;
+  while (pid > 0 && read(exec_done[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  close(exec_done[0]);
   return pid;
 }
 

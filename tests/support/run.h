@@ -36,7 +36,8 @@ RunResult RunCommand(const std::vector<std::string>& argv, const std::vector<std
                      std::optional<uid_t> as_uid = std::nullopt);
 
 // Starts argv[0] with the given arguments in a child process and returns its
-// pid (the caller waits). quiet sends the child's stdout to /dev/null;
+// pid (the caller waits) once the child has exec'd argv[0] (or failed to).
+// quiet sends the child's stdout to /dev/null;
 // `as_uid` as for RunCommand.
 pid_t Spawn(const std::vector<std::string>& args, bool quiet = true,
             std::optional<uid_t> as_uid = std::nullopt);
