@@ -42,13 +42,14 @@ TEST(DemoTest, ShowsTheWorkloadThenTheCrashWithItsHistoryAndRestoresCorePattern)
       << out;
 
   // The workload part: the label says 70 / 30 and the report agrees with
-  // it (within sampling noise: a few hundred samples on a loaded machine).
+  // it within 5 points (~2500 samples at the demo's 499 Hz: one sigma of
+  // sampling noise is under a point).
   auto work = out.substr(0, out.find("== recorder coredump install"));
   EXPECT_NE(work.find("spin_a ~70%, spin_b ~30%"), std::string::npos) << work;
   double a = SelfPercent(work, "spin_a"), b = SelfPercent(work, "spin_b");
   ASSERT_GT(a, 0) << work;
   ASSERT_GT(b, 0) << work;
-  EXPECT_NEAR(a / (a + b), 0.7, 0.1) << work;
+  EXPECT_NEAR(a / (a + b), 0.7, 0.05) << work;
 
   // The crash part: crash info with the backtrace and the history.
   auto pos = out.find("== recorder crash info -1");
