@@ -21,6 +21,10 @@ bool ParseWire(const std::string& msg, std::vector<WireField>* out) {
     f.number = static_cast<uint32_t>(tag >> 3);
     if ((tag & 7) == 0) {
       if (!varint(&f.varint)) return false;
+    } else if ((tag & 7) == 1) {  // fixed64, little-endian
+      if (msg.size() - i < 8) return false;
+      for (int k = 0; k < 8; ++k) f.varint |= uint64_t{static_cast<uint8_t>(msg[i + k])} << (8 * k);
+      i += 8;
     } else if ((tag & 7) == 2) {
       uint64_t len;
       if (!varint(&len) || len > msg.size() - i) return false;

@@ -8,8 +8,8 @@
 
 namespace flightrec::testing {
 
-// One field of a message: its number and a varint (wire type 0) or bytes
-// (wire type 2) value.
+// One field of a message: its number and a varint (wire type 0; fixed64,
+// wire type 1, is read into it too) or bytes (wire type 2) value.
 struct WireField {
   uint32_t number = 0;
   uint64_t varint = 0;
