@@ -1,4 +1,4 @@
-// recorder export ID --format pprof|perfetto|chrome|folded|svg|perf -o FILE and
+// recorder export ID --format pprof|perfetto|chrome|folded|svg|perf|otlp -o FILE and
 // recorder flamegraph ID -o FILE.svg: replay the record through the one
 // pipeline into recorder/export's writers. Files are written through an
 // AtomicOutputFile: put in place only when complete, so a failed export never
@@ -57,7 +57,7 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
     return InvalidArgument("--json prints a summary on stdout: give the output a file with -o");
   }
   if (to_stdout && isatty(STDOUT_FILENO) &&
-      (a.format == "pprof" || a.format == "perfetto" || a.format == "perf")) {
+      (a.format == "pprof" || a.format == "perfetto" || a.format == "perf" || a.format == "otlp")) {
     return InvalidArgument(fmt::format("{} output is binary: give a file with -o", a.format));
   }
   if (to_stdout && a.format == "perf") {
@@ -144,9 +144,12 @@ void AddExportCommands(CLI::App& app, CliContext& ctx) {
       "  folded    folded stacks for flamegraph.pl, speedscope, inferno\n"
       "  svg       an interactive flame graph (same as `recorder flamegraph`)\n"
       "  perf      perf.data for `perf report -i`, `perf script -i`, hotspot; files are\n"
-      "            found by build-id, kernel frames are named only in root's records");
+      "            found by build-id, kernel frames are named only in root's records\n"
+      "  otlp      OpenTelemetry profiles (OTLP ProfilesData protobuf, profiles\n"
+      "            v1development: a development signal) with thread, pid, cpu and\n"
+      "            executable attributes and build-ids; also an OTLP/HTTP request body");
   ea->Register(exp);
-  exp->add_option("--format,-f", ea->format, "pprof, perfetto, chrome, folded, svg or perf")
+  exp->add_option("--format,-f", ea->format, "pprof, perfetto, chrome, folded, svg, perf or otlp")
       ->required();
   exp->add_option("-o,--output", ea->output, "Output file (- for stdout)")->required();
   exp->callback([&ctx, ea] { ctx.action = [&ctx, ea] { return RunExport(ctx, *ea); }; });

@@ -12,8 +12,8 @@
 namespace flightrec::recorder::exporter {
 
 const std::vector<std::string>& ExportFormats() {
-  static const std::vector<std::string> kFormats = {"pprof",  "perfetto", "chrome",
-                                                    "folded", "svg",      "perf"};
+  static const std::vector<std::string> kFormats = {"pprof", "perfetto", "chrome", "folded",
+                                                    "svg",   "perf",     "otlp"};
   return kFormats;
 }
 
@@ -25,6 +25,7 @@ StatusOr<std::unique_ptr<Exporter>> MakeExporter(std::string_view format,
   if (format == "perfetto") return MakePerfettoTrace();
   if (format == "pprof") return MakePprof();
   if (format == "perf") return MakePerfData();
+  if (format == "otlp") return MakeOtlpProfiles();
   std::string valid;
   for (const auto& f : ExportFormats()) valid += (valid.empty() ? "" : ", ") + f;
   return InvalidArgument(fmt::format("unknown export format '{}' (valid: {})", format, valid));
@@ -83,6 +84,28 @@ std::string FoldedName(std::string_view s) {
   std::string out = EscapeForTerminal(s);  // as EscapeWith
   for (char& c : out) {
     if (c == ';' || c == ' ') c = '_';  // the folded format's separators
+  }
+  return out;
+}
+
+std::vector<FrameSymbols> FramesOf(const analysis::ResolvedSample& rs) {
+  const auto& s = *rs.sample;
+  std::vector<FrameSymbols> out;
+  size_t begin = 0;
+  for (size_t i = 0; i < rs.stack.size(); ++i) {
+    if (rs.stack[i]->inlined && i + 1 < rs.stack.size()) continue;
+    FrameSymbols f;
+    f.symbols = rs.stack.subspan(begin, i - begin + 1);
+    const size_t frame = out.size();  // each group is one of the sample's frames
+    if (frame < s.frames.size()) {
+      const auto& sf = s.frames[frame];
+      f.kernel = sf.kernel;
+      if (!sf.kernel && sf.cookie && rs.cookies) {
+        if (const auto* c = rs.cookies->Get(sf.cookie)) f.build_id = &c->build_id;
+      }
+    }
+    out.push_back(f);
+    begin = i + 1;
   }
   return out;
 }

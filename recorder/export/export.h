@@ -16,6 +16,10 @@
 //             frames as multiple lines of one location; `go tool pprof`.
 //   perf      perf.data as `perf record` writes it (perf_data.cc), for perf
 //             report/script, hotspot and stackcollapse-perf.
+//   otlp      the OpenTelemetry profiles signal (otlp.cc): ProfilesData of
+//             profiles/v1development, uncompressed protobuf; each recorded
+//             sample an observation (timestamp, value) of a Sample keyed by
+//             stack and thread/process/CPU attributes; build-ids on mappings.
 //   svg       a self-contained interactive flame graph (recorder flamegraph).
 //
 // A user stack that DWARF unwinding could not finish (the stack copy was too

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <sstream>
@@ -34,6 +35,15 @@ TEST(ExportTest, ProtoWriterUsesTheWireFormat) {
   w.Clear();
   w.Packed(4, {3, 270});
   EXPECT_EQ(w.data(), std::string("\x22\x03\x03\x8e\x02", 5));
+}
+
+TEST(ExportTest, ProtoWriterWritesFixed64AndStreamedHeaders) {
+  ProtoWriter w;
+  w.Fixed64(3, 0x0102030405060708);
+  EXPECT_EQ(w.data(), std::string("\x19\x08\x07\x06\x05\x04\x03\x02\x01", 9));
+  w.Clear();
+  w.Header(2, 300);  // the tag and length of 300 bytes that follow
+  EXPECT_EQ(w.data(), std::string("\x12\xac\x02", 3));
 }
 
 TEST(ExportTest, UnknownFormatListsTheValidOnes) {
@@ -454,6 +464,64 @@ TEST(ExportTest, PprofCompressesSamplesAsTheyCome) {
   EXPECT_EQ(sample_types, 2);
   EXPECT_EQ(locations, 3);  // main, a, b<int>
   EXPECT_GT(strings, 5);
+}
+
+// The fields numbered n of a message, in order.
+std::vector<flightrec::testing::WireField> Numbered(const std::string& msg, uint32_t n) {
+  std::vector<flightrec::testing::WireField> out;
+  for (auto& f : Fields(msg)) {
+    if (f.number == n) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// OTLP's identity of a sample is (stack, attributes): samples that share
+// both are one Sample with an observation (value, timestamp) each. Numeric
+// attributes of value 0 (the idle task's pid, CPU 0) are still written (a
+// oneof member has presence), and a period past int64 is clamped, not
+// negative.
+TEST(ExportTest, OtlpSamplesOfOneIdentityAreOneSampleWithAnObservationEach) {
+  Fixture f;
+  f.samples[0].period = UINT64_MAX;
+  const std::string raw = f.Run("otlp");
+  // ProfilesData.resource_profiles[0].scope_profiles[0].profiles[0].samples
+  auto rp = Numbered(raw, 1);
+  ASSERT_EQ(rp.size(), 1u);
+  auto sp = Numbered(rp[0].bytes, 2);
+  ASSERT_EQ(sp.size(), 1u);
+  auto prof = Numbered(sp[0].bytes, 2);
+  ASSERT_EQ(prof.size(), 1u);
+  auto samples = Numbered(prof[0].bytes, 2);
+  ASSERT_EQ(samples.size(), 2u);  // main>a twice, main>b once
+  std::vector<size_t> observations;
+  for (const auto& s : samples) {
+    auto ts = Numbered(s.bytes, 5);
+    ASSERT_EQ(ts.size(), 1u);
+    ASSERT_EQ(ts[0].bytes.size() % 8, 0u);
+    observations.push_back(ts[0].bytes.size() / 8);
+  }
+  EXPECT_EQ(observations, (std::vector<size_t>{2, 1}));
+  // The first observation's value: INT64_MAX as a varint.
+  auto values = Numbered(samples[0].bytes, 4);
+  ASSERT_EQ(values.size(), 1u);
+  std::string v;
+  AppendUleb128(&v, static_cast<uint64_t>(INT64_MAX));
+  EXPECT_EQ(values[0].bytes.substr(0, v.size()), v);
+  // Each Sample names its CPU (0) and pid in the attribute table.
+  auto dict = Numbered(raw, 2);
+  ASSERT_EQ(dict.size(), 1u);
+  std::vector<std::string> strings;
+  for (const auto& s : Numbered(dict[0].bytes, 5)) strings.push_back(s.bytes);
+  std::map<std::string, uint64_t> ints;
+  for (const auto& a : Numbered(dict[0].bytes, 6)) {
+    auto key = Numbered(a.bytes, 1);
+    auto value = Numbered(a.bytes, 2);
+    if (key.empty() || value.empty()) continue;  // entry 0, the zero value
+    auto num = Numbered(value[0].bytes, 3);
+    if (num.size() == 1) ints[strings.at(key[0].varint)] = num[0].varint;
+  }
+  EXPECT_EQ(ints, (std::map<std::string, uint64_t>{
+                      {"cpu.logical_number", 0}, {"process.pid", 7}, {"thread.id", 8}}));
 }
 
 }  // namespace

@@ -70,19 +70,7 @@ class Pprof : public Exporter {
     const auto& s = *rs.sample;
     if (rs.process_exe != nullptr) ++exe_samples_[*rs.process_exe];
     std::vector<uint64_t> locs;
-    size_t begin = 0;
-    size_t frame = 0;  // each non-inlined group is one of the sample's frames
-    for (size_t i = 0; i < rs.stack.size(); ++i) {
-      if (rs.stack[i]->inlined && i + 1 < rs.stack.size()) continue;
-      const std::string* build_id = nullptr;
-      if (frame < s.frames.size() && !s.frames[frame].kernel && s.frames[frame].cookie &&
-          rs.cookies) {
-        if (const auto* c = rs.cookies->Get(s.frames[frame].cookie)) build_id = &c->build_id;
-      }
-      locs.push_back(Location(rs.stack.subspan(begin, i - begin + 1), build_id));
-      begin = i + 1;
-      ++frame;
-    }
+    for (const auto& f : FramesOf(rs)) locs.push_back(Location(f.symbols, f.build_id));
     // An incomplete user stack ends (at the root) in a marker frame, and
     // says why and where in labels.
     std::string marker = IncompleteStackMarker(s);

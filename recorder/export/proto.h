@@ -1,6 +1,6 @@
-// A minimal protobuf wire-format writer (varints, length-delimited fields)
-// for the two formats we emit, pprof's profile.proto and Perfetto's trace
-// protos. Hand-written on purpose: those few messages need ~40 lines, while
+// A minimal protobuf wire-format writer (varints, fixed64, length-delimited
+// fields) for the formats we emit: pprof's profile.proto, Perfetto's trace
+// protos and OTLP profiles. Hand-written on purpose: those few messages need ~40 lines, while
 // protoc-generated code would pull protobuf into the build for them.
 #pragma once
 
@@ -28,6 +28,20 @@ class ProtoWriter {
   // A `string` field holding text from a record: protobuf strings are
   // UTF-8, and viewers show them, so it is written as the terminal shows it.
   void Text(uint32_t field, std::string_view s) { Bytes(field, EscapeForTerminal(s)); }
+  void Fixed64(uint32_t field, uint64_t v) {
+    Tag(field, 1);
+    AppendFixed64(&buf_, v);
+  }
+  // The tag and length of a length-delimited field whose `size` bytes the
+  // caller writes after it: a message too large to hold twice is streamed.
+  void Header(uint32_t field, uint64_t size) {
+    Tag(field, 2);
+    Raw(size);
+  }
+  // A little-endian fixed64, as packed repeated fixed64 fields hold them.
+  static void AppendFixed64(std::string* out, uint64_t v) {
+    for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+  }
   // A nested message, written by its own ProtoWriter.
   void Message(uint32_t field, const ProtoWriter& m) { Bytes(field, m.buf_); }
   // Packed repeated varints (proto3 default for repeated scalars).
