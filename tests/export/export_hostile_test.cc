@@ -15,6 +15,7 @@
 
 #include "store/store.h"
 #include "tests/support/files.h"
+#include "tests/support/protoc.h"
 #include "tests/support/recording.h"
 #include "tests/support/records.h"
 #include "tests/support/run.h"
@@ -213,7 +214,7 @@ TEST_F(ExportOutputTest, ACoreIsNeverWrittenIntoAnotherUsersFifo) {
 // A program names its function and its thread with bytes that are not UTF-8
 // (and a bidi override, and ESC): before, they went raw into the SVG (not
 // XML), the Chrome JSON and the folded stacks (not UTF-8) and the Perfetto
-// trace's strings. Now as `recorder report` shows them.
+// trace's strings. Now as `recorder report` shows them, in OTLP's too.
 class OddNamesExportTest : public RecordedSuite<OddNamesExportTest> {
  protected:
   static void SetUpTestSuite() { Record({BuildPath("tests/programs/fr_odd_names"), "2"}); }
@@ -260,6 +261,28 @@ TEST_F(OddNamesExportTest, NamesThatAreNotUtf8AreEscapedInEveryExport) {
   EXPECT_EQ(trace.find("odd\xff\xfe\x1b"), std::string::npos);
   EXPECT_NE(trace.find(symbol), std::string::npos);
   EXPECT_NE(trace.find(comm), std::string::npos);
+
+  // OTLP's strings are proto3 `string`s, which must be UTF-8: protoc (like
+  // Go's protobuf in an OTLP receiver) refuses the whole message otherwise.
+  r = daemon_->Cli({"export", id_, "-f", "otlp", "-o", Out("odd.otlp")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto decoded =
+      ProtocDecodeWith(SourcePath("third_party/opentelemetry-proto"),
+                       "opentelemetry/proto/profiles/v1development/profiles.proto",
+                       "opentelemetry.proto.profiles.v1development.ProfilesData", Out("odd.otlp"));
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  EXPECT_EQ(decoded.err, "");
+  const Node root = ParseText(decoded.out);
+  const Node* dict = root.Name("dictionary");
+  ASSERT_TRUE(dict);
+  bool has_symbol = false, has_comm = false;
+  std::string strings;
+  for (const Node* str : dict->Named("string_table")) {
+    has_symbol |= str->text.find(symbol) != std::string::npos;
+    has_comm |= str->text == comm;
+    strings += str->text + "\n";
+  }
+  EXPECT_TRUE(has_symbol && has_comm) << strings;
 }
 
 // One user's program runs code it mapped 4 GiB into a 5 GiB (sparse) file.
