@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,6 +24,7 @@
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
 #include "tests/support/run.h"
+#include "tests/support/wait.h"
 
 namespace flightrec {
 namespace {
@@ -382,6 +384,65 @@ TEST_F(UnwindTest, AStackDeeperThanTheCopyIsReportedTruncatedNotWrong) {
   std::ifstream svg_in(svg_path);
   std::string svg_text((std::istreambuf_iterator<char>(svg_in)), {});
   EXPECT_NE(svg_text.find("[truncated]"), std::string::npos);
+}
+
+// "~4.0 s" as the start-up sentence prints a history in seconds.
+std::string Approx(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "~%.1f s", seconds);
+  return buf;
+}
+
+TEST_F(UnwindTest, RecorderdSaysHowMuchHistoryItsRingsHold) {
+  // 10 s of 8 KiB stacks at 999 Hz is ~85 MB a CPU, more than the largest
+  // DWARF ring (32 MiB): recorderd says at start-up (a warning) and in status
+  // what the rings will hold, instead of silently holding less.
+  {
+    Daemon d(dir_, {"--call-graph", "dwarf", "--history", "10s"});
+    ASSERT_TRUE(d.ready()) << d.Log();
+    auto status = d.Cli({"status", "--json"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    auto j = nlohmann::json::parse(status.out);
+    ASSERT_TRUE(j.contains("history_capacity_s")) << status.out;
+    const double ring = j["backend"]["data_ring_bytes_per_cpu"].get<double>();
+    const double held = j["history_capacity_s"].get<double>();
+    // Each sample reserves its whole 8 KiB stack copy and less than 1 KiB
+    // besides (header, registers, kernel chain).
+    EXPECT_LE(held, ring / (testing::kDaemonHz * 8192.0)) << status.out;
+    EXPECT_GE(held, ring / (testing::kDaemonHz * (8192.0 + 1024))) << status.out;
+    EXPECT_LT(held, 10.0);
+    EXPECT_EQ(j["history_requested_s"], 10.0);
+    const std::string said = "--history 10s asked; at " + std::to_string(testing::kDaemonHz) +
+                             " Hz with 8.0 KiB stacks the rings hold " + Approx(held) +
+                             " (32.0 MiB per CPU";
+    EXPECT_TRUE(testing::WaitFor([&] { return d.Log().find(said) != std::string::npos; },
+                                 std::chrono::seconds(10)))
+        << said << "\n"
+        << d.Log();
+    EXPECT_NE(d.Log().find("warning: " + said), std::string::npos) << d.Log();
+  }
+  {
+    // Frame-pointer samples at the same rate: the rings hold what was asked.
+    Daemon d(dir_, {"--call-graph", "fp", "--history", "10s"});
+    ASSERT_TRUE(d.ready()) << d.Log();
+    auto j = nlohmann::json::parse(d.Cli({"status", "--json"}).out);
+    const double held = j["history_capacity_s"].get<double>();
+    EXPECT_GE(held, 10.0) << j.dump();
+    const std::string said = "info: --history 10s asked; at " + std::to_string(testing::kDaemonHz) +
+                             " Hz with frame-pointer call chains the rings hold " + Approx(held);
+    EXPECT_TRUE(testing::WaitFor([&] { return d.Log().find(said) != std::string::npos; },
+                                 std::chrono::seconds(10)))
+        << said << "\n"
+        << d.Log();
+  }
+  // recorder record says it on its start-up line too.
+  auto rec =
+      RunCommand({BuildPath("recorder/cli/recorder"), "--store", dir_, "record", "--call-graph",
+                  "dwarf", "-F", "999", "--history", "10s", "--", "/bin/true"});
+  EXPECT_EQ(rec.exit_code, 0) << rec.err;
+  EXPECT_NE(rec.err.find("--history 10s asked; at 999 Hz with 8.0 KiB stacks the rings hold ~"),
+            std::string::npos)
+      << rec.err;
 }
 
 TEST_F(UnwindTest, BadCallGraphValuesAreRefusedWithAMessage) {
