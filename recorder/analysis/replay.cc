@@ -433,6 +433,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   std::unique_ptr<unwind::DwarfUnwinder> unwinder;
   if (opts.unwind) {
     unwinder = unwind::MakeDwarfUnwinder();
+    unwinder->set_vdso(dump.vdso);  // frames in [vdso] unwind through its CFI
     attributor.set_unwinder(unwinder.get());
   }
   Resolver resolver(&attributor.cookies(), &ksyms, opts.source_lines, dump.vdso);

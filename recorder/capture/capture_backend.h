@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,14 @@
 #include "recorder/model/events.h"
 
 namespace flightrec::recorder {
+
+// What --history gets: how long the rings last at the configured rate on a
+// busy CPU (an idle one takes fewer samples), and a sentence saying so.
+struct HistoryPlan {
+  double asked_s = 0;
+  double held_s = 0;
+  std::string text;  // "--history 10s asked; at 999 Hz with 8.0 KiB stacks the rings hold ~4.0 s"
+};
 
 class CaptureBackend {
  public:
@@ -44,6 +53,9 @@ class CaptureBackend {
   }
   // Live counters and how many seconds of history the rings hold now.
   virtual nlohmann::json Stats() = 0;
+  // Known before any sample: nullopt where the rate is not (a fixed period
+  // of a counted event) or the rings are another program's (the module's).
+  virtual std::optional<HistoryPlan> PlannedHistory() const { return std::nullopt; }
 };
 
 }  // namespace flightrec::recorder

@@ -103,6 +103,10 @@ Status RunStatus(const CliContext& ctx, bool json) {
               FormatBytes(b.value("sideband_ring_bytes_per_cpu", uint64_t{0})).c_str());
   std::printf("  history:   %.1f s held now (%.0f s requested)\n", s.value("history_held_s", 0.0),
               s.value("history_requested_s", 0.0));
+  if (s.contains("history_capacity") && s["history_capacity"].is_string()) {
+    std::printf("             %s\n",
+                EscapeForTerminal(s["history_capacity"].get<std::string>()).c_str());
+  }
   std::printf("  sideband:  %llu events, %llu lost, %llu processes tracked\n",
               static_cast<unsigned long long>(s.value("sideband_events", uint64_t{0})),
               static_cast<unsigned long long>(s["rings"].value("sideband_lost", uint64_t{0})),

@@ -179,6 +179,9 @@ Status RunRecord(CliContext& ctx, const RecordArgs& a) {
                child, (*backend)->event_name().c_str(),
                (*backend)->Describe()["kernel_samples"].get<bool>() ? "user+kernel" : "user only",
                getpid(), a.last.c_str());
+  if (auto plan = (*backend)->PlannedHistory()) {
+    std::fprintf(stderr, "recorder record: %s\n", plan->text.c_str());
+  }
   (void)!write(go[1], "g", 1);
   close(go[1]);
 

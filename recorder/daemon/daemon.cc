@@ -374,6 +374,7 @@ nlohmann::json Daemon::StatusJson() const {
       {"backend", backend_->Describe()},
       {"history_requested_s", options_.history_ns / 1e9},
       {"history_held_s", stats.value("history_held_s", 0.0)},
+      {"history_capacity_s", nullptr},
       {"rings", stats},
       {"sideband_events", sideband_events_},
       {"processes_tracked", history_->base().size()},
@@ -404,6 +405,11 @@ nlohmann::json Daemon::StatusJson() const {
         {"connections", server_->connections()},
         {"shed", server_->shed()},
         {"accept_backoffs", server_->accept_backoffs()}}}};
+  // What the rings hold at the configured rate (null: not known in advance).
+  if (auto plan = backend_->PlannedHistory()) {
+    j["history_capacity_s"] = plan->held_s;
+    j["history_capacity"] = plan->text;
+  }
   for (const auto& [name, section] : status_sections_) j[name] = section();
   return j;
 }
@@ -548,6 +554,11 @@ Status Daemon::Run() {
                desc.value("backend", ""), desc.value("event", ""), options_.frequency_hz,
                desc.value("cpus", 0), store_->dir(), options_.socket_path);
   if (desc.contains("fallback")) spdlog::warn("{}", desc["fallback"].get<std::string>());
+  // Rings are capped: say what --history gets, as a warning when it is less.
+  if (auto plan = backend_->PlannedHistory()) {
+    spdlog::log(plan->held_s < plan->asked_s ? spdlog::level::warn : spdlog::level::info, "{}",
+                plan->text);
+  }
   io_.run();
   // Descriptors belong to the backend and triggers: do not let asio close them.
   for (auto& fd : side_fds_) fd->release();
@@ -583,7 +594,11 @@ int RecorderdMain(int argc, char** argv) {
   app.add_option("--backend", o.backend,
                  "auto (module if /dev/flightrec exists, else perf), perf, module")
       ->capture_default_str();
-  app.add_option("--history", history, "History the rings should hold")->capture_default_str();
+  app.add_option("--history", history,
+                 "History the rings should hold. Rings sized from it are capped (16 MiB per CPU, "
+                 "32 MiB with --call-graph dwarf): the start-up log and `recorder status` say "
+                 "what they hold at the rate and stack size asked")
+      ->capture_default_str();
   app.add_option("--frequency,-F", o.frequency_hz, "Samples per second per CPU")
       ->capture_default_str();
   app.add_option("--default-last", last, "Window of SIGUSR2 dumps")->capture_default_str();

@@ -18,24 +18,48 @@
 namespace flightrec::recorder::elf {
 
 MappedElf MappedElf::Open(const std::string& path, Error* error) {
-  MappedElf m;
   ScopedFd fd = OpenRegularFile(path);
   struct stat st {};
   if (!fd || fstat(fd.get(), &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
     *error = Error::kCannotRead;
-    return m;
+    return MappedElf();
   }
   void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (p == MAP_FAILED) {
     *error = Error::kCannotMap;
-    return m;
+    return MappedElf();
   }
-  ScopedMmap map(p, static_cast<size_t>(st.st_size));
+  return Adopt(ScopedMmap(p, static_cast<size_t>(st.st_size)), error);
+}
+
+MappedElf MappedElf::FromBytes(std::string_view bytes, Error* error) {
+  if (bytes.size() < sizeof(Elf64_Ehdr)) {
+    *error = Error::kNotX86_64;  // nothing to read is missing: it is not ELF
+    return MappedElf();
+  }
+  // A private copy, read-only like a mapped file: the readers keep pointers
+  // into it for as long as the image lives.
+  void* p = mmap(nullptr, bytes.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    *error = Error::kCannotMap;
+    return MappedElf();
+  }
+  ScopedMmap map(p, bytes.size());
+  std::memcpy(p, bytes.data(), bytes.size());
+  if (mprotect(p, bytes.size(), PROT_READ) != 0) {
+    *error = Error::kCannotMap;
+    return MappedElf();
+  }
+  return Adopt(std::move(map), error);
+}
+
+MappedElf MappedElf::Adopt(ScopedMmap map, Error* error) {
+  MappedElf m;
   Elf64_Ehdr eh;
-  std::memcpy(&eh, p, sizeof(eh));
+  std::memcpy(&eh, map.data(), sizeof(eh));
   if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
       eh.e_machine != EM_X86_64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
-      eh.e_phoff + uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr) > map.size()) {
+      !RangeInside(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), map.size())) {
     *error = Error::kNotX86_64;
     return m;
   }
@@ -55,7 +79,7 @@ std::optional<SectionHeader> MappedElf::FindSection(std::string_view name) const
   const Elf64_Ehdr& eh = eh_;
   const size_t size = map_.size();
   if (eh.e_shoff == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum ||
-      eh.e_shoff + uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr) > size) {
+      !RangeInside(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), size)) {
     return std::nullopt;
   }
   auto shdr = [&](size_t i) {
@@ -64,14 +88,14 @@ std::optional<SectionHeader> MappedElf::FindSection(std::string_view name) const
     return sh;
   };
   Elf64_Shdr strtab = shdr(eh.e_shstrndx);
-  if (strtab.sh_offset + strtab.sh_size > size) return std::nullopt;
+  if (!RangeInside(strtab.sh_offset, strtab.sh_size, size)) return std::nullopt;
   for (size_t i = 0; i < eh.e_shnum; ++i) {
     Elf64_Shdr sh = shdr(i);
     if (sh.sh_name >= strtab.sh_size || sh.sh_type == SHT_NOBITS) continue;
     const char* n = reinterpret_cast<const char*>(bytes() + strtab.sh_offset + sh.sh_name);
     size_t max = strtab.sh_size - sh.sh_name;
     if (strnlen(n, max) != name.size() || std::memcmp(n, name.data(), name.size()) != 0) continue;
-    if (sh.sh_offset + sh.sh_size > size) return std::nullopt;
+    if (!RangeInside(sh.sh_offset, sh.sh_size, size)) return std::nullopt;
     return SectionHeader{sh.sh_addr, sh.sh_offset, sh.sh_size, sh.sh_flags};
   }
   return std::nullopt;

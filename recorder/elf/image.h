@@ -17,6 +17,12 @@
 
 namespace flightrec::recorder::elf {
 
+// Whether [offset, offset + len) lies inside [0, size), without the sum
+// (values read from a file may be near 2^64).
+inline bool RangeInside(uint64_t offset, uint64_t len, uint64_t size) {
+  return offset <= size && len <= size - offset;
+}
+
 struct SectionHeader {
   uint64_t addr = 0, offset = 0, size = 0;
   uint64_t flags = 0;
@@ -35,6 +41,10 @@ class MappedElf {
   // Maps `path` and checks it is an x86-64 ELF64 file whose program headers
   // lie inside it; on failure *error says why and the result is empty.
   static MappedElf Open(const std::string& path, Error* error);
+  // The same checks on an image held in memory (the vDSO a record carries),
+  // copied into a mapping of its own; one shorter than an ELF header is
+  // kNotX86_64.
+  static MappedElf FromBytes(std::string_view bytes, Error* error);
 
   bool valid() const { return map_.valid(); }
   const uint8_t* bytes() const { return static_cast<const uint8_t*>(map_.data()); }
@@ -54,6 +64,9 @@ class MappedElf {
                                         std::string* problem) const;
 
  private:
+  // Takes `map` (at least an ELF header long) if its header passes the checks.
+  static MappedElf Adopt(ScopedMmap map, Error* error);
+
   ScopedMmap map_;
   Elf64_Ehdr eh_{};
 };

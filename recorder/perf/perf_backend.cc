@@ -64,6 +64,33 @@ size_t BytesPerSample(const PerfConfig& config) {
   return 56 + (config.callchain ? 8 + 8 * 10 : 0) + 8 + 8 * regs + 16 + config.dwarf_stack_bytes;
 }
 
+HistoryPlan PlanHistory(const PerfConfig& config, size_t ring_bytes) {
+  HistoryPlan p;
+  p.asked_s = static_cast<double>(config.history_ns) / 1e9;
+  p.held_s = static_cast<double>(ring_bytes) / (static_cast<double>(config.frequency_hz) *
+                                                static_cast<double>(BytesPerSample(config)));
+  const bool whole = config.history_ns % 1'000'000'000 == 0;
+  std::string asked = whole ? fmt::format("{}s", config.history_ns / 1'000'000'000)
+                            : FormatDurationNs(config.history_ns);
+  std::string what = config.dwarf_stack_bytes > 0
+                         ? fmt::format("{} stacks", FormatBytes(config.dwarf_stack_bytes))
+                     : config.callchain ? "frame-pointer call chains"
+                                        : "no call chains";
+  p.text = fmt::format("--history {} asked; at {} Hz with {} the rings hold ~{:.1f} s", asked,
+                       config.frequency_hz, what, p.held_s);
+  if (p.held_s >= p.asked_s) return p;
+  // Why less: the user's own --ring-pages, or the largest ring given.
+  if (config.data_pages != 0) {
+    p.text +=
+        fmt::format(" (--ring-pages {}: {} per CPU)", config.data_pages, FormatBytes(ring_bytes));
+  } else {
+    p.text += fmt::format(" ({} per CPU, the largest {}ring; a lower -F{} holds more)",
+                          FormatBytes(ring_bytes), config.dwarf_stack_bytes > 0 ? "DWARF " : "",
+                          config.dwarf_stack_bytes > 0 ? " or a smaller dwarf,STACK_BYTES" : "");
+  }
+  return p;
+}
+
 std::string CallGraph::ToString() const {
   if (dwarf_stack_bytes > 0) return fmt::format("dwarf,{}", dwarf_stack_bytes);
   return callchain ? "fp" : "none";
@@ -188,12 +215,12 @@ StatusOr<std::unique_ptr<PerfBackend>> PerfBackend::Create(const PerfConfig& con
     }
   }
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  // DWARF samples are ~50x larger: their rings may grow to 32 MiB per CPU
-  // (8 KiB stacks at 99 Hz for 30 s need 24 MiB).
-  b->data_pages_ = config.data_pages ? config.data_pages
-                                     : RingPagesFor(config.history_ns, config.frequency_hz,
-                                                    BytesPerSample(config), page,
-                                                    config.dwarf_stack_bytes > 0 ? 8192 : 4096);
+  // DWARF samples are ~50x larger: their rings may grow larger.
+  b->data_pages_ =
+      config.data_pages
+          ? config.data_pages
+          : RingPagesFor(config.history_ns, config.frequency_hz, BytesPerSample(config), page,
+                         config.dwarf_stack_bytes > 0 ? kMaxDwarfRingPages : kMaxRingPages);
   b->has_build_id_ = true;
   for (int cpu : OnlineCpus()) {
     Cpu c;
@@ -506,6 +533,12 @@ uint64_t PerfBackend::PausedSince(const Cpu& c, uint64_t window_start_ns) {
   }
   const uint64_t now = c.pauses.back().second;
   return now > before ? now - before : 0;
+}
+
+std::optional<HistoryPlan> PerfBackend::PlannedHistory() const {
+  // A fixed period of a counted event: the rate is the workload's.
+  if (discrete_ || cpus_.empty()) return std::nullopt;
+  return PlanHistory(config_, cpus_[0].sample_ring->data_size());
 }
 
 nlohmann::json PerfBackend::Stats() {

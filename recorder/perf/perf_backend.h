@@ -42,14 +42,24 @@ struct PerfConfig {
   int target_pid = -1;
 };
 
+// The largest rings sized from --history (pages per CPU): 16 MiB, and 32 MiB
+// for DWARF samples (8 KiB stacks at 99 Hz for 30 s need 24 MiB).
+inline constexpr size_t kMaxRingPages = 4096;
+inline constexpr size_t kMaxDwarfRingPages = 8192;
+
 // Pages of data ring (power of two, 8..max_pages) that hold history_ns at
 // frequency_hz with bytes_per_sample each.
 size_t RingPagesFor(int64_t history_ns, uint32_t frequency_hz, size_t bytes_per_sample,
-                    size_t page_size, size_t max_pages = 4096);
+                    size_t page_size, size_t max_pages = kMaxRingPages);
 
 // Ring bytes one sample takes with this configuration (an estimate for
 // frame-pointer chains, exact for the fixed part of a DWARF sample).
 size_t BytesPerSample(const PerfConfig& config);
+
+// What a sample ring of `ring_bytes` holds with `config` on a busy CPU
+// (frequency_hz samples a second of BytesPerSample each), and the sentence
+// that says it against config.history_ns.
+HistoryPlan PlanHistory(const PerfConfig& config, size_t ring_bytes);
 
 // The value of --call-graph: "fp", "none", "dwarf" or "dwarf,STACK_BYTES".
 struct CallGraph {
@@ -73,6 +83,7 @@ class PerfBackend : public CaptureBackend {
   Status DrainSideband(const std::function<void(const Event&)>& sink) override;
   StatusOr<Snapshot> TakeSnapshot(int64_t last_ns) override;
   nlohmann::json Stats() override;
+  std::optional<HistoryPlan> PlannedHistory() const override;
 
   // PERF_EVENT_IOC_PAUSE_OUTPUT on every CPU's sampling event: while paused
   // the counter keeps counting and every sample it cannot write is counted in

@@ -185,5 +185,35 @@ TEST(RingSizingTest, DwarfSamplesGetBiggerRings) {
   EXPECT_EQ(RingPagesFor(30'000'000'000, 99, BytesPerSample(fp), 4096), 256u);
 }
 
+TEST(RingSizingTest, ThePlanSaysWhatHistoryTheRingsHoldAndWhyLess) {
+  PerfConfig dwarf;
+  dwarf.dwarf_stack_bytes = 8192;
+  dwarf.frequency_hz = 997;
+  dwarf.history_ns = 10'000'000'000;
+  const size_t ring = size_t{kMaxDwarfRingPages} * 4096;
+  HistoryPlan p = PlanHistory(dwarf, ring);
+  EXPECT_EQ(p.asked_s, 10.0);
+  EXPECT_DOUBLE_EQ(p.held_s, static_cast<double>(ring) / (997.0 * BytesPerSample(dwarf)));
+  EXPECT_EQ(p.text,
+            "--history 10s asked; at 997 Hz with 8.0 KiB stacks the rings hold ~4.0 s (32.0 MiB "
+            "per CPU, the largest DWARF ring; a lower -F or a smaller dwarf,STACK_BYTES holds "
+            "more)");
+  // The user's own ring size is named as the reason.
+  dwarf.data_pages = 128;
+  EXPECT_NE(PlanHistory(dwarf, 128 * 4096).text.find("(--ring-pages 128: 512.0 KiB per CPU)"),
+            std::string::npos);
+  // Enough ring: no reason given.
+  PerfConfig fp;
+  fp.history_ns = 1'500'000'000;
+  p = PlanHistory(fp,
+                  RingPagesFor(fp.history_ns, fp.frequency_hz, BytesPerSample(fp), 4096) * 4096);
+  EXPECT_GE(p.held_s, 1.5);
+  EXPECT_EQ(p.text.find("--history 1.50 s asked; at 99 Hz with frame-pointer call chains the "
+                        "rings hold ~"),
+            0u)
+      << p.text;
+  EXPECT_EQ(p.text.find('('), std::string::npos) << p.text;
+}
+
 }  // namespace
 }  // namespace flightrec::recorder::perf

@@ -229,9 +229,20 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   // pipeline): the same Attributor that replay runs, fed from memory instead
   // of from the stored bytes.
   attribution::Attributor live;
+  // Samples in the vDSO are named and unwound from its image, which no file
+  // holds: the daemon's own is the one every process of this kernel maps (a
+  // 32-bit process's differs; its build-id in `config` tells them apart).
+  std::string vdso;
+  for (const Event& e : side) {
+    const auto* m = std::get_if<MmapEvent>(&e);
+    if (m == nullptr || m->filename != "[vdso]") continue;
+    if (auto image = attribution::ReadOwnVdso(); image.ok()) vdso = std::move(*image);
+    break;
+  }
   std::unique_ptr<unwind::DwarfUnwinder> unwinder;
   if (req.live_attribution) {
     unwinder = unwind::MakeDwarfUnwinder();
+    unwinder->set_vdso(vdso);
     live.set_unwinder(unwinder.get());
   }
   nlohmann::json live_samples = nlohmann::json::array();
@@ -287,16 +298,6 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   }
   const attribution::CookieTable& cookies = live.cookies();
 
-  // Samples in the vDSO are named from its image, which no file holds: the
-  // daemon's own is the one every process of this kernel maps (a 32-bit
-  // process's differs; its build-id in `config` tells them apart).
-  std::string vdso;
-  for (const Event& e : side) {
-    const auto* m = std::get_if<MmapEvent>(&e);
-    if (m == nullptr || m->filename != "[vdso]") continue;
-    if (auto image = attribution::ReadOwnVdso(); image.ok()) vdso = std::move(*image);
-    break;
-  }
   const int64_t to_wall = req.mono_to_wall_ns.value_or(MonotonicToWallOffset());
   snap.counters.Set(LossCounter::kFilteredPid, filtered);
   nlohmann::json loss = snap.counters.ToJson();

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -54,17 +55,20 @@ struct ElfImage {
   const uint8_t* bytes() const { return file.bytes(); }
   bool InOverlay(uint64_t vaddr, size_t len) const {
     return !overlay.empty() && vaddr >= overlay_vaddr &&
-           vaddr + len <= overlay_vaddr + overlay.size();
+           elf::RangeInside(vaddr - overlay_vaddr, len, overlay.size());
   }
   // File (or overlay) bytes behind a link-time address, or nullptr (bss,
   // outside).
   const uint8_t* At(uint64_t vaddr, size_t len) const {
     if (InOverlay(vaddr, len)) return overlay.data() + (vaddr - overlay_vaddr);
+    // Without sums that could wrap: an image's headers are input.
     for (const auto& s : loads) {
-      if (vaddr >= s.vaddr && vaddr + len <= s.vaddr + s.filesz) {
-        uint64_t off = vaddr - s.vaddr + s.offset;
-        if (off + len > file.size()) return nullptr;
-        return bytes() + off;
+      if (vaddr >= s.vaddr && elf::RangeInside(vaddr - s.vaddr, len, s.filesz)) {
+        uint64_t rel = vaddr - s.vaddr;
+        if (s.offset > file.size() || !elf::RangeInside(rel, len, file.size() - s.offset)) {
+          return nullptr;
+        }
+        return bytes() + s.offset + rel;
       }
     }
     return nullptr;
@@ -212,5 +216,7 @@ bool BuildOverlay(ElfImage* img, std::vector<FdeEntry> eh, const std::vector<Deb
 // not cover: crt files bring .eh_frame to binaries whose own code has only
 // .debug_frame). The caller has checked the build-id.
 std::unique_ptr<ElfImage> LoadImage(const std::string& path);
+// The same for an image held in memory (the vDSO), named `name` in notes.
+std::unique_ptr<ElfImage> LoadImageFromBytes(const std::string& name, std::string_view bytes);
 
 }  // namespace flightrec::recorder::unwind

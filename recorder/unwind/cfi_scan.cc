@@ -313,11 +313,32 @@ void ScanDebugFrame(const ElfImage& img, std::span<const uint8_t> bytes,
 // a table built over .eh_frame, and .debug_frame (for code .eh_frame does
 // not cover: crt files bring .eh_frame to binaries whose own code has only
 // .debug_frame). The caller has checked the build-id.
+namespace {
+
+// The rest of LoadImage once img->file is mapped (or `error` says why not).
+std::unique_ptr<ElfImage> ReadCfi(std::unique_ptr<ElfImage> img, elf::MappedElf::Error error);
+
+}  // namespace
+
 std::unique_ptr<ElfImage> LoadImage(const std::string& path) {
   auto img = std::make_unique<ElfImage>();
   img->path = path;
   elf::MappedElf::Error error = elf::MappedElf::Error::kNone;
   img->file = elf::MappedElf::Open(path, &error);
+  return ReadCfi(std::move(img), error);
+}
+
+std::unique_ptr<ElfImage> LoadImageFromBytes(const std::string& name, std::string_view bytes) {
+  auto img = std::make_unique<ElfImage>();
+  img->path = name;
+  elf::MappedElf::Error error = elf::MappedElf::Error::kNone;
+  img->file = elf::MappedElf::FromBytes(bytes, &error);
+  return ReadCfi(std::move(img), error);
+}
+
+namespace {
+
+std::unique_ptr<ElfImage> ReadCfi(std::unique_ptr<ElfImage> img, elf::MappedElf::Error error) {
   switch (error) {
     case elf::MappedElf::Error::kNone:
       break;
@@ -413,5 +434,7 @@ std::unique_ptr<ElfImage> LoadImage(const std::string& path) {
   }
   return img;
 }
+
+}  // namespace
 
 }  // namespace flightrec::recorder::unwind

@@ -24,6 +24,7 @@
 
 #include "common/regular_file.h"
 #include "common/scoped_fd.h"
+#include "recorder/attribution/vdso.h"
 #include "recorder/elf/build_id.h"
 #include "recorder/unwind/cfi.h"
 #include "recorder/unwind/fast_rule.h"
@@ -43,6 +44,9 @@ using attribution::Mapping;
 using attribution::ProcessTable;
 using attribution::UnwindCode;
 using attribution::UnwindNote;
+
+// The kernel's name of the vDSO's mapping (/proc/PID/maps, perf's MMAP2).
+constexpr char kVdsoName[] = "[vdso]";
 
 // ------------------------------------------------------------- unwinder
 
@@ -157,6 +161,17 @@ class Unwinder : public DwarfUnwinder {
   Unwinder& operator=(const Unwinder&) = delete;
 
   const UnwindStats& stats() const override { return stats_; }
+
+  void set_vdso(const std::string& image) override {
+    // What was placed or learnt from an earlier image is forgotten with it.
+    spaces_.clear();
+    last_space_ = nullptr;
+    std::fill(memo_.begin(), memo_.end(), MemoEntry{});
+    std::erase_if(placements_, [this](const auto& p) { return p.first.first == vdso_.get(); });
+    vdso_.reset();
+    if (image.empty() || image.size() > attribution::kMaxVdsoBytes) return;
+    vdso_ = LoadImageFromBytes(kVdsoName, image);
+  }
 
   std::vector<uint64_t> Unwind(const Sample& s, const ProcessTable& table,
                                const CookieTable& cookies, UnwindNote* note) override {
@@ -366,27 +381,30 @@ class Unwinder : public DwarfUnwinder {
       ctx->place = "unmapped addresses";
       return nullptr;
     }
-    if (m->cookie == 0) {
-      // [vdso], JIT code, anonymous memory: no file to read CFI from.
+    const ElfImage* img = nullptr;
+    if (m->cookie == 0 && m->name == kVdsoName && vdso_ != nullptr) {
+      img = vdso_.get();  // the same image in every process of the record's kernel
+    } else if (m->cookie == 0) {
+      // JIT code, anonymous memory, a vDSO without its image: no CFI to read.
       ctx->status = UnwindCode::kMissingFile;
       ctx->place = m->name.empty() ? "[anon]" : m->name;
       ctx->where = fmt::format("{}+{:#x}", ctx->place, addr - m->start);
+      if (m->name == kVdsoName) ctx->where += " (the record holds no vDSO image)";
       return nullptr;
-    }
-    const attribution::Cookie* c = ctx->cookies->Get(m->cookie);
-    if (c == nullptr) {
+    } else if (const attribution::Cookie* c = ctx->cookies->Get(m->cookie)) {
+      img = Image(*c);
+    } else {
       ctx->status = UnwindCode::kError;
       ctx->where = fmt::format("{:#x}: unknown file", addr);
       ctx->place = "unknown files";
       return nullptr;
     }
-    const ElfImage* img = Image(*c);
     uint64_t vaddr = 0;
     if (img->status != UnwindCode::kOk || !img->VaddrOfOffset(m->pgoff, &vaddr)) {
       ctx->status =
           img->status == UnwindCode::kOk ? UnwindCode::kNoUnwindInfo : img->status.value();
-      ctx->where = fmt::format("{}+{:#x}", c->path, addr - m->start + m->pgoff);
-      ctx->place = c->path;
+      ctx->where = fmt::format("{}+{:#x}", img->path, addr - m->start + m->pgoff);
+      ctx->place = img->path;
       if (!img->detail.empty()) {
         ctx->where += " (" + img->detail + ")";
         ctx->place += " (" + img->detail + ")";
@@ -660,6 +678,7 @@ class Unwinder : public DwarfUnwinder {
   uint32_t last_pid_ = 0;
   std::map<std::pair<const ElfImage*, uint64_t>, std::unique_ptr<Placement>> placements_;
   std::unordered_map<std::string, std::unique_ptr<ElfImage>> images_;
+  std::unique_ptr<ElfImage> vdso_;  // set_vdso's, or none
   UnwindStats stats_;
 };
 

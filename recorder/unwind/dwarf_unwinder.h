@@ -3,10 +3,10 @@
 // (Sample::user_stack, from PERF_SAMPLE_REGS_USER + PERF_SAMPLE_STACK_USER or
 // the module's AUX ring) are unwound with libunwind's remote API against the
 // CFI of the files the record's cookie table names, each verified by
-// build-id: .eh_frame through its .eh_frame_hdr search table, .eh_frame
-// without one (a table is built), and .debug_frame (converted to .eh_frame
-// form: cfi_scan.cc reads the CFI, overlay.cc says why and how it is
-// converted; dwarf_unwinder.cc holds the libunwind accessors).
+// build-id, and of the vDSO image the record carries (set_vdso): .eh_frame through its
+// .eh_frame_hdr search table, .eh_frame without one (a table is built), and .debug_frame (converted
+// to .eh_frame form: cfi_scan.cc reads the CFI, overlay.cc says why and how it is converted;
+// dwarf_unwinder.cc holds the libunwind accessors).
 //
 // Why libunwind remote rather than libdw's dwfl_frame: the remote API lets
 // every memory access be answered from the sample's copy or from an mmap of
@@ -24,6 +24,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "recorder/attribution/attribution.h"
 #include "recorder/unwind/unwind_stats.h"
@@ -38,6 +39,12 @@ class DwarfUnwinder : public attribution::UserUnwinder {
 
   // Counters over every Unwind() call, for reports and benchmarks.
   virtual const UnwindStats& stats() const = 0;
+
+  // The vDSO image (recorder/attribution/vdso.h: the record's, or this
+  // kernel's) whose .eh_frame unwinds frames in "[vdso]" mappings, which no
+  // file holds. Without one (or with one that is not an x86-64 ELF image
+  // with CFI) such frames stop the walk as missing_file / no_unwind_info.
+  virtual void set_vdso(const std::string& image) = 0;
 };
 
 std::unique_ptr<DwarfUnwinder> MakeDwarfUnwinder();

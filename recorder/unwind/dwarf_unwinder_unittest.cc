@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 
+#include "recorder/attribution/vdso.h"
 #include "recorder/perf/record_parser.h"
 
 namespace flightrec::recorder::unwind {
@@ -370,6 +371,116 @@ TEST(DwarfUnwinderTest, ADamagedDebugFrameIsReportedNeverFollowed) {
     EXPECT_EQ(ips.size(), 3u) << c.name << ": " << note.where;
     std::filesystem::remove(copy);
   }
+}
+
+// The entry of this process's vDSO clock_gettime: glibc registers the vDSO
+// as a loaded object of its own.
+uint64_t VdsoClockGettime() {
+  void* vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (vdso == nullptr) return 0;
+  void* fn = dlsym(vdso, "__vdso_clock_gettime");
+  dlclose(vdso);
+  return reinterpret_cast<uint64_t>(fn);
+}
+
+// A sample at the first instruction of the vDSO's clock_gettime, called from
+// where `c` was captured: the return address pushed below Capture's stack.
+Sample SampleEnteringTheVdso(const Captured& c, uint64_t entry) {
+  Sample s = c.sample;
+  const uint64_t ret = c.sample.ip;  // a call "from" Capture's sampled ip
+  std::vector<uint8_t>& stack = s.user_stack.stack;
+  stack.insert(stack.begin(), reinterpret_cast<const uint8_t*>(&ret),
+               reinterpret_cast<const uint8_t*>(&ret) + sizeof(ret));
+  s.user_stack.dyn_size = stack.size();
+  s.user_stack.regs[2] -= sizeof(ret);  // sp (kUserRegsMask order: BX, BP, SP, IP, ...)
+  s.user_stack.regs[3] = entry;         // ip
+  s.ip = entry;
+  return s;
+}
+
+TEST(DwarfUnwinderTest, UnwindsThroughTheVdsoWithItsImage) {
+  auto image = attribution::ReadOwnVdso();
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  const uint64_t entry = VdsoClockGettime();
+  ASSERT_NE(entry, 0u) << dlerror();
+  Captured c = CaptureOwnStack();
+  Sample s = SampleEnteringTheVdso(c, entry);
+  attribution::Attributor a = TableOfThisProcess();
+
+  // Without the image the walk stops at the vDSO and says why.
+  auto bare = MakeDwarfUnwinder();
+  attribution::UnwindNote note;
+  auto ips = bare->Unwind(s, a.table(), a.cookies(), &note);
+  EXPECT_EQ(note.status, "missing_file");
+  EXPECT_NE(note.where.find("[vdso]+"), std::string::npos) << note.where;
+  EXPECT_NE(note.where.find("no vDSO image"), std::string::npos) << note.where;
+  EXPECT_EQ(ips, std::vector<uint64_t>{entry});
+
+  // With it, through the vDSO's .eh_frame to the caller and on.
+  auto u = MakeDwarfUnwinder();
+  u->set_vdso(*image);
+  ips = u->Unwind(s, a.table(), a.cookies(), &note);
+  ASSERT_GE(ips.size(), 4u) << note.status << " " << note.where;
+  EXPECT_EQ(ips[0], entry);
+  EXPECT_EQ(ips[1], c.sample.ip);
+  EXPECT_EQ(ips[2], c.ret_into_level2);
+  EXPECT_EQ(ips[3], c.ret_into_level1);
+  EXPECT_NE(note.status, "missing_file") << note.where;
+  // An image that is not ELF is no CFI, said as such.
+  u->set_vdso("not an ELF image");
+  ips = u->Unwind(s, a.table(), a.cookies(), &note);
+  EXPECT_EQ(note.status, "no_unwind_info") << note.where;
+  EXPECT_EQ(ips.size(), 1u);
+}
+
+TEST(DwarfUnwinderTest, ADamagedVdsoImageNeverCrashesTheUnwinder) {
+  // The image comes from the record: hostile. Every byte set to values that
+  // make offsets and sizes large (0xff, 0x80) or zero, every aligned field
+  // near 2^64, and truncations.
+  auto image = attribution::ReadOwnVdso();
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  const uint64_t entry = VdsoClockGettime();
+  ASSERT_NE(entry, 0u);
+  Captured c = CaptureOwnStack();
+  Sample s = SampleEnteringTheVdso(c, entry);
+  attribution::Attributor a = TableOfThisProcess();
+  auto u = MakeDwarfUnwinder();
+  attribution::UnwindNote note;
+  size_t walks = 0;
+  auto walk = [&](const std::string& bad) {
+    u->set_vdso(bad);
+    auto ips = u->Unwind(s, a.table(), a.cookies(), &note);
+    ASSERT_FALSE(ips.empty());
+    EXPECT_EQ(ips[0], entry);
+    EXPECT_LE(ips.size(), DwarfUnwinder::kMaxFrames);
+    ++walks;
+  };
+  for (size_t i = 0; i < image->size(); ++i) {
+    for (char v : {'\xff', '\x80', '\0'}) {
+      std::string bad = *image;
+      bad[i] = v;
+      walk(bad);
+    }
+  }
+  // Fields near 2^64 (an offset or size that a sum would wrap), at every
+  // 4-byte boundary (ELF fields are 2, 4 or 8 bytes, aligned).
+  for (size_t i = 0; i + 8 <= image->size(); i += 4) {
+    for (uint64_t v : {~uint64_t{0}, ~uint64_t{0} - 0xfff}) {
+      std::string bad = *image;
+      std::memcpy(bad.data() + i, &v, sizeof(v));
+      walk(bad);
+    }
+  }
+  for (size_t len : {size_t{0}, size_t{16}, sizeof(Elf64_Ehdr), size_t{0x200}, size_t{0x650},
+                     image->size() / 2, image->size() - 1}) {
+    walk(image->substr(0, len));
+  }
+  EXPECT_EQ(walks, 3 * image->size() + 2 * ((image->size() - 8) / 4 + 1) + 7);
+  // And the real image after all of them: nothing of theirs was kept.
+  u->set_vdso(*image);
+  auto ips = u->Unwind(s, a.table(), a.cookies(), &note);
+  ASSERT_GE(ips.size(), 2u);
+  EXPECT_EQ(ips[1], c.sample.ip);
 }
 
 TEST(DwarfUnwinderTest, StatsSayWhereIncompleteStacksStopped) {

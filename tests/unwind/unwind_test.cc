@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,6 +24,7 @@
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
 #include "tests/support/run.h"
+#include "tests/support/wait.h"
 
 namespace flightrec {
 namespace {
@@ -217,6 +219,100 @@ TEST_F(UnwindTest, RecorderdWithDwarfCallGraphsGivesTheDeepStacks) {
   EXPECT_GE(j["unwind"]["complete"].get<uint64_t>(), complete);
 }
 
+// The user functions of a `script --json` sample, outermost first, up to and
+// without libc's start: ["main", "spin_clock", ...].
+std::vector<std::string> FromMain(const nlohmann::json& sample) {
+  std::vector<std::string> names;
+  for (const auto& f : sample["frames"]) {
+    if (f["dso"] == "[kernel.kallsyms]") continue;
+    names.push_back(f["function"].get<std::string>());
+  }
+  std::reverse(names.begin(), names.end());
+  auto main = std::find(names.begin(), names.end(), "main");
+  names.erase(names.begin(), main);
+  return names;
+}
+
+// How many of `samples` are in the vDSO with the whole chain main ->
+// spin_clock -> ... -> __vdso_clock_gettime above them; one example of the
+// vDSO samples that are not.
+size_t VdsoSamplesWithTheirCallers(const std::vector<nlohmann::json>& samples, size_t* in_vdso,
+                                   std::string* example) {
+  size_t whole = 0;
+  *in_vdso = 0;
+  for (const auto& s : samples) {
+    const auto& frames = s["frames"];
+    auto leaf = std::find_if(frames.begin(), frames.end(),
+                             [](const auto& f) { return f["dso"] != "[kernel.kallsyms]"; });
+    if (leaf == frames.end() || (*leaf)["dso"] != "[vdso]") continue;
+    ++*in_vdso;
+    auto names = FromMain(s);
+    bool ok = names.size() >= 3 && names[1] == "spin_clock" &&
+              names.back().find("clock_gettime") != std::string::npos;
+    if (ok) {
+      ++whole;
+    } else if (example->empty()) {
+      *example = s.dump();
+    }
+  }
+  return whole;
+}
+
+TEST_F(UnwindTest, DwarfUnwindsThroughTheVdsoToItsCallers) {
+  // fr_spin's clock mode spends nearly all its time in the vDSO's
+  // clock_gettime, which no file holds: its CFI comes from the vDSO image the
+  // record carries. The daemon's own (live) attribution and the replay of the
+  // record must both find main -> spin_clock above it.
+  Daemon d(dir_, {"--call-graph", "dwarf", "--history", "60s"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t spin = Spawn({BuildPath("tests/programs/fr_spin"), "2", "clock"});
+  int st = 0;
+  ASSERT_EQ(waitpid(spin, &st, 0), spin);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto ran_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  auto dump = d.Cli({"dump", "--last", std::to_string(ran_ms + 1000) + "ms", "--pid",
+                     std::to_string(spin), "--live-attribution", "--json"});
+  ASSERT_EQ(dump.exit_code, 0) << dump.err << d.Log();
+  std::string id = nlohmann::json::parse(dump.out)["id"];
+  const std::string recorder = BuildPath("recorder/cli/recorder");
+  for (bool live : {false, true}) {
+    std::vector<std::string> args = {"--store", d.store(), "script", id, "--json"};
+    if (live) args.push_back("--live");
+    auto samples = Script(recorder, args, "fr_spin", static_cast<uint32_t>(spin));
+    ASSERT_GE(samples.size(), kMinSamples) << (live ? "live" : "replay");
+    size_t in_vdso = 0;
+    std::string example;
+    size_t whole = VdsoSamplesWithTheirCallers(samples, &in_vdso, &example);
+    // Most of the time goes to the vDSO (the rest: the loop in spin_clock and
+    // libc's clock_gettime wrapper).
+    EXPECT_GE(in_vdso * 2, samples.size()) << (live ? "live" : "replay");
+    EXPECT_GE(whole * 100, in_vdso * 95) << (live ? "live: " : "replay: ") << whole << " of "
+                                         << in_vdso << " [vdso] samples whole; e.g. " << example;
+  }
+  // report --children: main holds (nearly) all of the process's samples, and
+  // no stack stopped for want of the vDSO's file.
+  auto report = d.Cli({"report", id, "--pid", std::to_string(spin), "--children", "--json"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  auto j = nlohmann::json::parse(report.out);
+  uint64_t total = j["samples"].get<uint64_t>();
+  uint64_t main_children = 0, spin_children = 0;
+  for (const auto& row : j["rows"]) {
+    // fr_spin's own (not those of the test binary the child ran before exec).
+    if (!row["dso"].get<std::string>().ends_with("/fr_spin")) continue;
+    if (row["key"] == "main") main_children = row["children"].get<uint64_t>();
+    if (row["key"] == "spin_clock") spin_children = row["children"].get<uint64_t>();
+  }
+  EXPECT_GE(main_children * 100, total * 95) << report.out.substr(0, 4000);
+  EXPECT_GE(spin_children * 100, total * 95) << report.out.substr(0, 4000);
+  EXPECT_EQ(j["unwind"]["missing_file"], 0) << j["unwind"].dump();
+  for (const auto& stop : j["unwind"]["stops"]) {
+    EXPECT_EQ(stop["place"].get<std::string>().find("[vdso]"), std::string::npos) << stop.dump();
+  }
+}
+
 TEST_F(UnwindTest, AStackDeeperThanTheCopyIsReportedTruncatedNotWrong) {
   // 256 bytes hold ~16 of fr_deep's 16-byte frames, not 20.
   auto samples = Record("dwarf,256", "150");
@@ -288,6 +384,65 @@ TEST_F(UnwindTest, AStackDeeperThanTheCopyIsReportedTruncatedNotWrong) {
   std::ifstream svg_in(svg_path);
   std::string svg_text((std::istreambuf_iterator<char>(svg_in)), {});
   EXPECT_NE(svg_text.find("[truncated]"), std::string::npos);
+}
+
+// "~4.0 s" as the start-up sentence prints a history in seconds.
+std::string Approx(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "~%.1f s", seconds);
+  return buf;
+}
+
+TEST_F(UnwindTest, RecorderdSaysHowMuchHistoryItsRingsHold) {
+  // 10 s of 8 KiB stacks at 999 Hz is ~85 MB a CPU, more than the largest
+  // DWARF ring (32 MiB): recorderd says at start-up (a warning) and in status
+  // what the rings will hold, instead of silently holding less.
+  {
+    Daemon d(dir_, {"--call-graph", "dwarf", "--history", "10s"});
+    ASSERT_TRUE(d.ready()) << d.Log();
+    auto status = d.Cli({"status", "--json"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    auto j = nlohmann::json::parse(status.out);
+    ASSERT_TRUE(j.contains("history_capacity_s")) << status.out;
+    const double ring = j["backend"]["data_ring_bytes_per_cpu"].get<double>();
+    const double held = j["history_capacity_s"].get<double>();
+    // Each sample reserves its whole 8 KiB stack copy and less than 1 KiB
+    // besides (header, registers, kernel chain).
+    EXPECT_LE(held, ring / (testing::kDaemonHz * 8192.0)) << status.out;
+    EXPECT_GE(held, ring / (testing::kDaemonHz * (8192.0 + 1024))) << status.out;
+    EXPECT_LT(held, 10.0);
+    EXPECT_EQ(j["history_requested_s"], 10.0);
+    const std::string said = "--history 10s asked; at " + std::to_string(testing::kDaemonHz) +
+                             " Hz with 8.0 KiB stacks the rings hold " + Approx(held) +
+                             " (32.0 MiB per CPU";
+    EXPECT_TRUE(testing::WaitFor([&] { return d.Log().find(said) != std::string::npos; },
+                                 std::chrono::seconds(10)))
+        << said << "\n"
+        << d.Log();
+    EXPECT_NE(d.Log().find("warning: " + said), std::string::npos) << d.Log();
+  }
+  {
+    // Frame-pointer samples at the same rate: the rings hold what was asked.
+    Daemon d(dir_, {"--call-graph", "fp", "--history", "10s"});
+    ASSERT_TRUE(d.ready()) << d.Log();
+    auto j = nlohmann::json::parse(d.Cli({"status", "--json"}).out);
+    const double held = j["history_capacity_s"].get<double>();
+    EXPECT_GE(held, 10.0) << j.dump();
+    const std::string said = "info: --history 10s asked; at " + std::to_string(testing::kDaemonHz) +
+                             " Hz with frame-pointer call chains the rings hold " + Approx(held);
+    EXPECT_TRUE(testing::WaitFor([&] { return d.Log().find(said) != std::string::npos; },
+                                 std::chrono::seconds(10)))
+        << said << "\n"
+        << d.Log();
+  }
+  // recorder record says it on its start-up line too.
+  auto rec =
+      RunCommand({BuildPath("recorder/cli/recorder"), "--store", dir_, "record", "--call-graph",
+                  "dwarf", "-F", "999", "--history", "10s", "--", "/bin/true"});
+  EXPECT_EQ(rec.exit_code, 0) << rec.err;
+  EXPECT_NE(rec.err.find("--history 10s asked; at 999 Hz with 8.0 KiB stacks the rings hold ~"),
+            std::string::npos)
+      << rec.err;
 }
 
 TEST_F(UnwindTest, BadCallGraphValuesAreRefusedWithAMessage) {
