@@ -201,5 +201,44 @@ TEST_F(JournalTest, TheHookLogsEachStoredCrashWithHostileNamesKeptInTheirFields)
   for (unsigned char c : Bytes(j["MESSAGE"])) EXPECT_TRUE(c >= 0x20 && c != 0x7f) << int(c);
 }
 
+// A journald that stopped reading (SIGSTOP: its socket's queue fills at
+// net.unix.max_dgram_qlen datagrams) holds no caller: a send gives up after
+// its bound, the next fails at once instead of queueing a thread behind it,
+// and the hook still stores the crash; once journald reads again, so do we.
+TEST_F(JournalTest, AJournaldThatStopsReadingDelaysNoRecord) {
+  ASSERT_EQ(kill(journald_, SIGSTOP), 0);
+  struct Continue {
+    ~Continue() { kill(journald_, SIGCONT); }
+  } resume_journald;
+  journal::JournalEntry e;
+  e.record_id = "fill";
+  e.comm = "fill";
+  e.pid = getpid();
+  e.uid = 0;
+  e.signal = SIGSEGV;
+  Status last;
+  for (int i = 0; i < 100'000 && last.ok(); ++i) last = journal::LogRecordToJournal(e, 200ms);
+  ASSERT_FALSE(last.ok()) << "the socket's queue never filled";
+  EXPECT_NE(last.message().find("did not take the entry within 200 ms"), std::string::npos)
+      << last.message();
+  // Not waited on: its bound is never reached.
+  Status again = journal::LogRecordToJournal(e, 600s);
+  EXPECT_NE(again.message().find("an earlier entry is still waiting"), std::string::npos)
+      << again.message();
+
+  TempDir tmp;
+  pid_t sleeper = Spawn({"/bin/sleep", "60"});
+  bool finished = false;
+  std::string err = RunHook(tmp.path() + "/store", sleeper, 60s, &finished);
+  kill(sleeper, SIGKILL);
+  WaitStatus(sleeper);
+  ASSERT_TRUE(finished) << "the hook waited for journald: " << err;
+  EXPECT_FALSE(StoredId(err).empty()) << err;
+  EXPECT_NE(err.find("journald did not take the entry within 500 ms"), std::string::npos) << err;
+
+  ASSERT_EQ(kill(journald_, SIGCONT), 0);
+  EXPECT_TRUE(WaitFor([&] { return journal::LogRecordToJournal(e, 1s).ok(); }, 10s));
+}
+
 }  // namespace
 }  // namespace flightrec::testing
