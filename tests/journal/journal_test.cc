@@ -201,6 +201,42 @@ TEST_F(JournalTest, TheHookLogsEachStoredCrashWithHostileNamesKeptInTheirFields)
   for (unsigned char c : Bytes(j["MESSAGE"])) EXPECT_TRUE(c >= 0x20 && c != 0x7f) << int(c);
 }
 
+// A kernel panic from an earlier boot, stored by recorderd's claim: one
+// entry naming the record, the crashed kernel's message (from its memory:
+// hostile too) escaped in MESSAGE and exact in its own field.
+TEST_F(JournalTest, RecorderdLogsEachStoredPanic) {
+  TempDir tmp;
+  recorder::module::testing::PanicRegionBuilder b(256 * 1024, 1);
+  const std::string message = "Oops\nFLIGHTREC_KIND=forged\n\x1b[2J";
+  b.SetMessage(message);
+  b.header().panic_cpu = 0;
+  b.header().panic_time_ns = 100'000'000'000;
+  b.header().mono_to_real_ns = 1'700'000'000'000'000'000;
+  b.cpu(0).flags |= FLIGHTREC_PANIC_CPU_PANICKING;
+  recorder::module::KernelEnv env;
+  env.release = "6.1.0-56-amd64";
+  auto st = store::Store::Open(tmp.path() + "/store");
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  auto claim = recorder::module::StoreHeldRegion(
+      b.Build(), "at 0x30000000 (256 KiB)", [&] { return env; },
+      [&](recorder::module::PanicDump& d) -> StatusOr<std::string> {
+        ASSIGN_OR_RETURN(auto r, recorder::WritePanicRecord(**st, d));
+        return r.row.id;
+      },
+      [] { return std::string(); });
+  ASSERT_EQ(claim.outcome, recorder::module::PanicClaim::Outcome::kStored) << claim.message;
+
+  auto entries = Entries("FLIGHTREC_RECORD_ID=" + claim.record_id);
+  ASSERT_EQ(entries.size(), 1u) << "no journal entry for " << claim.record_id;
+  const nlohmann::json& j = entries[0];
+  EXPECT_EQ(Bytes(j["FLIGHTREC_KIND"]), "panic");
+  EXPECT_EQ(Bytes(j["FLIGHTREC_PANIC_MESSAGE"]), message);
+  EXPECT_EQ(Bytes(j["MESSAGE"]),
+            "Kernel panic: Oops\\nFLIGHTREC_KIND=forged\\n\\x1b[2J; history: recorder crash info " +
+                claim.record_id);
+  EXPECT_EQ(j.count("FLIGHTREC_PID") + j.count("FLIGHTREC_SIGNAL"), 0u) << j.dump();
+}
+
 // A journald that stopped reading (SIGSTOP: its socket's queue fills at
 // net.unix.max_dgram_qlen datagrams) holds no caller: a send gives up after
 // its bound, the next fails at once instead of queueing a thread behind it,
