@@ -237,6 +237,24 @@ TEST_F(JournalTest, RecorderdLogsEachStoredPanic) {
   EXPECT_EQ(j.count("FLIGHTREC_PID") + j.count("FLIGHTREC_SIGNAL"), 0u) << j.dump();
 }
 
+// The catalog entry compiles (journalctl --update-catalog, into a private
+// root) and explains our MESSAGE_ID.
+TEST_F(JournalTest, TheCatalogExplainsTheMessageId) {
+  TempDir root;
+  fs::create_directories(root.path() + "/usr/lib/systemd/catalog");
+  fs::copy_file(SourcePath("journal/flightrec.catalog"),
+                root.path() + "/usr/lib/systemd/catalog/flightrec.catalog");
+  auto update = RunCommand({kJournalctl, "--root=" + root.path(), "--update-catalog"});
+  ASSERT_EQ(update.exit_code, 0) << update.err;
+  auto list = RunCommand({kJournalctl, "--root=" + root.path(), "--dump-catalog",
+                          std::string(kRecordMessageId)});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("Subject: flightrec stored a @FLIGHTREC_KIND@ record"),
+            std::string::npos)
+      << list.out;
+  EXPECT_NE(list.out.find("recorder crash info @FLIGHTREC_RECORD_ID@"), std::string::npos);
+}
+
 // A journald that stopped reading (SIGSTOP: its socket's queue fills at
 // net.unix.max_dgram_qlen datagrams) holds no caller: a send gives up after
 // its bound, the next fails at once instead of queueing a thread behind it,
