@@ -155,19 +155,20 @@ Status LogRecordToJournal(const JournalEntry& e, std::chrono::milliseconds timeo
 }
 
 std::string UnitFromCgroup(std::string_view proc_cgroup) {
-  // "0::/system.slice/foo.service/sub" (cgroup v2), else systemd's own v1
-  // hierarchy "1:name=systemd:/...".
+  // systemd's own v1 hierarchy "1:name=systemd:/system.slice/foo.service"
+  // where there is one (legacy and hybrid machines, whose unified line
+  // "0::/" may sit at the root), else the unified one "0::/...".
   std::string_view path;
-  for (std::string_view rest = proc_cgroup; !rest.empty();) {
+  bool named = false;
+  for (std::string_view rest = proc_cgroup; !rest.empty() && !named;) {
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (line.starts_with("0::")) {
-      path = line.substr(3);
-      break;
-    }
     if (size_t at = line.find(":name=systemd:"); at != std::string_view::npos) {
       path = line.substr(at + 14);
+      named = true;
+    } else if (line.starts_with("0::")) {
+      path = line.substr(3);
     }
   }
   for (size_t pos = 0; pos < path.size();) {

@@ -122,6 +122,10 @@ TEST(JournalEntryTest, TheUnitIsTheFirstCgroupComponentThatIsNoSlice) {
             "user@1000.service");
   EXPECT_EQ(UnitFromCgroup("12:cpu:/x\n1:name=systemd:/system.slice/cron.service\n"),
             "cron.service");
+  // A hybrid machine lists the unified hierarchy too, at its root: systemd
+  // keeps its units in its own hierarchy there.
+  EXPECT_EQ(UnitFromCgroup("9:name=systemd:/system.slice/cron.service\n4:memory:/x\n0::/\n"),
+            "cron.service");
   EXPECT_EQ(UnitFromCgroup("0::/\n"), "");
   EXPECT_EQ(UnitFromCgroup("0::/my\nunit.service\n"), "");
   EXPECT_EQ(UnitFromCgroup("0::/evil\x1b[2J.service\n"), "");

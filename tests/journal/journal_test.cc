@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +51,7 @@ constexpr const char* kSocket = "/run/systemd/journal/socket";
 // values for one that is not printable UTF-8; anything else (an array of
 // values: the field given twice) is "<not one value>".
 std::string Bytes(const nlohmann::json& v) {
+  if (v.is_null()) return "<missing>";
   if (v.is_string()) return v.get<std::string>();
   std::string out;
   if (!v.is_array()) return "<not one value>";
@@ -59,6 +61,25 @@ std::string Bytes(const nlohmann::json& v) {
   }
   return out;
 }
+
+// A cgroup named like a systemd unit, in systemd's v1 hierarchy where the
+// machine has one (legacy and hybrid) or else in the unified one; removed
+// (once empty) when the object goes.
+class UnitCgroup {
+ public:
+  explicit UnitCgroup(const std::string& unit) {
+    const std::string root = fs::exists("/sys/fs/cgroup/systemd/cgroup.procs")
+                                 ? "/sys/fs/cgroup/systemd"
+                                 : "/sys/fs/cgroup";
+    dir_ = root + "/" + unit;
+    fs::create_directory(dir_);
+  }
+  ~UnitCgroup() { rmdir(dir_.c_str()); }
+  bool Add(pid_t pid) { return bool(std::ofstream(dir_ + "/cgroup.procs") << pid << std::flush); }
+
+ private:
+  std::string dir_;
+};
 
 class JournalTest : public ::testing::Test {
  protected:
@@ -78,7 +99,14 @@ class JournalTest : public ::testing::Test {
            // would turn auditing on or off machine-wide).
            "Audit=\n";
     ASSERT_TRUE(fs::exists(kJournald)) << kJournald << " (Debian package systemd)";
-    journald_ = Spawn({kJournald});
+    journald_ = fork();
+    if (journald_ == 0) {
+      // Gone with the test binary, however it ends: nothing else reaches
+      // this journald's namespace to stop it.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      execl(kJournald, kJournald, nullptr);
+      _exit(127);
+    }
     ASSERT_TRUE(WaitFor([] { return fs::exists(kSocket); }, 10s, 20ms))
         << "journald made no " << kSocket;
   }
@@ -167,6 +195,9 @@ TEST_F(JournalTest, TheHookLogsEachStoredCrashWithHostileNamesKeptInTheirFields)
   chmod(exe.c_str(), 0755);
   pid_t sleeper = Spawn({exe, "60"});
   ASSERT_GT(sleeper, 0);
+  const std::string unit = fmt::format("fr-journal-test-{}.service", getpid());
+  UnitCgroup cgroup(unit);
+  EXPECT_TRUE(cgroup.Add(sleeper));
   bool finished = false;
   std::string err = RunHook(tmp.path() + "/store", sleeper, 60s, &finished);
   kill(sleeper, SIGKILL);
@@ -189,6 +220,7 @@ TEST_F(JournalTest, TheHookLogsEachStoredCrashWithHostileNamesKeptInTheirFields)
   EXPECT_EQ(Bytes(j["FLIGHTREC_SIGNAL_NAME"]), "SIGSEGV");
   EXPECT_EQ(Bytes(j["FLIGHTREC_PID"]), std::to_string(sleeper));
   EXPECT_EQ(Bytes(j["FLIGHTREC_UID"]), "0");
+  EXPECT_EQ(Bytes(j["FLIGHTREC_UNIT"]), unit);
   EXPECT_EQ(Bytes(j["PRIORITY"]), "2");
   EXPECT_EQ(Bytes(j["SYSLOG_IDENTIFIER"]), "recorder-coredump");
   // Nothing the name held became a field of its own.
@@ -246,11 +278,10 @@ TEST_F(JournalTest, TheCatalogExplainsTheMessageId) {
                 root.path() + "/usr/lib/systemd/catalog/flightrec.catalog");
   auto update = RunCommand({kJournalctl, "--root=" + root.path(), "--update-catalog"});
   ASSERT_EQ(update.exit_code, 0) << update.err;
-  auto list = RunCommand({kJournalctl, "--root=" + root.path(), "--dump-catalog",
-                          std::string(kRecordMessageId)});
+  auto list = RunCommand(
+      {kJournalctl, "--root=" + root.path(), "--dump-catalog", std::string(kRecordMessageId)});
   ASSERT_EQ(list.exit_code, 0) << list.err;
-  EXPECT_NE(list.out.find("Subject: flightrec stored a @FLIGHTREC_KIND@ record"),
-            std::string::npos)
+  EXPECT_NE(list.out.find("Subject: flightrec stored a @FLIGHTREC_KIND@ record"), std::string::npos)
       << list.out;
   EXPECT_NE(list.out.find("recorder crash info @FLIGHTREC_RECORD_ID@"), std::string::npos);
 }
