@@ -6,6 +6,7 @@
 #define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -21,8 +22,8 @@ namespace flightrec::journal {
 namespace {
 
 // Bounds on the crashed process's text: PATH_MAX for a path, the kernel's
-// TASK_COMM_LEN with room for %e, systemd's UNIT_NAME_MAX, and a panic
-// message as the module's region keeps it with room to spare.
+// TASK_COMM_LEN with room for %e, systemd's UNIT_NAME_MAX, and four times
+// the 256 bytes of panic message flightrec.ko's region keeps.
 constexpr size_t kMaxExe = 4096;
 constexpr size_t kMaxComm = 64;
 constexpr size_t kMaxUnit = 256;
@@ -57,8 +58,8 @@ std::string Message(const JournalEntry& e) {
   return who + " died" + tail;
 }
 
-// sd_journal_sendv refuses a field of one byte or less ("NAME=" with no
-// value is two and more), so empty values are left out, not sent empty.
+// A field without a value says nothing (a panic has no exe, a crash deeper
+// than PATH_MAX none either): it is left out.
 void Add(std::vector<std::string>* f, std::string_view name, std::string_view value) {
   if (!value.empty()) f->push_back(fmt::format("{}={}", name, value));
 }
@@ -122,12 +123,14 @@ void Send(const std::shared_ptr<PendingSend>& p) {
   // A value holding '\n' is sent as NAME '\n' <64-bit length> <bytes>
   // (journal-send.c), so no byte of it is read as a field boundary.
   int rc = sd_journal_sendv(iov.data(), static_cast<int>(iov.size()));
+  // Free before the caller wakes: its next entry must not find this one
+  // still in flight.
+  g_sending.store(false);
   {
     std::lock_guard lock(p->mu);
     p->done = true;
     p->rc = rc;
   }
-  g_sending.store(false);
   p->cv.notify_all();
 }
 

@@ -286,6 +286,18 @@ TEST_F(JournalTest, TheCatalogExplainsTheMessageId) {
   EXPECT_NE(list.out.find("recorder crash info @FLIGHTREC_RECORD_ID@"), std::string::npos);
 }
 
+// One send in flight at a time, yet an entry right after another is never
+// refused: the first is no longer in flight once its caller returns.
+TEST_F(JournalTest, ConsecutiveEntriesAreAllSent) {
+  journal::JournalEntry e;
+  e.record_id = "consecutive";
+  e.comm = "consecutive";
+  for (int i = 0; i < 500; ++i) {
+    Status s = journal::LogRecordToJournal(e, 10s);
+    ASSERT_TRUE(s.ok()) << "entry " << i << ": " << s.message();
+  }
+}
+
 // A journald that stopped reading (SIGSTOP: its socket's queue fills at
 // net.unix.max_dgram_qlen datagrams) holds no caller: a send gives up after
 // its bound, the next fails at once instead of queueing a thread behind it,
