@@ -19,7 +19,7 @@
 
 namespace flightrec::coredump {
 
-void Log(const std::string& raw) {
+void Log(const std::string& raw, int level) {
   std::string msg;
   for (unsigned char c : raw) {
     if (c < 0x20 || c == 0x7f) {
@@ -28,7 +28,7 @@ void Log(const std::string& raw) {
       msg += static_cast<char>(c);
     }
   }
-  std::string line = fmt::format("<5>recorder-coredump[{}]: {}\n", getpid(), msg);
+  std::string line = fmt::format("<{}>recorder-coredump[{}]: {}\n", level, getpid(), msg);
   int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
   if (fd >= 0) {
     (void)!write(fd, line.data(), line.size());

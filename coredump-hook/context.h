@@ -46,8 +46,10 @@ struct Crash {
 
 // The hook has no terminal: its messages go to the kernel log (where
 // `dmesg`/journald show them) and to stderr for tests. Control bytes in
-// `raw` (the crashing program's name) are escaped.
-void Log(const std::string& raw);
+// `raw` (the crashing program's name) are escaped. `level` is the kernel
+// log's: 5 (notice) for what a crash did, 7 (debug) for what only a
+// developer wants.
+void Log(const std::string& raw, int level = 5);
 
 // At most `max` bytes of a file.
 std::string ReadText(const std::string& path, size_t max = 4 << 20);

@@ -100,6 +100,7 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
   if (!row.ok()) return NotStored(c, "crash", row.status().message());
   GrantCrashedUser(**st, *row, c);
   LogSummary(c, *row, core_stored);
+  LogToJournal(*row, c);
   return 0;
 }
 

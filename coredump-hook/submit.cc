@@ -14,6 +14,7 @@
 #include "common/checked_json.h"
 #include "common/terminal_escape.h"
 #include "common/units.h"
+#include "journal/journal_entry.h"
 #include "recorder/ipc/ipc.h"
 
 namespace flightrec::coredump {
@@ -240,6 +241,24 @@ void GrantCrashedUser(store::Store& st, const store::RecordRow& row, const Crash
     if (f.empty() || f.find('/') != std::string::npos) continue;
     Status acl = st.GrantReader(f, c.a.uid);
     if (!acl.ok()) Log(fmt::format("{}: {}", row.id, acl.message()));
+  }
+}
+
+void LogToJournal(const store::RecordRow& row, const Crash& c) {
+  journal::JournalEntry e;
+  e.kind = journal::RecordKind::kCrash;
+  e.record_id = row.id;
+  e.history_id = c.history_id;
+  e.exe = c.exe;
+  e.comm = c.a.comm;
+  e.unit = journal::UnitFromCgroup(json::RawText(c.md, "cgroup"));
+  e.signal = c.a.signal;
+  e.pid = c.a.pid;
+  e.uid = c.a.uid;
+  // The record is committed: without journald (or with one that stopped
+  // reading) only the entry is missing, which is no news for the admin.
+  if (Status s = journal::LogRecordToJournal(e); !s.ok()) {
+    Log(fmt::format("{}: {}", row.id, s.message()), 7);
   }
 }
 

@@ -1,6 +1,7 @@
 // Storing the crash (systemd-coredump's coredump-submit): history from
 // recorderd, the core streamed into a `crash` record, the commit (without
-// the core when it cannot be written) and the crashed user's read access.
+// the core when it cannot be written), the crashed user's read access and
+// the crash's journal entry.
 #pragma once
 
 #include <memory>
@@ -32,5 +33,9 @@ StatusOr<store::RecordRow> CommitCrash(store::Store& st, std::unique_ptr<store::
 
 // The crashed user may read this record (and only this one).
 void GrantCrashedUser(store::Store& st, const store::RecordRow& row, const Crash& c);
+
+// One journal entry for the committed crash, as systemd-coredump logs one
+// (journal/journal_entry.h); bounded in time, and a failure only logged.
+void LogToJournal(const store::RecordRow& row, const Crash& c);
 
 }  // namespace flightrec::coredump

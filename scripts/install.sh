@@ -14,6 +14,9 @@ install -m 0755 "$B/recorder/daemon/recorderd" "$B/recorder/cli/recorder" \
 install -m 0644 README.md docs/*.md "$PREFIX/share/doc/flightrec/"
 sed "s#/usr/local#$PREFIX#g" scripts/systemd/recorderd.service > /etc/systemd/system/recorderd.service
 chmod 0644 /etc/systemd/system/recorderd.service
+# The text `journalctl -x` shows under each stored crash's journal entry.
+install -D -m 0644 journal/flightrec.catalog /usr/lib/systemd/catalog/flightrec.catalog
+command -v journalctl >/dev/null && journalctl --update-catalog || true
 echo "installed $PREFIX/bin/recorderd, recorder, recorder-coredump, /etc/systemd/system/recorderd.service"
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload

@@ -21,6 +21,9 @@ PKGS=(
   libzstd-dev zstd libsqlite3-dev sqlite3 libxxhash-dev
   libboost-dev libboost-system-dev libunwind-dev libdw-dev libelf-dev elfutils zlib1g-dev libacl1-dev
   libseccomp-dev
+  # sd-journal: each stored crash's journal entry; journald itself runs in
+  # tests/journal (systemd-journald, journalctl).
+  libsystemd-dev systemd
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   linux-perf gdb valgrind golang-go util-linux bsdutils procps psmisc time python3 binutils

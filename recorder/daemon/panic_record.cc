@@ -2,6 +2,7 @@
 
 #include "common/checked_json.h"
 #include "common/units.h"
+#include "journal/journal_entry.h"
 #include "recorder/daemon/daemon.h"
 
 #include <spdlog/spdlog.h>
@@ -21,8 +22,19 @@ StatusOr<DumpResult> WritePanicRecord(store::Store& store, module::PanicDump& du
   req.mono_to_boot_ns = dump.mono_to_boot_ns;
   req.extra_sections.emplace_back(kSectionPanic, json::Dump(dump.panic));
   req.extra_meta = {{kKindPanic, dump.summary}};
-  return WriteDump(store, req, std::move(dump.snap), *dump.history, dump.ksyms, dump.backend,
-                   MonotonicNs());
+  auto r = WriteDump(store, req, std::move(dump.snap), *dump.history, dump.ksyms, dump.backend,
+                     MonotonicNs());
+  if (r.ok()) {
+    journal::JournalEntry e;
+    e.kind = journal::RecordKind::kPanic;
+    e.record_id = r->row.id;
+    e.panic = json::RawText(dump.summary, "message");
+    // The record is committed: without journald only the entry is missing.
+    if (Status s = journal::LogRecordToJournal(e); !s.ok()) {
+      spdlog::debug("{}: {}", e.record_id, s.message());
+    }
+  }
+  return r;
 }
 
 // recorderd's claim at start (Daemon::Create), kept with the record it writes.
