@@ -15,6 +15,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,6 +32,7 @@ namespace flightrec {
 namespace {
 
 using testing::BuildPath;
+using testing::ReadFile;
 using testing::RunCommand;
 using testing::RunResult;
 using testing::TempDir;
@@ -111,6 +114,25 @@ std::string BuildIdOf(const std::string& path) {
   return "";
 }
 
+// Offset and size in the file of each section of the ELF file at `path`,
+// by name (as `readelf -S -W` lists them).
+std::map<std::string, std::pair<size_t, size_t>> SectionsOf(const std::string& path) {
+  std::map<std::string, std::pair<size_t, size_t>> out;
+  std::istringstream in(RunCommand({"/usr/bin/readelf", "-S", "-W", path}).out);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t close = line.find("] ");
+    if (line.find('[') == std::string::npos || close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 2));
+    std::string name, type, addr, off, size;
+    // The header line ("[Nr] Name Type Address Off Size") has no numbers.
+    if (fields >> name >> type >> addr >> off >> size && name.starts_with('.')) {
+      out[name] = {std::strtoul(off.c_str(), nullptr, 16), std::strtoul(size.c_str(), nullptr, 16)};
+    }
+  }
+  return out;
+}
+
 class DebuginfodTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -140,9 +162,12 @@ class DebuginfodTest : public ::testing::Test {
 
   // `recorder script -1 --json EXTRA...` with `env`, with no local debug
   // directory and a fresh debuginfod cache.
-  static RunResult Script(const std::vector<std::string>& extra, std::vector<std::string> env) {
+  // *cache_out: that cache.
+  static RunResult Script(const std::vector<std::string>& extra, std::vector<std::string> env,
+                          std::string* cache_out = nullptr) {
     static int runs = 0;
     std::string cache = dir_->path() + "/cache" + std::to_string(++runs);
+    if (cache_out) *cache_out = cache;
     env.push_back("DEBUGINFOD_CACHE_PATH=" + cache);
     env.push_back("FLIGHTREC_DEBUGINFO_PATH=" + dir_->path() + "/nodebug");
     env.push_back("FLIGHTREC_CACHE_DIR=" + cache + "-flightrec");
@@ -219,6 +244,45 @@ TEST_F(DebuginfodTest, AProgressLineIsShownOnATerminalWhileFetching) {
             std::string::npos)
       << r.out;
   EXPECT_TRUE(r.out.ends_with("\r\033[K")) << "erased when done: " << r.out;
+}
+
+// What a server sends is untrusted: a debug file of the right build-id
+// whose DWARF is garbage, or whose units claim to run past the file, is read
+// within its bytes. The command still succeeds, with the stripped file's own
+// symbols.
+TEST_F(DebuginfodTest, AServedDebugFileWithHostileDwarfCostsOnlyItsLines) {
+  const std::string good = ReadFile(dir_->path() + "/debug/fr_spin.debug");
+  const auto sections = SectionsOf(dir_->path() + "/debug/fr_spin.debug");
+  ASSERT_TRUE(sections.count(".debug_info") && sections.count(".debug_line") &&
+              sections.count(".debug_abbrev"));
+  // Garbage over every DWARF section; unit lengths past the end of the file.
+  std::string garbage = good, lengths = good;
+  uint32_t x = 0x9e3779b9;
+  for (const char* name : {".debug_info", ".debug_abbrev", ".debug_line"}) {
+    auto [off, size] = sections.at(name);
+    for (size_t i = off; i < off + size; ++i) {
+      x = x * 1664525 + 1013904223;
+      garbage[i] = static_cast<char>(x >> 24);
+    }
+  }
+  for (const char* name : {".debug_info", ".debug_line"})
+    lengths.replace(sections.at(name).first, 4, "\xf0\xff\xff\x7f", 4);
+  int variant = 0;
+  for (const std::string& hostile : {garbage, lengths}) {
+    SCOPED_TRACE(variant == 0 ? "garbage DWARF" : "unit lengths past the end");
+    std::string served = dir_->path() + "/hostile" + std::to_string(variant++);
+    std::filesystem::create_directory(served);
+    std::ofstream(served + "/fr_spin.debug", std::ios::binary) << hostile;
+    DebuginfodServer server(served, served + ".sqlite");
+    ASSERT_TRUE(server.WaitUntilServing(build_id_)) << "debuginfod never served " << build_id_;
+    std::string cache;
+    RunResult r = Script({}, {"DEBUGINFOD_URLS=" + server.url(), "DEBUGINFOD_TIMEOUT=30"}, &cache);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(ReadFile(cache + "/" + build_id_ + "/debuginfo"), hostile) << "it was fetched";
+    size_t frames = 0, with_line = 0;
+    CountSpinFrames(r.out, &frames, &with_line);
+    EXPECT_GT(frames, 10u) << "the stripped file's own symbols still name the frames";
+  }
 }
 
 // A server that refuses connections: symbolized without it, said once.
