@@ -19,7 +19,7 @@ done
 PKGS=(
   build-essential cmake ninja-build pkg-config clang-format
   libzstd-dev zstd libsqlite3-dev sqlite3 libxxhash-dev
-  libboost-dev libboost-system-dev libunwind-dev libdw-dev libelf-dev elfutils zlib1g-dev libacl1-dev
+  libboost-dev libboost-system-dev libunwind-dev libdw-dev libelf-dev libdebuginfod-dev debuginfod elfutils zlib1g-dev libacl1-dev
   libseccomp-dev
   # sd-journal: each stored crash's journal entry; journald itself runs in
   # tests/journal (systemd-journald, journalctl).

@@ -7,6 +7,7 @@
 #include "recorder/cli/cli.h"
 #include "recorder/cli/fleet_commands.h"
 #include "recorder/cli/usage.h"
+#include "recorder/symbolize/debuginfod.h"
 
 namespace flightrec::recorder::cli {
 
@@ -48,6 +49,11 @@ int RecorderMain(int argc, char** argv) {
                  "the fleet this config names (its index in PostgreSQL, its object in S3, "
                  "cached in CacheDir= and checked by SHA-256), not from the store")
       ->type_name("CONFIG");
+  bool no_debuginfod = false;
+  app.add_flag("--no-debuginfod", no_debuginfod,
+               "Never fetch missing debug info from the debuginfod servers in $DEBUGINFOD_URLS "
+               "(otherwise fetched by build-id when it is set, into $DEBUGINFOD_CACHE_PATH, "
+               "each server given at most $DEBUGINFOD_TIMEOUT seconds)");
   AddStoreCommands(app, ctx);
   AddDaemonCommands(app, ctx);
   AddRecordCommand(app, ctx);
@@ -62,6 +68,7 @@ int RecorderMain(int argc, char** argv) {
     return ExitOnParseError(app, e);
   }
   if (!ctx.action) return 0;
+  symbolize::InstallDebuginfod(!no_debuginfod);
   if (!fleet_config.empty()) {
     ctx.open_record = [&fleet_config](const std::string& id) {
       return OpenFleetRecord(fleet_config, id);

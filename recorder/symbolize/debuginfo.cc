@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -27,7 +28,37 @@ std::string DirName(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
+// `candidate` is a readable ELF file, not `path` itself, whose build-id is
+// `build_id` (any, if that is empty).
+bool IsDebugFileFor(const std::string& candidate, const std::string& path,
+                    const std::string& build_id) {
+  if (candidate == path || !Exists(candidate)) return false;
+  ElfFacts f;
+  if (!ReadElfSymbols(candidate, nullptr, nullptr, &f)) return false;
+  // Never trust a debug file that belongs to another build.
+  return build_id.empty() || elf::HexBuildId(f.build_id) == build_id;
+}
+
+std::mutex fetcher_mu;
+DebugFileFetcher* fetcher = nullptr;  // guarded by fetcher_mu; never freed
+
 }  // namespace
+
+void SetDebugFileFetcher(DebugFileFetcher f) {
+  std::lock_guard lock(fetcher_mu);
+  fetcher = f ? new DebugFileFetcher(std::move(f)) : nullptr;
+}
+
+std::string FetchDebugFile(const std::string& path, const std::string& build_id) {
+  DebugFileFetcher* f;
+  {
+    std::lock_guard lock(fetcher_mu);
+    f = fetcher;
+  }
+  if (f == nullptr || build_id.empty()) return "";
+  std::string fetched = (*f)(build_id);
+  return !fetched.empty() && IsDebugFileFor(fetched, path, build_id) ? fetched : "";
+}
 
 std::vector<std::string> DefaultDebugDirs() {
   std::vector<std::string> dirs;
@@ -43,13 +74,7 @@ std::vector<std::string> DefaultDebugDirs() {
 
 std::string FindDebugFile(const std::vector<std::string>& debug_dirs, const std::string& path,
                           const std::string& build_id, const std::string& debuglink) {
-  auto matches = [&](const std::string& candidate) {
-    if (candidate == path || !Exists(candidate)) return false;
-    ElfFacts f;
-    if (!ReadElfSymbols(candidate, nullptr, nullptr, &f)) return false;
-    // Never trust a debug file that belongs to another build.
-    return build_id.empty() || elf::HexBuildId(f.build_id) == build_id;
-  };
+  auto matches = [&](const std::string& c) { return IsDebugFileFor(c, path, build_id); };
   if (build_id.size() > 2) {
     for (const auto& d : debug_dirs) {
       std::string c =

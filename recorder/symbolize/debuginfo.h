@@ -3,6 +3,7 @@
 // (only when the caller asks) decompressed copies of compressed debug files.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,18 @@ std::vector<std::string> DefaultDebugDirs();
 // <dir>/<its folder>/. Only a file whose build-id matches; "" if none.
 std::string FindDebugFile(const std::vector<std::string>& debug_dirs, const std::string& path,
                           const std::string& build_id, const std::string& debuglink);
+
+// Fetches the separate debug file of a build-id (hex) from elsewhere and
+// returns a local path, or "". Nothing fetches unless a program installs one:
+// the recorder CLI installs debuginfod's (debuginfod.h) when $DEBUGINFOD_URLS
+// is set; recorderd and the core hook never link it. Called from any thread.
+using DebugFileFetcher = std::function<std::string(const std::string& build_id)>;
+void SetDebugFileFetcher(DebugFileFetcher fetcher);
+
+// The installed fetcher's debug file for `path`, kept only if it is an ELF
+// file of that build-id, read by the same bounded reader as local debug
+// files (it is as untrusted as they are); "" if none.
+std::string FetchDebugFile(const std::string& path, const std::string& build_id);
 
 // Where decompressed copies of debug files are kept when a caller enables
 // them: $FLIGHTREC_CACHE_DIR, /var/cache/flightrec for root, else

@@ -66,6 +66,7 @@ const FileSyms& Symbolizer::LoadFile(const std::string& path, const std::string&
       // Stripped: a separate debug file has the full symtab and the DWARF.
       std::string dbg =
           FindDebugFile(debug_dirs_, c->path, elf::HexBuildId(facts.build_id), facts.debuglink);
+      if (dbg.empty()) dbg = FetchDebugFile(c->path, elf::HexBuildId(facts.build_id));
       if (!dbg.empty()) {
         std::vector<std::tuple<uint64_t, uint64_t, std::string>> dsyms;
         ElfFacts df;
