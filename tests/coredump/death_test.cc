@@ -3,15 +3,21 @@
 // so other processes' deaths may land in these stores too: every check is
 // on the test's own pids, or on counts that only grow.
 #include <gtest/gtest.h>
+#include <linux/cn_proc.h>
+#include <linux/connector.h>
+#include <linux/netlink.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -207,6 +213,80 @@ TEST_F(DeathTest, ACoreDumpingCrashStaysOneCrashRecord) {
       << Deaths(*daemon_).dump(2);
   for (pid_t pid : crashed) EXPECT_EQ(RecordsOf(*daemon_, pid).size(), 1u) << pid;
   EXPECT_EQ(daemon_->Cli({"coredump", "uninstall"}).exit_code, 0);
+}
+
+// The netlink port of pid's NETLINK_CONNECTOR socket (0: none), matched by
+// the socket's inode in /proc/net/netlink.
+uint32_t ConnectorPortOf(pid_t pid) {
+  std::set<std::string> inodes;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    std::error_code ec;
+    std::string target = fs::read_symlink(e.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::istringstream in(ReadFile("/proc/net/netlink"));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string sk, eth, port, groups, rmem, wmem, dump, locks, drops, inode;
+    f >> sk >> eth >> port >> groups >> rmem >> wmem >> dump >> locks >> drops >> inode;
+    if (eth == "11" && inodes.count(inode)) return static_cast<uint32_t>(std::stoul(port));
+  }
+  return 0;
+}
+
+// Sends `n` PROC_EVENT_EXIT "killed by SIGKILL" messages for `victim` to
+// netlink port `port` as uid (0: as is): 0, or the errno of the refusal.
+int ForgeExit(uint32_t port, pid_t victim, uid_t uid) {
+  int st = RunInChild([&] {
+    if (uid != 0 && (setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)) return 100;
+    int fd = socket(AF_NETLINK, SOCK_DGRAM, NETLINK_CONNECTOR);
+    if (fd < 0) return 101;
+    alignas(nlmsghdr) char msg[NLMSG_LENGTH(sizeof(cn_msg) + sizeof(proc_event))] = {};
+    auto* nh = reinterpret_cast<nlmsghdr*>(msg);
+    nh->nlmsg_len = sizeof(msg);
+    nh->nlmsg_type = NLMSG_DONE;
+    auto* cn = static_cast<cn_msg*>(NLMSG_DATA(nh));
+    cn->id.idx = CN_IDX_PROC;
+    cn->id.val = CN_VAL_PROC;
+    cn->len = sizeof(proc_event);
+    proc_event ev{};
+    ev.what = proc_event::PROC_EVENT_EXIT;
+    ev.event_data.exit.process_pid = victim;
+    ev.event_data.exit.process_tgid = victim;
+    ev.event_data.exit.exit_code = SIGKILL;
+    std::memcpy(cn->data, &ev, sizeof(ev));
+    sockaddr_nl to{};
+    to.nl_family = AF_NETLINK;
+    to.nl_pid = port;
+    for (int i = 0; i < 10; ++i) {
+      if (sendto(fd, msg, sizeof(msg), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)) < 0)
+        return errno;
+    }
+    return 0;
+  });
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 200;
+}
+
+// A forged PROC_EVENT_EXIT must not become a record of a live process. A
+// user cannot even send one (netlink_sendmsg refuses a unicast without
+// NL_CFG_F_NONROOT_SEND, which the connector does not set); a privileged
+// sender's is dropped too: only the kernel, port 0, speaks for processes.
+TEST_F(DeathTest, AForgedExitEventIsIgnored) {
+  Sleeper victim;
+  const uint32_t port = ConnectorPortOf(daemon_->pid());
+  ASSERT_NE(port, 0u) << "recorderd has no connector socket";
+  EXPECT_EQ(ForgeExit(port, victim.pid(), 65534), EPERM);
+  ASSERT_EQ(ForgeExit(port, victim.pid(), 0), 0);
+  // The forged events were read before a real death after them.
+  int sig = 0;
+  PatternGuard pattern("core");
+  pid_t real =
+      RunWithoutCoreLimit({BuildPath("tests/programs/fr_crash"), "segv", "50"}, dir_.path(), &sig);
+  ASSERT_TRUE(WaitFor([&] { return !RecordsOf(*daemon_, real).empty(); }, 30s)) << daemon_->Log();
+  EXPECT_TRUE(RecordsOf(*daemon_, victim.pid()).empty());
+  EXPECT_EQ(kill(victim.pid(), 0), 0);
 }
 
 // 200 processes killed at once: every death is accounted, in a record or a
