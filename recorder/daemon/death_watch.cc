@@ -308,10 +308,15 @@ void DeathWatch::DrainSenders() {
 void DeathWatch::OnEvent(const ::proc_event& ev, std::vector<Death>* deaths,
                          std::map<int32_t, int32_t>* tgid_of) {
   switch (ev.what) {
-    case proc_event::PROC_EVENT_EXEC:
-      Remember(ev.event_data.exec.process_tgid,
-               ReadProcessInfo(ev.event_data.exec.process_tgid, "exec"));
+    case proc_event::PROC_EVENT_EXEC: {
+      const int32_t pid = ev.event_data.exec.process_tgid;
+      DeathProcessInfo info = ReadProcessInfo(pid, "exec");
+      // Gone before it could be read (killed right after its exec): what
+      // its fork inherited is still its uid and cgroup.
+      if (info.uid < 0 && infos_.count(pid)) return;
+      Remember(pid, std::move(info));
       return;
+    }
     case proc_event::PROC_EVENT_FORK: {
       const auto& f = ev.event_data.fork;
       if (f.child_pid != f.child_tgid) return;  // a thread
