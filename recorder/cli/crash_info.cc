@@ -84,8 +84,11 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
     }
   }
   if (as_json) {
-    nlohmann::json out = {{"id", id},        {"crash", crash},     {"metadata", md},
-                          {"backtrace", bt}, {"history", history}, {"maps", maps}};
+    nlohmann::json out = {
+        {"id", id},        {"kind", crash.contains("sender") ? kKindDeath : kKindCrash},
+        {"crash", crash},  {"metadata", md},
+        {"backtrace", bt}, {"history", history},
+        {"maps", maps}};
     if (!history_error.empty()) out["history_error"] = history_error;
     std::printf("%s\n", json::Dump(out, 2).c_str());
     return OkStatus();
@@ -112,6 +115,21 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
                   ? FormatBytes(Get<uint64_t>(crash, "core_size", 0)).c_str()
                   : "not stored",
               Get<bool>(crash, "truncated", false) ? " (truncated at the size limit)" : "");
+  // A death's: who sent the signal (its comm is the sender's own choice).
+  if (const nlohmann::json& sender = Field(crash, "sender"); sender.is_object()) {
+    if (!Get<bool>(sender, "known", false)) {
+      std::printf("       Sender: unknown\n");
+    } else {
+      const bool kernel = Str(sender, "kind") == "kernel";
+      std::printf(
+          "       Sender: %s pid %lld (%s)%s, si_code %lld\n", kernel ? "the kernel, in" : "",
+          static_cast<long long>(Get<int64_t>(sender, "pid", 0)),
+          E(json::RawText(sender, "comm")).c_str(),
+          sender.contains("uid") ? fmt::format(" uid {}", Get<int64_t>(sender, "uid", 0)).c_str()
+                                 : "",
+          static_cast<long long>(Get<int64_t>(sender, "si_code", 0)));
+    }
+  }
   for (const auto& n : Array(crash, "notes")) {
     std::printf("         Note: %s\n", E(n.is_string() ? Str(n) : json::Dump(n)).c_str());
   }
@@ -128,7 +146,9 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
       firstt = false;
     }
   } else {
-    std::printf("\nBacktrace: none (%s)\n", E(Str(bt, "error", "see notes")).c_str());
+    std::printf("\nBacktrace: none (%s)\n", crash.contains("sender")
+                                                ? "no core was dumped: nothing to unwind"
+                                                : E(Str(bt, "error", "see notes")).c_str());
   }
   if (!history.is_null()) {
     // Built by CrashHistory above: its shape is ours, its strings are not.
@@ -199,7 +219,9 @@ Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args) {
   auto& [row, reader] = found;
   if (row.kind == kKindPanic) return PrintPanicInfo(row.id, *reader, args.json, args.bins);
   RETURN_IF_ERROR(CheckAccess(row.meta));
-  const std::string hid = json::Str(json::Object(row.meta, "crash"), "history");
+  // A death record holds its history itself.
+  const std::string hid =
+      row.kind == kKindDeath ? row.id : json::Str(json::Object(row.meta, "crash"), "history");
   std::unique_ptr<store::RecordReader> hreader;
   std::string history_error;
   if (!hid.empty()) {

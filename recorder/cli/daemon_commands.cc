@@ -135,6 +135,22 @@ Status RunStatus(const CliContext& ctx, bool json) {
               static_cast<unsigned long long>(s.value("dumps", uint64_t{0})),
               static_cast<unsigned long long>(s.value("dump_failures", uint64_t{0})),
               static_cast<unsigned long long>(s.value("dumps_rate_limited", uint64_t{0})));
+  if (const auto& d = s.value("deaths", nlohmann::json::object()); d.is_object()) {
+    auto n = [&d](const char* k) {
+      return static_cast<unsigned long long>(d.value(k, uint64_t{0}));
+    };
+    if (d.value("enabled", false)) {
+      std::printf(
+          "  deaths:    %llu seen, %llu recorded, %llu with a crash record, %llu rate-limited, "
+          "%llu failed\n",
+          n("seen"), n("recorded"), n("crash_record"), n("rate_limited"), n("failed"));
+    } else {
+      std::printf("  deaths:    not watched%s\n",
+                  d.contains("unavailable")
+                      ? (": " + EscapeForTerminal(d.value("unavailable", ""))).c_str()
+                      : " (--deaths off)");
+    }
+  }
   for (const auto& t : s["triggers"]) {
     std::printf("  trigger %llu: uprobe %s, fired %llu, dumps %llu, suppressed %llu\n",
                 static_cast<unsigned long long>(t.value("id", uint64_t{0})),
