@@ -18,6 +18,7 @@
 #include "common/read_file.h"
 #include "common/terminal_escape.h"
 #include "common/units.h"
+#include "journal/journal_entry.h"
 #include "recorder/capture/backend_factory.h"
 #include "recorder/daemon/death_record.h"
 #include "recorder/daemon/panic_record.h"
@@ -456,6 +457,21 @@ void Daemon::RecordDeath(const Death& d) {
   }
   ++death_counts_.recorded;
   spdlog::info("death {}: {}", r->row.id, EscapeForTerminal(DeathReason(d)));
+  journal::JournalEntry e;
+  e.kind = journal::RecordKind::kDeath;
+  e.record_id = r->row.id;
+  e.signal = d.signal;
+  e.pid = d.pid;
+  if (d.info) {
+    e.exe = d.info->exe;
+    e.comm = d.info->comm;
+    e.uid = d.info->uid;
+    e.unit = journal::UnitFromCgroup(d.info->cgroup);
+  }
+  // The record is committed: without journald only the entry is missing.
+  if (Status s = journal::LogRecordToJournal(e); !s.ok()) {
+    spdlog::debug("{}: {}", e.record_id, s.message());
+  }
 }
 
 // At most kMaxTriggersInStatus triggers (each with its newest
