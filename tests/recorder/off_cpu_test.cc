@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "common/units.h"
+#include "recorder/analysis/crash_history.h"
+#include "store/record_file.h"
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
 #include "tests/support/run.h"
@@ -50,9 +52,8 @@ nlohmann::json Json(const testing::RunResult& r) {
   return nlohmann::json::parse(r.out, nullptr, false);
 }
 
-std::string DumpId(const Daemon& d, pid_t pid) {
-  auto j = Json(d.Cli({"dump", "--pid", std::to_string(pid), "--json"}));
-  return j.is_object() ? j.value("id", "") : "";
+nlohmann::json Dump(const Daemon& d, pid_t pid) {
+  return Json(d.Cli({"dump", "--pid", std::to_string(pid), "--json"}));
 }
 
 // The off-CPU intervals `recorder script --off-cpu --json` prints.
@@ -80,10 +81,12 @@ TEST(OffCpuTest, AbbaDeadlockShowsBothThreadsBlockedInTransferForAsLongAsTheyWer
   testing::TempDir dir;
   // DWARF: glibc's pthread_mutex_lock keeps no frame pointer, so a
   // frame-pointer chain skips its caller (transfer_*). The ring of blocking
-  // switch-outs must hold the 3 s of every blocking switch of this (busy,
-  // shared) machine: 16 MiB per CPU of 2 KiB stack copies hold ~7000.
+  // switch-outs must hold the 3 s of every blocking switch of this busy,
+  // shared machine (up to ~3000 a second per CPU were seen): 16 MiB per CPU
+  // of records with 1 KiB stack copies (fr_abba's blocked stacks need
+  // less) hold ~13 000.
   Daemon d(dir.path(), {"--backend", "perf", "--off-cpu", "--call-graph", "dwarf",
-                        "--off-cpu-stack-bytes", "2048", "--off-cpu-ring-pages", "4096"});
+                        "--off-cpu-stack-bytes", "1024", "--off-cpu-ring-pages", "4096"});
   ASSERT_TRUE(d.ready()) << d.Log();
   const std::string out = dir.path() + "/abba.out";
   pid_t pid = testing::Spawn(
@@ -97,7 +100,8 @@ TEST(OffCpuTest, AbbaDeadlockShowsBothThreadsBlockedInTransferForAsLongAsTheyWer
   const int64_t last_block = std::max(blocked.begin()->second, blocked.rbegin()->second);
   ASSERT_TRUE(
       testing::WaitFor([&] { return MonotonicNs() >= last_block + 3'000'000'000; }, 10s, 10ms));
-  const std::string id = DumpId(d, pid);
+  const nlohmann::json dump = Dump(d, pid);
+  const std::string id = dump.is_object() ? dump.value("id", "") : "";
   kill(pid, SIGKILL);
   testing::WaitStatus(pid);
   ASSERT_FALSE(id.empty()) << d.Log();
@@ -151,6 +155,31 @@ TEST(OffCpuTest, AbbaDeadlockShowsBothThreadsBlockedInTransferForAsLongAsTheyWer
     EXPECT_GT(row.value("children", uint64_t{0}), 2'800'000'000u) << row.dump();
   }
   EXPECT_EQ(found, 2) << by_symbol.dump(1);
+
+  // The history `crash info` shows for a crash of this process (its
+  // main thread signalled): every thread, the two that never ran again
+  // with no sample, blocked in pthread_mutex_lock until the end.
+  auto reader = store::RecordReader::Open(d.store() + "/" + dump.value("file", ""));
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto history = recorder::analysis::CrashHistory(**reader, {{"pid", pid}, {"tid", pid}}, id, 40);
+  ASSERT_TRUE(history.ok()) << history.status().message();
+  EXPECT_TRUE((*history)["off_cpu"].get<bool>());
+  std::map<uint32_t, nlohmann::json> threads;
+  for (const auto& t : (*history)["threads"]) threads[t.value("tid", 0u)] = t;
+  EXPECT_TRUE(threads.count(static_cast<uint32_t>(pid))) << history->dump(1);
+  for (const auto& [tid, at] : blocked) {
+    SCOPED_TRACE("history of tid " + std::to_string(tid));
+    ASSERT_TRUE(threads.count(tid)) << history->dump(1);
+    const auto& t = threads[tid];
+    EXPECT_EQ(t.value("samples", 1u), 0u);
+    EXPECT_TRUE(t.value("blocked_at_end", false));
+    // "... <- ___pthread_mutex_lock <- transfer_a": up to the program's frame.
+    const std::string in = t.value("blocked_in", "");
+    EXPECT_NE(in.find("pthread_mutex_lock <- transfer_"), std::string::npos) << t;
+    EXPECT_EQ(in.find("worker"), std::string::npos) << t;
+    const double truth = static_cast<double>(freeze - at);
+    EXPECT_NEAR(t.value("longest_off_cpu_ns", 0.0), truth, truth * 0.05);
+  }
 }
 
 TEST(OffCpuTest, RecordWithoutOffCpuSaysSoWhenAskedForIt) {
