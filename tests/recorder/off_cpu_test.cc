@@ -156,6 +156,24 @@ TEST(OffCpuTest, AbbaDeadlockShowsBothThreadsBlockedInTransferForAsLongAsTheyWer
   }
   EXPECT_EQ(found, 2) << by_symbol.dump(1);
 
+  // Folded stacks of the blocked time: each thread's under its off-CPU
+  // marker, in microseconds.
+  const std::string folded = dir.path() + "/off.folded";
+  auto ex = d.Cli({"export", "-f", "folded", "--off-cpu", "-o", folded, id});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  for (const char* thread : {"xfer_a", "xfer_b"}) {
+    std::istringstream in(testing::ReadFile(folded));
+    bool seen = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(std::string(thread) + ";[off-cpu:S];", 0) != 0) continue;
+      if (line.find("pthread_mutex_lock") == std::string::npos) continue;
+      seen = true;
+      EXPECT_NE(line.find(std::string(";transfer_") + thread[5] + ";"), std::string::npos) << line;
+      EXPECT_GT(std::stoull(line.substr(line.rfind(' ') + 1)), 2'800'000u) << line;
+    }
+    EXPECT_TRUE(seen) << thread << " in\n" << testing::ReadFile(folded);
+  }
+
   // The history `crash info` shows for a crash of this process (its
   // main thread signalled): every thread, the two that never ran again
   // with no sample, blocked in pthread_mutex_lock until the end.
