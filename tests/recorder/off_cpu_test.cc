@@ -200,6 +200,25 @@ TEST(OffCpuTest, AbbaDeadlockShowsBothThreadsBlockedInTransferForAsLongAsTheyWer
   }
 }
 
+TEST(OffCpuTest, RecorderdRefusesBadOffCpuOptionsSayingWhy) {
+  testing::TempDir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--off-cpu", "--off-cpu-thresh", "-1ms"}, "--off-cpu-thresh"},
+      {{"--off-cpu", "--off-cpu-thresh", "soon"}, "--off-cpu-thresh"},
+      {{"--off-cpu", "--backend", "module"}, "only the perf backend"},
+      {{"--off-cpu", "--call-graph", "dwarf", "--off-cpu-stack-bytes", "12"}, "multiple of 8"},
+      {{"--off-cpu", "--off-cpu-ring-pages", "3"}, "power of two"},
+  };
+  for (const auto& [args, says] : cases) {
+    std::vector<std::string> argv = {BuildPath("recorder/daemon/recorderd"), "--store",
+                                     dir.path() + "/store", "--socket", dir.path() + "/sock"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = testing::RunCommand(argv);
+    EXPECT_NE(r.exit_code, 0) << args.back();
+    EXPECT_NE(r.err.find(says), std::string::npos) << args.back() << ": " << r.err;
+  }
+}
+
 TEST(OffCpuTest, RecordWithoutOffCpuSaysSoWhenAskedForIt) {
   testing::TempDir dir;
   Daemon d(dir.path(), {"--backend", "perf"});
