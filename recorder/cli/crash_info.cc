@@ -189,6 +189,23 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
     }
     std::printf("  last samples:");
     for (const auto& l : Array(h, "last")) std::printf(" %s", E(Str(l, "function")).c_str());
+    // Every thread of the process: a hang's threads have no samples but
+    // were blocked (records of recorderd --off-cpu say where, how long).
+    std::printf("\n  threads of the process in the history%s:\n",
+                Get<bool>(h, "off_cpu", false) ? "" : " (no off-CPU time: recorderd --off-cpu)");
+    for (const auto& t : Array(h, "threads")) {
+      std::printf("    %7u %-16s %6llu samples on CPU", Get<uint32_t>(t, "tid", 0),
+                  E(Str(t, "comm")).c_str(),
+                  static_cast<unsigned long long>(Get<uint64_t>(t, "samples", 0)));
+      if (Get<uint64_t>(t, "off_cpu_intervals", 0) > 0) {
+        std::printf(", %s off CPU; longest %s %s in %s%s",
+                    FormatDurationNs(Get<int64_t>(t, "off_cpu_ns", 0)).c_str(),
+                    FormatDurationNs(Get<int64_t>(t, "longest_off_cpu_ns", 0)).c_str(),
+                    E(Str(t, "longest_state")).c_str(), E(Str(t, "blocked_in")).c_str(),
+                    Get<bool>(t, "blocked_at_end", false) ? " (still blocked at the end)" : "");
+      }
+      std::printf("\n");
+    }
     std::printf("\n  (recorder report %s --pid %lld, recorder timeline %s for more)\n",
                 E(Str(h, "id")).c_str(), static_cast<long long>(pid), E(Str(h, "id")).c_str());
   } else {

@@ -773,6 +773,25 @@ int RecorderdMain(int argc, char** argv) {
                  "or none. fp is the default: at 99 Hz both cost the same CPU, and the rings are "
                  "held as long as the daemon runs (docs/BENCHMARKS.md)")
       ->capture_default_str();
+  std::string off_cpu_thresh = "1ms";
+  app.add_flag("--off-cpu", o.off_cpu,
+               "Also record off-CPU time (perf backend, system-wide): each switch-out of a "
+               "blocked thread (sched:sched_switch, state S or D) with its kernel and user stack, "
+               "and every switch-in, in overwrite rings of their own; records then say how long "
+               "each thread was blocked, where, and in which state (recorder report --off-cpu)");
+  app.add_option("--off-cpu-thresh", off_cpu_thresh,
+                 "Blocked intervals shorter than this are left out of records (as perf's "
+                 "--off-cpu-thresh)")
+      ->capture_default_str();
+  app.add_option("--off-cpu-ring-pages", o.off_cpu_pages,
+                 "Pages per CPU of the ring of blocking switch-outs (power of two; 0 = 512, 2048 "
+                 "with --call-graph dwarf). It must hold --history of every blocking switch of "
+                 "the machine: a thread blocked for longer than the ring holds is left out "
+                 "(recorder status shows how long it holds)");
+  app.add_option("--off-cpu-stack-bytes", o.off_cpu_stack_bytes,
+                 "With --call-graph dwarf: bytes of user stack each blocking switch-out copies "
+                 "(0 = the --call-graph size). Every record takes all of them in the ring, so a "
+                 "smaller copy holds a longer history");
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour,
                  "Dumps per sliding hour for all users together (manual, SIGUSR2, triggers, "
                  "crash history): the global ceiling. Non-root uids together get this less "
@@ -834,6 +853,13 @@ int RecorderdMain(int argc, char** argv) {
   }
   auto h = ParseDurationNs(history);
   auto l = ParseDurationNs(last);
+  auto t = ParseDurationNs(off_cpu_thresh);
+  if (!t.ok() || *t < 0) {
+    std::fprintf(stderr, "recorderd: error: --off-cpu-thresh: %s\n",
+                 t.ok() ? "must not be negative" : t.status().message().c_str());
+    return 2;
+  }
+  o.off_cpu_threshold_ns = *t;
   if (!h.ok() || !l.ok()) {
     std::fprintf(stderr, "recorderd: error: %s\n",
                  (!h.ok() ? h.status() : l.status()).message().c_str());
