@@ -107,7 +107,8 @@ struct fr_ring {
  * struct fr_cpu - everything one CPU records.
  *
  * States: never online (event NULL), recording (event set, online), offline
- * (event NULL, rings and counters kept).  @event is changed only by the
+ * or online without a counter because it failed to open (event NULL, not
+ * @online, rings and counters kept).  @event is changed only by the
  * cpuhp callbacks; the counters only by the overflow handler on this CPU,
  * inside the @seq write section so STATS reads a consistent set; @torn by
  * readers under fr_lock.  @written, @overwritten: sample records, and

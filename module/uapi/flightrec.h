@@ -271,7 +271,7 @@ struct flightrec_cpu_stats {
 
 /* struct flightrec_cpu_stats_ev::event_state: the CPU's perf counter */
 enum flightrec_event_state {
-	FLIGHTREC_EVSTATE_NONE = 0,	/* no counter: CPU offline or never online */
+	FLIGHTREC_EVSTATE_NONE = 0,	/* no counter: offline, never online, or open failed */
 	FLIGHTREC_EVSTATE_ACTIVE = 1,	/* counting and sampling */
 	FLIGHTREC_EVSTATE_INACTIVE = 2,	/* not scheduled on the PMU */
 	FLIGHTREC_EVSTATE_OFF = 3,	/* disabled */
