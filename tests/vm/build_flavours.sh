@@ -11,6 +11,13 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 fail=0
+# dkms.conf offers the module to every kernel built here and to none older
+# than 6.1 (DKMS 3.0 matches BUILD_EXCLUSIVE_KERNEL against the version).
+dk_kernel=$(bash -c 'source "$1" && echo "$BUILD_EXCLUSIVE_KERNEL"' sh "$SRC/module/dkms.conf")
+dk_ok() { [[ $1 =~ $dk_kernel ]]; }
+for v in 5.10.0-30-amd64 5.15.0-1-generic 6.0.0-1-amd64; do
+  if dk_ok "$v"; then echo "FAIL dkms.conf: BUILD_EXCLUSIVE_KERNEL accepts $v"; fail=1; fi
+done
 for sf in 6.1:generic 6.1:cloud 6.1:rt 6.12:generic 6.12:cloud 6.12:rt; do
   series=${sf%%:*} fl=${sf#*:}
   kv=""
@@ -39,6 +46,7 @@ for sf in 6.1:generic 6.1:cloud 6.1:rt 6.12:generic 6.12:cloud 6.12:rt; do
   if grep -i warning "$log" | grep -v "Skipping BTF"; then
     echo "FAIL $series $fl ($kv): warnings"; fail=1; continue
   fi
+  if ! dk_ok "$kv"; then echo "FAIL dkms.conf: BUILD_EXCLUSIVE_KERNEL refuses $kv"; fail=1; continue; fi
   echo "PASS $series $fl ($kv): $(modinfo -F vermagic "$m/flightrec.ko") version $(modinfo -F version "$m/flightrec.ko")"
 done
 exit $fail
