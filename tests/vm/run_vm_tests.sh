@@ -108,8 +108,14 @@ if printf '%s\n' "${SCEN[@]}" | grep -qx dkms; then
   cp -r "$SRC/module" "$WORK/dkms-src/flightrec-$VER"
   dkms --dkmstree "$WORK/dkms-tree" --sourcetree "$WORK/dkms-src" build -m flightrec -v "$VER" \
     -k "$KVER" > "$WORK/dkms/build.log" 2>&1 || { cat "$WORK/dkms/build.log"; echo "dkms build failed"; exit 1; }
-  cp "$WORK/dkms-tree/flightrec/$VER/$KVER/x86_64/module/flightrec.ko" "$WORK/dkms/flightrec.ko" ||
-    { cat "$WORK/dkms/build.log"; echo "dkms built no flightrec.ko"; exit 1; }
+  # DKMS compresses the .ko as the kernel's own modules are (6.12:
+  # CONFIG_MODULE_COMPRESS_XZ, flightrec.ko.xz); busybox insmod wants it plain.
+  dk="$WORK/dkms-tree/flightrec/$VER/$KVER/x86_64/module/flightrec.ko"
+  if [ -f "$dk" ]; then cp "$dk" "$WORK/dkms/flightrec.ko"
+  elif [ -f "$dk.xz" ]; then xz -dc "$dk.xz" > "$WORK/dkms/flightrec.ko"
+  elif [ -f "$dk.zst" ]; then zstd -qdc "$dk.zst" > "$WORK/dkms/flightrec.ko"
+  else cat "$WORK/dkms/build.log"; echo "dkms built no flightrec.ko"; exit 1
+  fi
   [ "$(modinfo -F version "$WORK/dkms/flightrec.ko")" = "$VER" ] ||
     { echo "dkms module version $(modinfo -F version "$WORK/dkms/flightrec.ko") != $VER"; exit 1; }
 fi
