@@ -37,6 +37,19 @@
 #define FR_TP_EXIT_ARGS(p)	void *data, struct task_struct *(p)
 #endif
 
+/*
+ * struct module's text: core_layout until 6.4, mem[MOD_TEXT] since ("module:
+ * replace module_layout with module_memory", 6.4-rc1); fr_panic.c's module
+ * table.
+ */
+#if KERNEL_VERSION(6, 4, 0) <= LINUX_VERSION_CODE
+#define FR_MOD_TEXT(m, field)	((m)->mem[MOD_TEXT].field)
+#define FR_MOD_TEXT_SIZE(m)	((m)->mem[MOD_TEXT].size)
+#else
+#define FR_MOD_TEXT(m, field)	((m)->core_layout.field)
+#define FR_MOD_TEXT_SIZE(m)	((m)->core_layout.text_size)
+#endif
+
 /* PF_USER_WORKER (io_uring and vhost workers with user state) exists from 6.4. */
 #ifndef PF_USER_WORKER
 #define PF_USER_WORKER	0

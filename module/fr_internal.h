@@ -268,7 +268,7 @@ struct fr_state {
 	u32 freeze_count;
 	u32 event_type;
 	enum cpuhp_state hp_state;
-	struct mutex lock;
+	struct mutex lock;	/* the readers' lock: see @lock above */
 	struct {
 		void *map;
 		u64 phys;

@@ -336,15 +336,6 @@ static void fr_panic_sideband(struct flightrec_panic_header *h, u64 cap)
 	h->sb_crc = fr_crc(fr.panic.map + h->sb_off, n * FR_SB_REC);
 }
 
-/* struct module's text: core_layout until 6.4, mem[MOD_TEXT] since ("module: replace module_layout with module_memory"). */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
-#define FR_MOD_TEXT(m, field)	((m)->mem[MOD_TEXT].field)
-#define FR_MOD_TEXT_SIZE(m)	((m)->mem[MOD_TEXT].size)
-#else
-#define FR_MOD_TEXT(m, field)	((m)->core_layout.field)
-#define FR_MOD_TEXT_SIZE(m)	((m)->core_layout.text_size)
-#endif
-
 static void fr_panic_mod(struct flightrec_panic_module *t, const struct module *m)
 {
 	strscpy(t->name, m->name, sizeof(t->name));
