@@ -31,9 +31,7 @@
 #include <linux/panic_notifier.h>
 #include <linux/uuid.h>
 #include <linux/utsname.h>
-#ifdef CONFIG_X86
 #include <asm/cacheflush.h>
-#endif
 
 #include "fr_internal.h"
 
@@ -79,11 +77,7 @@ static void fr_hdr_seal(struct flightrec_panic_header *h)
  */
 static void fr_panic_flush(void *p, size_t len)
 {
-#ifdef CONFIG_X86
 	clflush_cache_range(p, len);
-#else
-	mb();
-#endif
 }
 
 /* ---- layout ---- */
@@ -98,8 +92,10 @@ static int fr_panic_layout(struct fr_layout *l, u64 size)
 	u64 rest;
 
 	l->cpu_off = FLIGHTREC_PANIC_HEADER_BYTES;
-	l->mod_off = l->cpu_off + round_up((u64)nr_cpu_ids * sizeof(struct flightrec_panic_cpu), PAGE_SIZE);
-	l->sb_off = l->mod_off + round_up(FR_PANIC_MODS * sizeof(struct flightrec_panic_module), PAGE_SIZE);
+	l->mod_off = l->cpu_off +
+		     round_up((u64)nr_cpu_ids * sizeof(struct flightrec_panic_cpu), PAGE_SIZE);
+	l->sb_off = l->mod_off +
+		    round_up(FR_PANIC_MODS * sizeof(struct flightrec_panic_module), PAGE_SIZE);
 	if (l->sb_off >= size)
 		return -EINVAL;
 	rest = size - l->sb_off;
@@ -444,7 +440,8 @@ void fr_panic_capture(const char *msg)
 	h->cpu_crc = fr_crc(d, (u64)nr_cpu_ids * sizeof(*d));
 	fr_panic_sideband(h, l.sb_cap);
 	h->mod_count = fr_panic_modules(fr.panic.map + h->mod_off);
-	h->mod_crc = fr_crc(fr.panic.map + h->mod_off, h->mod_count * sizeof(struct flightrec_panic_module));
+	h->mod_crc = fr_crc(fr.panic.map + h->mod_off,
+			    h->mod_count * sizeof(struct flightrec_panic_module));
 	if (msg)
 		strscpy(h->panic_msg, msg, FR_PANIC_MSG);
 	h->panic_time_ns = t;
@@ -562,7 +559,8 @@ static int fr_panic_check(const struct flightrec_panic_header *h, const char **w
 		return -EBADMSG;
 	}
 	descs = (u64)h->nr_cpus * sizeof(struct flightrec_panic_cpu);
-	if (h->region_size != fr.panic.size || h->cpu_desc_size != sizeof(struct flightrec_panic_cpu) ||
+	if (h->region_size != fr.panic.size ||
+	    h->cpu_desc_size != sizeof(struct flightrec_panic_cpu) ||
 	    h->mod_desc_size != sizeof(struct flightrec_panic_module) || !h->nr_cpus ||
 	    h->nr_cpus > 8192 || h->cpu_off < FLIGHTREC_PANIC_HEADER_BYTES ||
 	    h->cpu_off + descs > h->region_size ||
@@ -641,16 +639,17 @@ int fr_panic_init(void)
 	fr.panic.phys = fr_panic_addr;
 	fr.panic.size = fr_panic_size;
 	fr.panic.found = FLIGHTREC_PANIC_UNAVAILABLE;
-	if (!PAGE_ALIGNED(fr_panic_addr) || !PAGE_ALIGNED(fr_panic_size) || fr_panic_size < FR_PANIC_MIN ||
-	    fr_panic_addr + fr_panic_size < fr_panic_addr || fr_panic_layout(&l, fr_panic_size)) {
+	if (!PAGE_ALIGNED(fr_panic_addr) || !PAGE_ALIGNED(fr_panic_size) ||
+	    fr_panic_size < FR_PANIC_MIN || fr_panic_addr + fr_panic_size < fr_panic_addr ||
+	    fr_panic_layout(&l, fr_panic_size)) {
 		pr_warn("panic region %#lx+%#lx: not page aligned or smaller than %u KiB (or than %u CPUs need)\n",
 			fr_panic_addr, fr_panic_size, FR_PANIC_MIN >> 10, nr_cpu_ids);
 		fr.panic.error = -EINVAL;
 		return 0;
 	}
 	/* Memory the allocators own would be overwritten by this boot: only reserved ranges. */
-	if (region_intersects(fr_panic_addr, fr_panic_size, IORESOURCE_SYSTEM_RAM, IORES_DESC_NONE) !=
-	    REGION_DISJOINT) {
+	if (region_intersects(fr_panic_addr, fr_panic_size, IORESOURCE_SYSTEM_RAM,
+			      IORES_DESC_NONE) != REGION_DISJOINT) {
 		pr_warn("panic region %#lx+%#lx intersects System RAM: reserve it on the kernel command line (memmap=%luK$%#lx)\n",
 			fr_panic_addr, fr_panic_size, fr_panic_size >> 10, fr_panic_addr);
 		fr.panic.error = -EBUSY;
@@ -696,7 +695,8 @@ void fr_panic_exit(void)
 		return;
 	if (fr_panic_kp_on)
 		unregister_kprobe(&fr_panic_kp);
-	atomic_notifier_chain_unregister(&panic_notifier_list, &fr_panic_nb);	/* synchronize_rcu() inside */
+	/* synchronize_rcu() inside */
+	atomic_notifier_chain_unregister(&panic_notifier_list, &fr_panic_nb);
 	/* /dev/mem maps it uncached: nothing may stay only in this mapping's cache lines */
 	fr_panic_flush(fr.panic.map, fr.panic.size);
 	memunmap(fr.panic.map);
