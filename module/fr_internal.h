@@ -327,10 +327,15 @@ void fr_dev_unregister(void);
 /* fr_panic.c: the panic region */
 int fr_panic_init(void);
 void fr_panic_exit(void);
+void fr_panic_capture(const char *msg);
+void fr_panic_arm(void);
+u32 fr_crc(const void *p, size_t len);
+/* fr_panic_load.c: what the region holds at load, the ioctls */
+void fr_read_boot_id(u8 *id);
+void fr_panic_found(void);
 void fr_panic_info(struct flightrec_panic_info *pi);
 int fr_panic_read(struct flightrec_panic_read *r);
 int fr_panic_release(void);
-void fr_panic_capture(const char *msg);
 void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs);
 
 /* fr_test.c: the test-only NMI entry point (test_nmi=1) */

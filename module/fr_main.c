@@ -14,7 +14,7 @@
  * fr_main.c: the load parameters, the module state, the per-CPU counters and
  * CPU hotplug, allocation, init and exit.  The other files: fr_sample.c (the
  * overflow handler and the rings), fr_sideband.c, fr_crash.c, fr_dev.c,
- * fr_panic.c (the panic region).
+ * fr_panic.c and fr_panic_load.c (the panic region).
  */
 #define pr_fmt(fmt) "flightrec: " fmt
 
