@@ -1,13 +1,27 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * fr_compat.h - where the kernel APIs flightrec.ko uses differ between the
- * kernels it supports (5.10 to 6.18).  module/README.md has the whole table;
- * only the differences that need code are here.
+ * kernels it supports: x86-64, 6.1 and 6.12 built and booted in CI, later
+ * ones up to 6.18 from the kernel history.  module/README.md has the whole
+ * table; only the differences that need code are here.
  */
 #ifndef FR_COMPAT_H
 #define FR_COMPAT_H
 
 #include <linux/version.h>
+
+/*
+ * The NMI-safe user reads (copy_from_user_nmi(), nmi_uaccess_okay()) and the
+ * kernel unwinder (asm/unwind.h) are x86's; dkms.conf says so too.
+ */
+#ifndef CONFIG_X86_64
+#error "flightrec.ko builds for x86-64 only"
+#endif
+
+/* fr_panic.c needs <linux/panic_notifier.h>, which exists from 5.14. */
+#if !__has_include("linux/panic_notifier.h")
+#error "flightrec.ko needs Linux 5.14 or later (CI builds 6.1 and 6.12)"
+#endif
 
 /*
  * sched_process_exit gained a "bool group_dead" argument in 6.16 ("exit: move
@@ -17,10 +31,23 @@
  * calls it indirectly, and a kCFI kernel (CONFIG_CFI_CLANG) checks the
  * callee's type at that call.
  */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 16, 0)
-#define FR_TP_EXIT_ARGS(p)	void *data, struct task_struct *p, bool group_dead
+#if KERNEL_VERSION(6, 16, 0) <= LINUX_VERSION_CODE
+#define FR_TP_EXIT_ARGS(p)	void *data, struct task_struct *(p), bool group_dead
 #else
-#define FR_TP_EXIT_ARGS(p)	void *data, struct task_struct *p
+#define FR_TP_EXIT_ARGS(p)	void *data, struct task_struct *(p)
+#endif
+
+/*
+ * struct module's text: core_layout until 6.4, mem[MOD_TEXT] since ("module:
+ * replace module_layout with module_memory", 6.4-rc1); fr_panic.c's module
+ * table.
+ */
+#if KERNEL_VERSION(6, 4, 0) <= LINUX_VERSION_CODE
+#define FR_MOD_TEXT(m, field)	((m)->mem[MOD_TEXT].field)
+#define FR_MOD_TEXT_SIZE(m)	((m)->mem[MOD_TEXT].size)
+#else
+#define FR_MOD_TEXT(m, field)	((m)->core_layout.field)
+#define FR_MOD_TEXT_SIZE(m)	((m)->core_layout.text_size)
 #endif
 
 /* PF_USER_WORKER (io_uring and vhost workers with user state) exists from 6.4. */

@@ -253,9 +253,12 @@ static void fr_marker_work(struct work_struct *work)
 			sn->a_off = 0;
 			continue;
 		}
-		fr_snap_ring(&fr.cpus[cpu]->data, sn->data, &sn->d_first, sn->d_end, &sn->d_off, true);
-		fr_snap_ring(&fr.cpus[cpu]->aux, sn->aux, &sn->a_first, sn->a_end, &sn->a_off, false);
-		bytes += sn->d_off + (sn->d_end - sn->d_first) + sn->a_off + (sn->a_end - sn->a_first);
+		fr_snap_ring(&fr.cpus[cpu]->data, sn->data, &sn->d_first, sn->d_end, &sn->d_off,
+			     true);
+		fr_snap_ring(&fr.cpus[cpu]->aux, sn->aux, &sn->a_first, sn->a_end, &sn->a_off,
+			     false);
+		bytes += sn->d_off + (sn->d_end - sn->d_first) + sn->a_off +
+			 (sn->a_end - sn->a_first);
 		cond_resched();
 	}
 	sn = &mk->snaps[mk->m.cpu];
@@ -303,7 +306,8 @@ static int fr_register_kp(void)
 	int i, ret = -ENOENT;
 
 	for (i = 0; i < ARRAY_SIZE(names); i++) {
-		const char *name = fr_param.coredump_symbol[0] ? fr_param.coredump_symbol : names[i];
+		const char *name = fr_param.coredump_symbol[0] ?
+				   fr_param.coredump_symbol : names[i];
 
 		memset(&fr_coredump_kp, 0, sizeof(fr_coredump_kp));
 		fr_coredump_kp.pre_handler = fr_coredump_pre;
@@ -435,7 +439,8 @@ int fr_alloc_markers(void)
 		      round_down(fr_param.stack_bytes, 8);
 	int i, cpu;
 
-	fr.markers = kcalloc(fr_param.markers ? fr_param.markers : 1, sizeof(*fr.markers), GFP_KERNEL);
+	fr.markers = kcalloc(fr_param.markers ? fr_param.markers : 1, sizeof(*fr.markers),
+			     GFP_KERNEL);
 	if (!fr.markers)
 		return -ENOMEM;
 	for (i = 0; i < fr_param.markers; i++) {

@@ -280,7 +280,8 @@ static int fr_ioc_read_marker(void __user *uarg)
 		return -EINVAL;
 	if (!cpu_possible(r.cpu))
 		return -ENODEV;
-	if (r.slot >= fr_param.markers || atomic_read_acquire(&fr.markers[r.slot].state) != FR_SLOT_READY)
+	if (r.slot >= fr_param.markers ||
+	    atomic_read_acquire(&fr.markers[r.slot].state) != FR_SLOT_READY)
 		return -ENOENT;
 	sn = &fr.markers[r.slot].snaps[r.cpu];
 	if (r.ring == FLIGHTREC_RING_DATA) {

@@ -107,7 +107,8 @@ struct fr_ring {
  * struct fr_cpu - everything one CPU records.
  *
  * States: never online (event NULL), recording (event set, online), offline
- * (event NULL, rings and counters kept).  @event is changed only by the
+ * or online without a counter because it failed to open (event NULL, not
+ * @online, rings and counters kept).  @event is changed only by the
  * cpuhp callbacks; the counters only by the overflow handler on this CPU,
  * inside the @seq write section so STATS reads a consistent set; @torn by
  * readers under fr_lock.  @written, @overwritten: sample records, and
@@ -267,7 +268,7 @@ struct fr_state {
 	u32 freeze_count;
 	u32 event_type;
 	enum cpuhp_state hp_state;
-	struct mutex lock;
+	struct mutex lock;	/* the readers' lock: see @lock above */
 	struct {
 		void *map;
 		u64 phys;
@@ -326,10 +327,15 @@ void fr_dev_unregister(void);
 /* fr_panic.c: the panic region */
 int fr_panic_init(void);
 void fr_panic_exit(void);
+void fr_panic_capture(const char *msg);
+void fr_panic_arm(void);
+u32 fr_crc(const void *p, size_t len);
+/* fr_panic_load.c: what the region holds at load, the ioctls */
+void fr_read_boot_id(u8 *id);
+void fr_panic_found(void);
 void fr_panic_info(struct flightrec_panic_info *pi);
 int fr_panic_read(struct flightrec_panic_read *r);
 int fr_panic_release(void);
-void fr_panic_capture(const char *msg);
 void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs);
 
 /* fr_test.c: the test-only NMI entry point (test_nmi=1) */

@@ -14,7 +14,7 @@
  * fr_main.c: the load parameters, the module state, the per-CPU counters and
  * CPU hotplug, allocation, init and exit.  The other files: fr_sample.c (the
  * overflow handler and the rings), fr_sideband.c, fr_crash.c, fr_dev.c,
- * fr_panic.c (the panic region).
+ * fr_panic.c and fr_panic_load.c (the panic region).
  */
 #define pr_fmt(fmt) "flightrec: " fmt
 
@@ -60,6 +60,15 @@ MODULE_PARM_DESC(autostart, "record from load; if 0 start frozen until FLIGHTREC
 module_param_named(test_nmi, fr_param.test_nmi, bool, 0444);
 MODULE_PARM_DESC(test_nmi, "TESTS ONLY: no counters; samples come from flightrec_test_sample() in NMI");
 
+/*
+ * Tests only: the counter of this CPU fails to open (-ENODEV, as on a CPU
+ * whose PMU is missing), at load and whenever the CPU comes online; -1: none.
+ * Writable, so that a test can let the CPU's counter open again.
+ */
+static int fr_test_fail_cpu = -1;
+module_param_named(test_fail_cpu, fr_test_fail_cpu, int, 0644);
+MODULE_PARM_DESC(test_fail_cpu, "TESTS ONLY: this CPU's counter fails to open (-1: none)");
+
 struct fr_state fr = {
 	.sb_lock = __RAW_SPIN_LOCK_UNLOCKED(fr.sb_lock),
 	.marker_ids = ATOMIC64_INIT(0),
@@ -100,10 +109,20 @@ static int fr_cpu_online(unsigned int cpu)
 		WRITE_ONCE(c->online, true);
 		return 0;
 	}
-	ev = perf_event_create_kernel_counter(&attr, cpu, NULL, fr_overflow, c);
+	if (READ_ONCE(fr_test_fail_cpu) == (int)cpu)
+		ev = ERR_PTR(-ENODEV);
+	else
+		ev = perf_event_create_kernel_counter(&attr, cpu, NULL, fr_overflow, c);
+	/*
+	 * A recorder must not keep a CPU from coming up (an error here fails
+	 * the hotplug, or the module's load): the CPU goes on without a
+	 * counter, so records nothing (STATS: online 0, no event) until it
+	 * goes offline and online again.
+	 */
 	if (IS_ERR(ev)) {
-		pr_warn("cpu %u: counter: %ld\n", cpu, PTR_ERR(ev));
-		return PTR_ERR(ev);
+		pr_warn("cpu %u: no counter (%pe): records nothing until onlined again\n",
+			cpu, ev);
+		return 0;
 	}
 	c->event = ev;
 	WRITE_ONCE(c->online, true);
@@ -220,10 +239,11 @@ static int __init fr_init(void)
 	 * @chunk_nr counts fit in u16).
 	 */
 	BUILD_BUG_ON(!is_power_of_2(FR_SB_REC) || !is_power_of_2(FR_CHUNK) || FR_CHUNK > 4096);
-	BUILD_BUG_ON(FR_REC_MAX > FR_CHUNK || FR_HDR != 64 || FR_REC_MAX % 8);
+	BUILD_BUG_ON(FR_REC_MAX % 8 || FR_REC_MAX > FR_CHUNK);
+	BUILD_BUG_ON(FR_HDR != 64);
 	if (!fr_valid_kb(fr_param.data_ring_kb) || !fr_valid_kb(fr_param.aux_ring_kb) ||
-	    !fr_valid_kb(fr_param.sideband_kb) || fr_param.stack_bytes > FR_MAX_STACK || fr_param.markers > 64 ||
-	    (!fr_param.freq && !fr_param.period))
+	    !fr_valid_kb(fr_param.sideband_kb) || fr_param.stack_bytes > FR_MAX_STACK ||
+	    fr_param.markers > 64 || (!fr_param.freq && !fr_param.period))
 		return -EINVAL;
 	ret = fr_pick_event();
 	if (ret)
@@ -265,7 +285,8 @@ static int __init fr_init(void)
 		goto out_panic_exit;
 	pr_info("recording %s, %s %lu, data %u KiB aux %u KiB per cpu%s; crash hook %s\n",
 		fr.event_type == FLIGHTREC_EVENT_CYCLES ? "cycles" : "cpu-clock",
-		fr_param.freq ? "freq" : "period", fr_param.freq ? (unsigned long)fr_param.freq : fr_param.period,
+		fr_param.freq ? "freq" : "period",
+		fr_param.freq ? (unsigned long)fr_param.freq : fr_param.period,
 		fr_param.data_ring_kb, fr_param.aux_ring_kb, fr_param.autostart ? "" : " (frozen)",
 		fr.hook == FLIGHTREC_HOOK_TRACEPOINT ? "signal_deliver" :
 		fr.hook == FLIGHTREC_HOOK_KPROBE ? fr_coredump_symbol() : "none");

@@ -5,7 +5,8 @@
  * CPU's newest DATA records, the SIDEBAND ring's last records and the module
  * list, so that the next boot (a warm reboot keeps RAM) can store them.
  * Layout and states: uapi/flightrec.h ("Panic region"); the why:
- * docs/ARCHITECTURE.md ("Kernel panics").
+ * docs/ARCHITECTURE.md ("Kernel panics").  What an earlier boot left in the
+ * region, checked at load, and the ioctls: fr_panic_load.c.
  *
  * Panic context, what this file relies on (kernel/panic.c, panic(), v6.1):
  * panic() disables interrupts and preemption, lets only the first CPU
@@ -29,11 +30,8 @@
 #include <linux/ioport.h>
 #include <linux/notifier.h>
 #include <linux/panic_notifier.h>
-#include <linux/uuid.h>
 #include <linux/utsname.h>
-#ifdef CONFIG_X86
 #include <asm/cacheflush.h>
-#endif
 
 #include "fr_internal.h"
 
@@ -53,7 +51,7 @@ MODULE_PARM_DESC(test_panic, "TESTS ONLY: writing panic_test_capture runs the pa
 #define FR_PANIC_MSG	sizeof(((struct flightrec_panic_header *)0)->panic_msg)
 
 /* CRC-32 as zlib's crc32(0, buf, len) (the uapi's definition). */
-static u32 fr_crc(const void *p, size_t len)
+u32 fr_crc(const void *p, size_t len)
 {
 	return crc32_le(~0U, p, len) ^ ~0U;
 }
@@ -79,11 +77,7 @@ static void fr_hdr_seal(struct flightrec_panic_header *h)
  */
 static void fr_panic_flush(void *p, size_t len)
 {
-#ifdef CONFIG_X86
 	clflush_cache_range(p, len);
-#else
-	mb();
-#endif
 }
 
 /* ---- layout ---- */
@@ -98,8 +92,10 @@ static int fr_panic_layout(struct fr_layout *l, u64 size)
 	u64 rest;
 
 	l->cpu_off = FLIGHTREC_PANIC_HEADER_BYTES;
-	l->mod_off = l->cpu_off + round_up((u64)nr_cpu_ids * sizeof(struct flightrec_panic_cpu), PAGE_SIZE);
-	l->sb_off = l->mod_off + round_up(FR_PANIC_MODS * sizeof(struct flightrec_panic_module), PAGE_SIZE);
+	l->mod_off = l->cpu_off +
+		     round_up((u64)nr_cpu_ids * sizeof(struct flightrec_panic_cpu), PAGE_SIZE);
+	l->sb_off = l->mod_off +
+		    round_up(FR_PANIC_MODS * sizeof(struct flightrec_panic_module), PAGE_SIZE);
 	if (l->sb_off >= size)
 		return -EINVAL;
 	rest = size - l->sb_off;
@@ -117,7 +113,7 @@ static int fr_panic_layout(struct fr_layout *l, u64 size)
 /* ---- arming (process context, under fr.lock or from init) ---- */
 
 /* Write a fresh header for this boot: the region now belongs to it. */
-static void fr_panic_arm(void)
+void fr_panic_arm(void)
 {
 	struct flightrec_panic_header *h = fr_hdr();
 	struct fr_layout l;
@@ -336,15 +332,6 @@ static void fr_panic_sideband(struct flightrec_panic_header *h, u64 cap)
 	h->sb_crc = fr_crc(fr.panic.map + h->sb_off, n * FR_SB_REC);
 }
 
-/* struct module's text: core_layout until 6.4, mem[MOD_TEXT] since ("module: replace module_layout with module_memory"). */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
-#define FR_MOD_TEXT(m, field)	((m)->mem[MOD_TEXT].field)
-#define FR_MOD_TEXT_SIZE(m)	((m)->mem[MOD_TEXT].size)
-#else
-#define FR_MOD_TEXT(m, field)	((m)->core_layout.field)
-#define FR_MOD_TEXT_SIZE(m)	((m)->core_layout.text_size)
-#endif
-
 static void fr_panic_mod(struct flightrec_panic_module *t, const struct module *m)
 {
 	strscpy(t->name, m->name, sizeof(t->name));
@@ -453,7 +440,8 @@ void fr_panic_capture(const char *msg)
 	h->cpu_crc = fr_crc(d, (u64)nr_cpu_ids * sizeof(*d));
 	fr_panic_sideband(h, l.sb_cap);
 	h->mod_count = fr_panic_modules(fr.panic.map + h->mod_off);
-	h->mod_crc = fr_crc(fr.panic.map + h->mod_off, h->mod_count * sizeof(struct flightrec_panic_module));
+	h->mod_crc = fr_crc(fr.panic.map + h->mod_off,
+			    h->mod_count * sizeof(struct flightrec_panic_module));
 	if (msg)
 		strscpy(h->panic_msg, msg, FR_PANIC_MSG);
 	h->panic_time_ns = t;
@@ -528,106 +516,6 @@ static struct kprobe fr_panic_kp = {
 
 static bool fr_panic_kp_on;
 
-/* ---- load: find out what the region holds ---- */
-
-/* This boot's id, /proc/sys/kernel/random/boot_id (a UUID string), as 16 bytes. */
-static void fr_read_boot_id(u8 *id)
-{
-	char buf[UUID_STRING_LEN + 1] = "";
-	struct file *f = filp_open("/proc/sys/kernel/random/boot_id", O_RDONLY, 0);
-	loff_t pos = 0;
-	uuid_t u;
-
-	memset(id, 0, 16);
-	if (IS_ERR(f)) {
-		pr_warn("panic region: boot_id: %ld\n", PTR_ERR(f));
-		return;
-	}
-	if (kernel_read(f, buf, UUID_STRING_LEN, &pos) == UUID_STRING_LEN && !uuid_parse(buf, &u))
-		memcpy(id, u.b, 16);
-	else
-		pr_warn("panic region: cannot parse boot_id\n");
-	filp_close(f, NULL);
-}
-
-/* The header of what the region holds: 0 if it can be trusted, else why not. */
-static int fr_panic_check(const struct flightrec_panic_header *h, const char **why)
-{
-	struct flightrec_panic_header c;
-	u64 descs;
-
-	if (h->version != FLIGHTREC_PANIC_VERSION) {
-		*why = "unknown version";
-		return -EPROTO;
-	}
-	if (h->header_size != sizeof(*h)) {
-		*why = "header size";
-		return -EINVAL;
-	}
-	memcpy(&c, h, sizeof(c));
-	c.header_crc = 0;
-	if (fr_crc(&c, sizeof(c)) != h->header_crc) {
-		*why = "header checksum mismatch";
-		return -EBADMSG;
-	}
-	descs = (u64)h->nr_cpus * sizeof(struct flightrec_panic_cpu);
-	if (h->region_size != fr.panic.size || h->cpu_desc_size != sizeof(struct flightrec_panic_cpu) ||
-	    h->mod_desc_size != sizeof(struct flightrec_panic_module) || !h->nr_cpus ||
-	    h->nr_cpus > 8192 || h->cpu_off < FLIGHTREC_PANIC_HEADER_BYTES ||
-	    h->cpu_off + descs > h->region_size ||
-	    h->mod_off + (u64)h->mod_count * h->mod_desc_size > h->region_size ||
-	    h->sb_off + (u64)h->sb_count * FR_SB_REC > h->region_size ||
-	    h->data_off + h->data_size > h->region_size || h->data_off > h->region_size) {
-		*why = "inconsistent sizes or offsets";
-		return -EINVAL;
-	}
-	if (h->rec_off && (h->rec_off < sizeof(*h) || h->rec_size > FR_REC_MAX ||
-			   h->rec_off + h->rec_size > FLIGHTREC_PANIC_HEADER_BYTES)) {
-		*why = "panic record outside the header area";
-		return -EINVAL;
-	}
-	if (h->state != FLIGHTREC_PANIC_ARMED && h->state != FLIGHTREC_PANIC_CAPTURED) {
-		*why = "unknown state";
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static void fr_panic_found(void)
-{
-	struct flightrec_panic_header *h = fr_hdr();
-	const char *why = "";
-	int err;
-
-	if (h->magic != FLIGHTREC_PANIC_MAGIC) {
-		pr_info("panic region %#llx+%#llx: empty (cold boot or never armed), armed for this boot\n",
-			fr.panic.phys, fr.panic.size);
-		fr.panic.found = FLIGHTREC_PANIC_EMPTY;
-		fr_panic_arm();
-		return;
-	}
-	err = fr_panic_check(h, &why);
-	if (err) {
-		pr_warn("panic region %#llx+%#llx refused: %s (%d); re-armed for this boot\n",
-			fr.panic.phys, fr.panic.size, why, err);
-		fr.panic.found = FLIGHTREC_PANIC_REFUSED;
-		fr.panic.error = err;
-		fr_panic_arm();
-		return;
-	}
-	if (h->state == FLIGHTREC_PANIC_ARMED) {
-		pr_info("panic region %#llx+%#llx: armed by boot %pUb (%.65s), no panic; armed for this boot\n",
-			fr.panic.phys, fr.panic.size, h->boot_id, h->release);
-		fr.panic.found = FLIGHTREC_PANIC_EMPTY;
-		fr_panic_arm();
-		return;
-	}
-	pr_info("panic region %#llx+%#llx: held: a panic of boot %pUb (%.65s) on cpu %u, %u later panic(s) lost; read-only until released\n",
-		fr.panic.phys, fr.panic.size, h->boot_id, h->release, h->panic_cpu, h->panics_lost);
-	fr.panic.found = FLIGHTREC_PANIC_HELD;
-	atomic_set(&fr.panic.mode, FR_PANIC_HELD);
-}
-
 /**
  * fr_panic_init() - map the panic region and find out what it holds
  *
@@ -650,16 +538,17 @@ int fr_panic_init(void)
 	fr.panic.phys = fr_panic_addr;
 	fr.panic.size = fr_panic_size;
 	fr.panic.found = FLIGHTREC_PANIC_UNAVAILABLE;
-	if (!PAGE_ALIGNED(fr_panic_addr) || !PAGE_ALIGNED(fr_panic_size) || fr_panic_size < FR_PANIC_MIN ||
-	    fr_panic_addr + fr_panic_size < fr_panic_addr || fr_panic_layout(&l, fr_panic_size)) {
+	if (!PAGE_ALIGNED(fr_panic_addr) || !PAGE_ALIGNED(fr_panic_size) ||
+	    fr_panic_size < FR_PANIC_MIN || fr_panic_addr + fr_panic_size < fr_panic_addr ||
+	    fr_panic_layout(&l, fr_panic_size)) {
 		pr_warn("panic region %#lx+%#lx: not page aligned or smaller than %u KiB (or than %u CPUs need)\n",
 			fr_panic_addr, fr_panic_size, FR_PANIC_MIN >> 10, nr_cpu_ids);
 		fr.panic.error = -EINVAL;
 		return 0;
 	}
 	/* Memory the allocators own would be overwritten by this boot: only reserved ranges. */
-	if (region_intersects(fr_panic_addr, fr_panic_size, IORESOURCE_SYSTEM_RAM, IORES_DESC_NONE) !=
-	    REGION_DISJOINT) {
+	if (region_intersects(fr_panic_addr, fr_panic_size, IORESOURCE_SYSTEM_RAM,
+			      IORES_DESC_NONE) != REGION_DISJOINT) {
 		pr_warn("panic region %#lx+%#lx intersects System RAM: reserve it on the kernel command line (memmap=%luK$%#lx)\n",
 			fr_panic_addr, fr_panic_size, fr_panic_size >> 10, fr_panic_addr);
 		fr.panic.error = -EBUSY;
@@ -705,53 +594,13 @@ void fr_panic_exit(void)
 		return;
 	if (fr_panic_kp_on)
 		unregister_kprobe(&fr_panic_kp);
-	atomic_notifier_chain_unregister(&panic_notifier_list, &fr_panic_nb);	/* synchronize_rcu() inside */
+	/* synchronize_rcu() inside */
+	atomic_notifier_chain_unregister(&panic_notifier_list, &fr_panic_nb);
 	/* /dev/mem maps it uncached: nothing may stay only in this mapping's cache lines */
 	fr_panic_flush(fr.panic.map, fr.panic.size);
 	memunmap(fr.panic.map);
 	kfree(fr.panic.rec);
 	free_page((unsigned long)fr.panic.scratch);
-}
-
-/* ---- ioctls (fr_dev.c, under fr.lock) ---- */
-
-void fr_panic_info(struct flightrec_panic_info *pi)
-{
-	memset(pi, 0, sizeof(*pi));
-	pi->state = fr.panic.found;
-	pi->error = fr.panic.error;
-	pi->region_phys = fr.panic.phys;
-	pi->region_size = fr.panic.size;
-	if (fr.panic.found == FLIGHTREC_PANIC_HELD)
-		pi->held_bytes = fr.panic.size;
-}
-
-int fr_panic_read(struct flightrec_panic_read *r)
-{
-	u64 len;
-
-	if (r->reserved[0] || r->reserved[1])
-		return -EINVAL;
-	if (fr.panic.found != FLIGHTREC_PANIC_HELD)
-		return -ENOENT;
-	if (r->offset > fr.panic.size)
-		return -EINVAL;
-	len = min(r->buf_len, fr.panic.size - r->offset);
-	if (len && copy_to_user(u64_to_user_ptr(r->buf), fr.panic.map + r->offset, len))
-		return -EFAULT;
-	r->bytes = len;
-	return 0;
-}
-
-int fr_panic_release(void)
-{
-	if (fr.panic.found != FLIGHTREC_PANIC_HELD)
-		return -ENOENT;
-	fr_panic_arm();
-	fr.panic.found = FLIGHTREC_PANIC_EMPTY;
-	fr.panic.error = 0;
-	pr_info("panic region released: armed for this boot\n");
-	return 0;
 }
 
 /* ---- tests only ---- */

@@ -85,9 +85,10 @@ void fr_ring_put(struct fr_ring *rb, u64 pos, const void *src, u64 len)
  * of the kernel page tables of an area we own, which stays mapped until
  * fr_exit()).  For a direct-map, order-0, non-slab page check_heap_object()
  * (mm/usercopy.c) only does arithmetic: no lock, like perf's own ring pages
- * (rb_alloc() -> alloc_pages_node(), kernel/events/ring_buffer.c).  x86 and
- * arm64 caches are physically tagged, so the bytes written through the
- * direct map are the bytes readers see through the vmalloc address.
+ * (rb_alloc() -> alloc_pages_node(), kernel/events/ring_buffer.c).  x86
+ * caches are physically tagged (the module builds for x86-64 only,
+ * fr_compat.h), so the bytes written through the direct map are the bytes
+ * readers see through the vmalloc address.
  */
 u32 fr_copy_user_nmi(void *dst, unsigned long src, u32 len)
 {
@@ -97,7 +98,8 @@ u32 fr_copy_user_nmi(void *dst, unsigned long src, u32 len)
 		u32 off = offset_in_page(dst + done);
 		u32 chunk = min_t(u32, len - done, PAGE_SIZE - off);
 		void *to = page_address(vmalloc_to_page(dst + done)) + off;
-		unsigned long left = copy_from_user_nmi(to, (const void __user *)(src + done), chunk);
+		const void __user *from = (const void __user *)(src + done);
+		unsigned long left = copy_from_user_nmi(to, from, chunk);
 
 		done += chunk - left;
 		if (left)

@@ -177,7 +177,6 @@ static int fr_register_tps(void)
 	return 0;
 }
 
-
 int fr_sideband_register(void)
 {
 	int ret = fr_register_tps();

@@ -44,13 +44,42 @@ PKGS=(
 # and npm unless a node with npm is already there (Debian's npm package
 # conflicts with other builds of node that bundle their own npm).
 command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
-# The VM harness (tests/vm) boots Debian's kernels under QEMU (generic and
-# PREEMPT_RT, one boot each) and builds the module against their headers, and
-# against the cloud flavour's too (module_build_flavours); dkms builds it the
-# way a package install would (scenario dkms).
+# The VM harness (tests/vm) boots Debian 12's kernels under QEMU (6.1
+# generic and PREEMPT_RT, 6.12 generic; one boot each) and builds the module
+# against their headers and the cloud flavour's, of both series
+# (module_build_flavours); dkms builds it the way a package install would
+# (scenario dkms).
 VM_PKGS=(qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static kmod cpio
   linux-image-rt-amd64 linux-headers-rt-amd64 linux-headers-cloud-amd64 dkms)
-[ "$want_vm" = 1 ] && PKGS+=("${VM_PKGS[@]}")
+# Debian 12's 6.12 LTS kernels (linux-image-6.12.N+deb12-*): their patch level moves with each point release, and an image can
+# appear before its headers, so take the newest 6.12.N for which the
+# archive has every package we need (apt-cache, after an update).
+vm_612_version() {
+  local v p
+  for v in $(apt-cache pkgnames linux-image-6.12. |
+    sed -n 's/^linux-image-\(6\.12\.[0-9]*\)+deb12-amd64$/\1/p' | sort -V -r); do
+    for p in image-"$v"+deb12-amd64 image-"$v"+deb12-rt-amd64 headers-"$v"+deb12-amd64 \
+      headers-"$v"+deb12-cloud-amd64 headers-"$v"+deb12-rt-amd64; do
+      apt-cache show "linux-$p" > /dev/null 2>&1 || continue 2
+    done
+    echo "$v"
+    return
+  done
+}
+if [ "$want_vm" = 1 ]; then
+  PKGS+=("${VM_PKGS[@]}")
+  # Installed 6.12 images and headers are enough: no apt-get update on
+  # every run.
+  if ! ls /boot/vmlinuz-6.12.*+deb12-{,rt-}amd64 /lib/modules/6.12.*+deb12-amd64/build > /dev/null 2>&1 ||
+    ! ls /lib/modules/6.12.*+deb12-{cloud,rt}-amd64/build > /dev/null 2>&1; then
+    [ "$(id -u)" = 0 ] && apt-get update -qq
+    v612=$(vm_612_version)
+    [ -n "$v612" ] || { echo "setup: no Debian 6.12 kernel with all its headers in apt" >&2; exit 1; }
+    PKGS+=(linux-image-"$v612"+deb12-amd64 linux-image-"$v612"+deb12-rt-amd64
+      linux-headers-"$v612"+deb12-amd64 linux-headers-"$v612"+deb12-cloud-amd64
+      linux-headers-"$v612"+deb12-rt-amd64)
+  fi
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

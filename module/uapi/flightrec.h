@@ -271,7 +271,7 @@ struct flightrec_cpu_stats {
 
 /* struct flightrec_cpu_stats_ev::event_state: the CPU's perf counter */
 enum flightrec_event_state {
-	FLIGHTREC_EVSTATE_NONE = 0,	/* no counter: CPU offline or never online */
+	FLIGHTREC_EVSTATE_NONE = 0,	/* no counter: offline, never online, or open failed */
 	FLIGHTREC_EVSTATE_ACTIVE = 1,	/* counting and sampling */
 	FLIGHTREC_EVSTATE_INACTIVE = 2,	/* not scheduled on the PMU */
 	FLIGHTREC_EVSTATE_OFF = 3,	/* disabled */
@@ -632,7 +632,8 @@ struct flightrec_panic_header {
 /* struct flightrec_panic_cpu::flags */
 #define FLIGHTREC_PANIC_CPU_ONLINE	(1U << 0)	/* had a counter at the panic */
 #define FLIGHTREC_PANIC_CPU_PANICKING	(1U << 1)	/* ran the panic notifier */
-#define FLIGHTREC_PANIC_CPU_CUT		(1U << 2)	/* the ring held more than its share of the region */
+/* the ring held more than its share of the region */
+#define FLIGHTREC_PANIC_CPU_CUT		(1U << 2)
 /*
  * The CPU's writer was stopped inside the sample handler (its seqcount odd:
  * a panic from within the handler, or a CPU stopped by NMI mid-record).  The
@@ -697,12 +698,16 @@ struct flightrec_panic_module {
 
 /* struct flightrec_panic_info::state: what this boot's module found */
 enum flightrec_panic_found {
-	FLIGHTREC_PANIC_NONE = 0,	/* no region configured (panic_addr/panic_size unset) */
-	FLIGHTREC_PANIC_EMPTY = 1,	/* region armed for this boot; nothing from an earlier one */
-	FLIGHTREC_PANIC_HELD = 2,	/* an earlier boot's CAPTURED region, read-only until released */
-	FLIGHTREC_PANIC_REFUSED = 3,	/* the region had the magic but failed validation
-					 * (@error); it was logged and re-armed */
-	FLIGHTREC_PANIC_UNAVAILABLE = 4, /* configured but unusable (@error: not reserved, map failed) */
+	/* no region configured (panic_addr/panic_size unset) */
+	FLIGHTREC_PANIC_NONE = 0,
+	/* region armed for this boot; nothing from an earlier one */
+	FLIGHTREC_PANIC_EMPTY = 1,
+	/* an earlier boot's CAPTURED region, read-only until released */
+	FLIGHTREC_PANIC_HELD = 2,
+	/* the region had the magic but failed validation (@error); logged, re-armed */
+	FLIGHTREC_PANIC_REFUSED = 3,
+	/* configured but unusable (@error: not reserved, map failed) */
+	FLIGHTREC_PANIC_UNAVAILABLE = 4,
 };
 
 /**

@@ -102,6 +102,26 @@ scen_hotplug() {
   run hotplug "$T" check
 }
 
+# A CPU whose counter fails to open (test_fail_cpu=1 injects -ENODEV) still
+# comes up: the module logs it, loads, and leaves that CPU without a counter
+# (STATS online=0) while the others record; once the failure is gone, the
+# next online gives the CPU its counter back.
+scen_hotfail() {
+  local P=/sys/module/flightrec/parameters/test_fail_cpu C=/sys/devices/system/cpu/cpu1/online st
+  insmod "$KO" test_fail_cpu=1 || { result hotfail FAIL "insmod failed with cpu 1's counter failing"; return; }
+  echo 0 > $C || { result hotfail FAIL "offline cpu 1 failed"; return; }
+  echo 1 > $C || { result hotfail FAIL "cpu 1 did not come online with its counter failing"; return; }
+  [ "$(cat $C)" = 1 ] || { result hotfail FAIL "cpu 1 is offline"; return; }
+  [ "$(dmesg | grep -c 'cpu 1: no counter')" = 2 ] ||
+    { result hotfail FAIL "want 2 log lines for cpu 1's counter (load, online): $(dmesg | grep flightrec | tail -3)"; return; }
+  "$T" spin 300
+  st=$("$T" stats)
+  echo "$st" | grep -q '^cpu0 online=1 produced=[1-9]' && echo "$st" | grep -q '^cpu1 online=0 produced=0 ' ||
+    { result hotfail FAIL "want cpu0 recording, cpu1 without a counter: $(echo "$st" | tr '\n' ' ')"; return; }
+  echo -1 > $P && echo 0 > $C && echo 1 > $C || { result hotfail FAIL "re-online of cpu 1 failed"; return; }
+  run hotfail "$T" check
+}
+
 scen_loss() {
   # Tiny rings (8 records, 4 KiB AUX) and a stack copy bigger than the AUX
   # ring: every user-mode sample is dropped for size, kernel ones overwrite.

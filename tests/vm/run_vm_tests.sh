@@ -1,16 +1,18 @@
 #!/bin/bash
-# Boots Debian's 6.1 kernel in QEMU (TCG), loads flightrec.ko and runs the
-# guest scenarios, one boot for all of them.  Each scenario prints
+# Boots one of Debian 12's kernels (6.1 or 6.12, generic or PREEMPT_RT) in
+# QEMU (TCG), loads flightrec.ko and runs the guest scenarios, one boot for
+# all of them.  Each scenario prints
 #   FLIGHTREC-VM-RESULT <name> PASS|FAIL <detail>
 # on the serial console, and after the last one the guest prints the result
 # of "final" (a kernel-log check after the module's last unload); this script
 # parses them and fails if any scenario or final failed, is missing, or the
 # guest hung (qemu killed after $FR_VM_TIMEOUT s).
 #
-# usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--guest-script PATH] [scenario...]
-#   scenarios: load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
-#              threads uidloop nohook freeze2 sblost poll throttle markpad panic (default: all of
-#              these; panic always runs last: it panics the guest, which boots a second time),
+# usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--series 6.1|6.12]
+#                        [--guest-script PATH] [scenario...]
+#   scenarios: load abi crash hotplug hotfail loss storm sideband backend coredump unwind compat nmi
+#              dkms threads uidloop nohook freeze2 sblost poll throttle markpad panic (default: all
+#              of these; panic always runs last: it panics the guest, which boots a second time),
 #   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh),
 #   hcostci (one short hcost round; ctest runs it on the generic kernel)
 # FR_VM_SMP: guest vCPUs (default 2), e.g. FR_VM_SMP=8 ... cost for the
@@ -18,14 +20,19 @@
 set -euo pipefail
 
 # Which Debian kernel to boot: the newest of the flavour (generic:
-# linux-image-amd64, e.g. 6.1.0-56-amd64; rt: linux-image-rt-amd64, e.g.
-# 6.1.0-56-rt-amd64) with both an image in /boot and a build tree.  A missing
-# flavour fails the run, loudly: CI must run both.  FR_KVER overrides.
+# linux-image-amd64 or linux-image-6.12-amd64, e.g. 6.1.0-56-amd64 or
+# 6.12.117+deb12-amd64; rt: their -rt- builds) in the series (--series 6.1
+# or 6.12; default: the newest installed) with both an image in /boot and a
+# build tree.  A missing flavour or series fails the run, loudly: CI must run
+# each one it names (scripts/setup.sh --vm installs them).  FR_KVER overrides.
 FLAVOUR=generic
+SERIES=""
 for ((i = 1; i <= $#; i++)); do
-  [ "${!i}" = --flavour ] && { j=$((i + 1)); FLAVOUR=${!j}; }
+  j=$((i + 1))
+  [ "${!i}" = --flavour ] && FLAVOUR=${!j}
+  [ "${!i}" = --series ] && SERIES=${!j}
 done
-pick_kernel() { # flavour -> version, or nothing
+pick_kernel() { # flavour series -> version, or nothing
   local img v
   for img in $(ls /boot/vmlinuz-*-amd64 2>/dev/null | sort -V -r); do
     v=${img#/boot/vmlinuz-}
@@ -35,14 +42,16 @@ pick_kernel() { # flavour -> version, or nothing
       rt:*-rt-amd64) ;;
       *) continue ;;
     esac
+    case "$v" in "$2".*) ;; *) continue ;; esac
     [ -d "/lib/modules/$v/build" ] && { echo "$v"; return; }
   done
 }
 case "$FLAVOUR" in generic | rt) ;; *) echo "run_vm_tests: unknown flavour '$FLAVOUR'" >&2; exit 2 ;; esac
-KVER=${FR_KVER:-$(pick_kernel "$FLAVOUR")}
+case "$SERIES" in 6.1 | 6.12 | "") ;; *) echo "run_vm_tests: unknown series '$SERIES'" >&2; exit 2 ;; esac
+KVER=${FR_KVER:-$(pick_kernel "$FLAVOUR" "${SERIES:-6}")}
 [ -n "$KVER" ] || {
-  echo "run_vm_tests: no $FLAVOUR Debian kernel with headers (/boot/vmlinuz-* and /lib/modules/*/build);" \
-       "run scripts/setup.sh --vm" >&2
+  echo "run_vm_tests: no $FLAVOUR ${SERIES:-Debian} kernel with headers (/boot/vmlinuz-* and" \
+       "/lib/modules/*/build); run scripts/setup.sh --vm" >&2
   exit 1
 }
 echo "run_vm_tests: $FLAVOUR kernel $KVER"
@@ -55,12 +64,12 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --guest-script) GUEST_SCRIPT=$2; shift 2 ;;
-    --flavour) shift 2 ;;
+    --flavour | --series) shift 2 ;;
     *) SCEN+=("$1"); shift ;;
   esac
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
-[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug loss storm sideband backend coredump unwind compat nmi dkms
+[ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug hotfail loss storm sideband backend coredump unwind compat nmi dkms
                                threads uidloop nohook freeze2 sblost poll throttle markpad panic)
 SMP=${FR_VM_SMP:-2}
 
@@ -99,8 +108,14 @@ if printf '%s\n' "${SCEN[@]}" | grep -qx dkms; then
   cp -r "$SRC/module" "$WORK/dkms-src/flightrec-$VER"
   dkms --dkmstree "$WORK/dkms-tree" --sourcetree "$WORK/dkms-src" build -m flightrec -v "$VER" \
     -k "$KVER" > "$WORK/dkms/build.log" 2>&1 || { cat "$WORK/dkms/build.log"; echo "dkms build failed"; exit 1; }
-  cp "$WORK/dkms-tree/flightrec/$VER/$KVER/x86_64/module/flightrec.ko" "$WORK/dkms/flightrec.ko" ||
-    { cat "$WORK/dkms/build.log"; echo "dkms built no flightrec.ko"; exit 1; }
+  # DKMS compresses the .ko as the kernel's own modules are (6.12:
+  # CONFIG_MODULE_COMPRESS_XZ, flightrec.ko.xz); busybox insmod wants it plain.
+  dk="$WORK/dkms-tree/flightrec/$VER/$KVER/x86_64/module/flightrec.ko"
+  if [ -f "$dk" ]; then cp "$dk" "$WORK/dkms/flightrec.ko"
+  elif [ -f "$dk.xz" ]; then xz -dc "$dk.xz" > "$WORK/dkms/flightrec.ko"
+  elif [ -f "$dk.zst" ]; then zstd -qdc "$dk.zst" > "$WORK/dkms/flightrec.ko"
+  else cat "$WORK/dkms/build.log"; echo "dkms built no flightrec.ko"; exit 1
+  fi
   [ "$(modinfo -F version "$WORK/dkms/flightrec.ko")" = "$VER" ] ||
     { echo "dkms module version $(modinfo -F version "$WORK/dkms/flightrec.ko") != $VER"; exit 1; }
 fi
@@ -116,9 +131,14 @@ t1=$(date +%s.%N)
 IR="$WORK/initramfs"
 mkdir -p "$IR"/{bin,proc,sys,dev,host,mods}
 cp /bin/busybox "$IR/bin/busybox"
+# 6.12 has the virtio ones built in, fscache inside netfs, and 9pnet needing
+# netfs: /init loads what this kernel has as modules, in this order
+# (mods/list).
+: > "$IR/mods/list"
 for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci \
-         9pnet 9pnet_virtio netfs fscache 9p; do
-  f=$(modinfo -k "$KVER" -n "$m")
+         netfs fscache 9pnet 9pnet_virtio 9p; do
+  f=$(modinfo -k "$KVER" -n "$m" 2>/dev/null) || f=""
+  case "$f" in /*) echo "$m" >> "$IR/mods/list" ;; *) continue ;; esac
   case "$f" in
     *.xz) xz -dc "$f" > "$IR/mods/$m.ko" ;;
     *.zst) zstd -qdc "$f" > "$IR/mods/$m.ko" ;;
@@ -131,8 +151,7 @@ cat > "$IR/init" <<'INIT'
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci \
-         9pnet 9pnet_virtio netfs fscache 9p; do
+for m in $(cat /mods/list); do
   insmod /mods/$m.ko || echo "insmod $m failed"
 done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /host || echo "FLIGHTREC-VM-RESULT boot FAIL 9p mount"
