@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cgroup.h"
 #include "common/checked_json.h"
 #include "common/terminal_escape.h"
 #include "common/units.h"
@@ -251,7 +252,7 @@ void LogToJournal(const store::RecordRow& row, const Crash& c) {
   e.history_id = c.history_id;
   e.exe = c.exe;
   e.comm = c.a.comm;
-  e.unit = journal::UnitFromCgroup(json::RawText(c.md, "cgroup"));
+  e.unit = cgroup::ParseProcCgroup(json::RawText(c.md, "cgroup")).unit;
   e.signal = c.a.signal;
   e.pid = c.a.pid;
   e.uid = c.a.uid;
