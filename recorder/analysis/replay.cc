@@ -144,7 +144,8 @@ class Resolver {
 };
 
 bool Keep(const ReplayOptions& opts, const attribution::AttributedSample& as, uint64_t base) {
-  return !((opts.pid && as.pid != *opts.pid) || (opts.tid && as.tid != *opts.tid) ||
+  return !((opts.pid && as.pid != *opts.pid) || (opts.pids && !opts.pids->contains(as.pid)) ||
+           (opts.tid && as.tid != *opts.tid) ||
            (opts.since_ns && static_cast<int64_t>(as.time_ns - base) < *opts.since_ns) ||
            (opts.until_ns && static_cast<int64_t>(as.time_ns - base) > *opts.until_ns));
 }
@@ -476,7 +477,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   uint32_t stack_id = 0;
   Unwound unwound;
   auto filtered = [&](uint32_t pid, uint32_t tid, uint64_t t) {
-    return (opts.pid && pid != *opts.pid) || (opts.tid && tid != *opts.tid) ||
+    return (opts.pid && pid != *opts.pid) || (opts.pids && !opts.pids->contains(pid)) ||
+           (opts.tid && tid != *opts.tid) ||
            (opts.since_ns && static_cast<int64_t>(t - info.window_start_ns) < *opts.since_ns) ||
            (opts.until_ns && static_cast<int64_t>(t - info.window_start_ns) > *opts.until_ns);
   };

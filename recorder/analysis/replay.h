@@ -73,6 +73,8 @@ struct ResolvedSample {
 
 struct ReplayOptions {
   std::optional<uint32_t> pid;
+  // Only these processes (what --cgroup, --unit, --container select).
+  std::optional<std::unordered_set<uint32_t>> pids;
   std::optional<uint32_t> tid;
   // Offsets from the window start (ns); samples outside are skipped.
   std::optional<int64_t> since_ns;
