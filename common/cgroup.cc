@@ -4,6 +4,10 @@
 #include <array>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "common/checked_json.h"
+
 namespace flightrec::cgroup {
 namespace {
 
@@ -196,6 +200,31 @@ CgroupInfo ParseProcCgroup(std::string_view proc_cgroup) {
   info.pod_uid = std::move(f.pod_uid);
   info.qos = std::move(f.qos);
   return info;
+}
+
+void AddCgroupToJson(const CgroupInfo& c, nlohmann::json* obj) {
+  nlohmann::json& o = *obj;
+  // A cgroup's name is its creator's bytes; the others are checked shapes.
+  if (!c.path.empty()) json::SetText(o, "cgroup", c.path);
+  auto put = [&](const char* key, const std::string& v) {
+    if (!v.empty()) o[key] = v;
+  };
+  put("unit", c.unit);
+  put("container_runtime", c.container_runtime);
+  put("container_id", c.container_id);
+  put("pod_uid", c.pod_uid);
+  put("pod_qos", c.qos);
+}
+
+CgroupInfo CgroupFromJson(const nlohmann::json& obj) {
+  CgroupInfo c;
+  c.path = json::RawText(obj, "cgroup");
+  c.unit = json::Str(obj, "unit");
+  c.container_runtime = json::Str(obj, "container_runtime");
+  c.container_id = json::Str(obj, "container_id");
+  c.pod_uid = json::Str(obj, "pod_uid");
+  c.qos = json::Str(obj, "pod_qos");
+  return c;
 }
 
 }  // namespace flightrec::cgroup

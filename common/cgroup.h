@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace flightrec::cgroup {
 
 // Longer /proc/PID/cgroup texts are read up to these bounds and the rest is
@@ -41,6 +43,13 @@ struct CgroupInfo {
 // Parses a /proc/PID/cgroup text: v1 ("N:controllers:/path" per hierarchy),
 // v2 ("0::/path") or hybrid (both). Never fails: what it cannot read stays "".
 CgroupInfo ParseProcCgroup(std::string_view proc_cgroup);
+
+// The known fields as keys of a JSON object (a record's meta.processes
+// entry, docs/FORMAT.md): cgroup (and cgroup_hex), unit, container_runtime,
+// container_id, pod_uid, pod_qos; unknown ones are left out.
+void AddCgroupToJson(const CgroupInfo& c, nlohmann::json* obj);
+// The inverse, from untrusted JSON: absent or mistyped keys read as "".
+CgroupInfo CgroupFromJson(const nlohmann::json& obj);
 
 // The unit of one cgroup path (the first component that is no slice and has a
 // unit's name), "" when none: ParseProcCgroup(text).unit for one path.

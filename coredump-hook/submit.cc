@@ -202,6 +202,7 @@ StatusOr<store::RecordRow> Finish(store::Store& st, std::unique_ptr<store::Pendi
   nlohmann::json process = {{"pid", a.pid}, {"uid", a.uid}};
   json::SetText(process, "comm", a.comm);
   json::SetText(process, "exe", c.exe);
+  cgroup::AddCgroupToJson(cgroup::ParseProcCgroup(json::RawText(c.md, "cgroup")), &process);
   nlohmann::json meta = {
       {"reason", ToValidUtf8(fmt::format("{} ({}) killed by {}", a.comm, a.pid, c.signame))},
       {"crash", crash},

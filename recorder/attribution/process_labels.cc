@@ -70,17 +70,8 @@ std::optional<ProcessLabels> ReadProcessLabels(uint32_t pid) {
 }
 
 void AddLabelsToJson(const ProcessLabels& l, nlohmann::json* process) {
+  cgroup::AddCgroupToJson(l.cgroup, process);
   nlohmann::json& p = *process;
-  // A cgroup's name is its creator's bytes; the others are checked shapes.
-  if (!l.cgroup.path.empty()) json::SetText(p, "cgroup", l.cgroup.path);
-  auto put = [&](const char* key, const std::string& v) {
-    if (!v.empty()) p[key] = v;
-  };
-  put("unit", l.cgroup.unit);
-  put("container_runtime", l.cgroup.container_runtime);
-  put("container_id", l.cgroup.container_id);
-  put("pod_uid", l.cgroup.pod_uid);
-  put("pod_qos", l.cgroup.qos);
   if (l.pid_ns) p["pid_ns"] = l.pid_ns;
   if (l.user_ns) p["user_ns"] = l.user_ns;
   if (l.ns_pid) p["ns_pid"] = l.ns_pid;
@@ -88,12 +79,7 @@ void AddLabelsToJson(const ProcessLabels& l, nlohmann::json* process) {
 
 ProcessLabels LabelsFromJson(const nlohmann::json& p) {
   ProcessLabels l;
-  l.cgroup.path = json::RawText(p, "cgroup");
-  l.cgroup.unit = json::Str(p, "unit");
-  l.cgroup.container_runtime = json::Str(p, "container_runtime");
-  l.cgroup.container_id = json::Str(p, "container_id");
-  l.cgroup.pod_uid = json::Str(p, "pod_uid");
-  l.cgroup.qos = json::Str(p, "pod_qos");
+  l.cgroup = cgroup::CgroupFromJson(p);
   l.pid_ns = json::Get<uint64_t>(p, "pid_ns", 0);
   l.user_ns = json::Get<uint64_t>(p, "user_ns", 0);
   l.ns_pid = json::Get<uint32_t>(p, "ns_pid", 0);
