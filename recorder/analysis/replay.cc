@@ -413,6 +413,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   info.boot_id = reader.header().boot_id;
   info.config = dump.config;
   info.loss = dump.loss;
+  info.labels = attribution::LabelsByPid(reader.meta());
   // The config section is the record's word, checked like any input.
   info.mono_to_wall_ns = json::Get<int64_t>(dump.config, "mono_to_wall_ns", 0);
   // Absent (older records) or not an integer: unknown, not 0.

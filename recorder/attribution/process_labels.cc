@@ -86,6 +86,16 @@ ProcessLabels LabelsFromJson(const nlohmann::json& p) {
   return l;
 }
 
+std::unordered_map<uint32_t, ProcessLabels> LabelsByPid(const nlohmann::json& meta) {
+  std::unordered_map<uint32_t, ProcessLabels> out;
+  for (const auto& p : json::Array(meta, "processes")) {
+    ProcessLabels l = LabelsFromJson(p);
+    if (l.cgroup.path.empty() && l.ns_pid == 0) continue;
+    out.emplace(json::Get<uint32_t>(p, "pid", 0), std::move(l));
+  }
+  return out;
+}
+
 void LabelCache::Observe(const Event& e) {
   if (const auto* c = std::get_if<CommEvent>(&e); c != nullptr && c->exec) {
     Entry& entry = procs_[c->pid];

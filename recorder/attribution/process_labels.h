@@ -38,6 +38,10 @@ void AddLabelsToJson(const ProcessLabels& l, nlohmann::json* process);
 // The inverse, from untrusted JSON: absent or mistyped keys read as unknown.
 ProcessLabels LabelsFromJson(const nlohmann::json& process);
 
+// The labels a record's meta.processes gives each pid; processes without
+// any are left out.
+std::unordered_map<uint32_t, ProcessLabels> LabelsByPid(const nlohmann::json& meta);
+
 // The labels of the processes the sideband has named, kept as the kernel
 // does: a forked child starts in its parent's cgroup and namespaces (copied,
 // no /proc read), an exec re-reads them (a container engine moves its

@@ -47,16 +47,6 @@ std::string QueryArgs::FilterText() const {
   return text;
 }
 
-std::unordered_map<uint32_t, attribution::ProcessLabels> LabelsByPid(const nlohmann::json& meta) {
-  std::unordered_map<uint32_t, attribution::ProcessLabels> out;
-  for (const auto& p : json::Array(meta, "processes")) {
-    attribution::ProcessLabels l = attribution::LabelsFromJson(p);
-    if (l.cgroup.path.empty() && l.ns_pid == 0) continue;
-    out.emplace(json::Get<uint32_t>(p, "pid", 0), std::move(l));
-  }
-  return out;
-}
-
 std::string ContainerName(const attribution::ProcessLabels& l) {
   const auto& c = l.cgroup;
   if (c.container_id.empty()) return "";
@@ -82,7 +72,7 @@ std::optional<std::unordered_set<uint32_t>> QueryArgs::LabelledPids(
   std::string id = container;
   if (size_t sep = id.find("://"); sep != std::string::npos) id = id.substr(sep + 3);
   std::unordered_set<uint32_t> pids;
-  for (const auto& [pid, l] : LabelsByPid(meta)) {
+  for (const auto& [pid, l] : attribution::LabelsByPid(meta)) {
     const auto& c = l.cgroup;
     if (!cgroup.empty() && !InCgroup(c.path, cgroup)) continue;
     if (!unit.empty() && c.unit != unit) continue;

@@ -92,9 +92,6 @@ struct QueryArgs {
   std::optional<std::unordered_set<uint32_t>> LabelledPids(const nlohmann::json& meta) const;
 };
 
-// The labels (cgroup, unit, container, pod, namespaces) a record's
-// meta.processes gives each pid; processes without any are left out.
-std::unordered_map<uint32_t, attribution::ProcessLabels> LabelsByPid(const nlohmann::json& meta);
 // How `report --sort container` and exports name a container: as Kubernetes
 // names it in a pod's status (containerID), "docker://<id>"; "" when none.
 std::string ContainerName(const attribution::ProcessLabels& l);

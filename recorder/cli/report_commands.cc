@@ -65,7 +65,7 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   analysis::ReportBuilder builder(key);
   if (analysis::KeyedByProcess(key)) {
     std::unordered_map<uint32_t, std::string> names;
-    for (const auto& [pid, l] : LabelsByPid(reader->meta())) {
+    for (const auto& [pid, l] : attribution::LabelsByPid(reader->meta())) {
       names[pid] = key == analysis::ReportKey::kUnit        ? l.cgroup.unit
                    : key == analysis::ReportKey::kContainer ? ContainerName(l)
                                                             : l.cgroup.path;

@@ -31,7 +31,7 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
   // The samples go to stdout line by line: a progress line on a terminal
   // would be mixed into them.
   opts.progress = a.progress && !isatty(STDOUT_FILENO);
-  const auto labels = LabelsByPid(reader->meta());
+  const auto labels = attribution::LabelsByPid(reader->meta());
   ASSIGN_OR_RETURN(
       auto stats,
       a.Replay(
