@@ -46,7 +46,10 @@ trap 'exit 130' INT TERM HUP
 # Defaults but the rate: at the default 99 Hz the 5 s window holds ~500
 # samples of fr_spin, whose 70/30 split then varies by +-2 points (one
 # sigma); at 499 Hz it is within +-1, so the printed split matches the label.
-"$BUILD_DIR/recorder/daemon/recorderd" --foreground -F 499 >"$work/recorderd.log" 2>&1 &
+# Without deaths: `crash info -1` below must show the demo's crash, not the
+# death of whatever else the machine killed meanwhile (deaths are watched
+# system-wide).
+"$BUILD_DIR/recorder/daemon/recorderd" --foreground -F 499 --deaths off >"$work/recorderd.log" 2>&1 &
 daemon=$!
 for _ in $(seq 100); do
   "$R" status >/dev/null 2>&1 && break

@@ -167,6 +167,49 @@ TEST(ThreadHistory, TopLastWindowAndTimeline) {
   EXPECT_EQ(h["timeline"]["legend"][1]["function"], "crash");
 }
 
+TEST(ThreadActivity, EveryThreadWithOnCpuSamplesAndOffCpuTimeSideBySide) {
+  attribution::Symbol sched = Sym("__schedule", "[kernel.kallsyms]");
+  attribution::Symbol lock = Sym("pthread_mutex_lock", "/lib/libc.so.6");
+  attribution::Symbol xfer = Sym("transfer_a", "/bin/app");
+  attribution::Symbol spin = Sym("spin", "/bin/app");
+  std::vector<const attribution::Symbol*> blocked = {&sched, &lock, &xfer};
+  std::vector<const attribution::Symbol*> running = {&spin};
+  ThreadActivity a;
+  auto on = Attributed(10, 11, "runner");
+  a.Add(ResolvedSample{&on, running});
+  a.Add(ResolvedSample{&on, running});
+  OffCpuInterval short_sleep, stuck;
+  short_sleep.state = 'S';
+  stuck.state = 'D';
+  stuck.ongoing = true;
+  auto off1 = Attributed(10, 12, "xfer_a");
+  off1.period = 2'000'000;
+  ResolvedSample r1{&off1, blocked};
+  r1.off_cpu = &short_sleep;
+  a.Add(r1);
+  auto off2 = Attributed(10, 12, "xfer_a");
+  off2.period = 4'000'000'000;
+  ResolvedSample r2{&off2, blocked};
+  r2.off_cpu = &stuck;
+  a.Add(r2);
+  const nlohmann::json j = a.ToJson();
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["tid"], 11);
+  EXPECT_EQ(j[0]["samples"], 2);
+  EXPECT_EQ(j[0]["off_cpu_ns"], 0);
+  EXPECT_FALSE(j[0].contains("blocked_in"));
+  EXPECT_EQ(j[1]["tid"], 12);
+  EXPECT_EQ(j[1]["comm"], "xfer_a");
+  EXPECT_EQ(j[1]["samples"], 0);
+  EXPECT_EQ(j[1]["off_cpu_ns"], 4'002'000'000u);
+  EXPECT_EQ(j[1]["off_cpu_intervals"], 2);
+  EXPECT_EQ(j[1]["longest_off_cpu_ns"], 4'000'000'000u);
+  EXPECT_EQ(j[1]["longest_state"], "D");
+  EXPECT_EQ(j[1]["blocked_at_end"], true);
+  // Its user frames, innermost first (the kernel's left out).
+  EXPECT_EQ(j[1]["blocked_in"], "pthread_mutex_lock <- transfer_a");
+}
+
 TEST(ThreadHistory, WithoutAStatedWindowUsesTheSamplesSpanAndEmptyIsEmpty) {
   nlohmann::json h = SummarizeThreadHistory({{300, "f"}, {100, "g"}}, 0, 0, 4);
   EXPECT_EQ(h["window_start_ns"], 100);

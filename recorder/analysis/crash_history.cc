@@ -65,6 +65,53 @@ nlohmann::json SummarizeThreadHistory(std::vector<std::pair<uint64_t, std::strin
                           {"legend", legend_json}}}};
 }
 
+void ThreadActivity::Add(const ResolvedSample& rs) {
+  const auto& s = *rs.sample;
+  Thread& t = threads_[s.tid];
+  if (!s.comm.empty()) t.comm = s.comm;
+  if (rs.off_cpu == nullptr) {
+    ++t.samples;
+    return;
+  }
+  t.off_cpu_ns += s.period;
+  ++t.intervals;
+  if (s.period < t.longest_ns) return;
+  t.longest_ns = s.period;
+  t.longest_state = rs.off_cpu->state;
+  t.blocked_at_end = rs.off_cpu->ongoing;
+  // Where it waited: its user frames, innermost first, up to the first of
+  // the program's own (a blocked stack is the scheduler's, then libc's).
+  t.blocked_in.clear();
+  size_t shown = 0;
+  for (const auto* f : rs.stack) {
+    if (f->dso.rfind("[kernel", 0) == 0) continue;
+    t.blocked_in += (shown ? " <- " : "") + f->Display();
+    if (++shown == 8 || (rs.process_exe != nullptr && f->dso == *rs.process_exe)) break;
+  }
+  if (t.blocked_in.empty()) {
+    t.blocked_in = rs.stack.empty() ? "[no frames]" : rs.stack.front()->Display();
+  }
+}
+
+nlohmann::json ThreadActivity::ToJson() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [tid, t] : threads_) {
+    nlohmann::json j = {{"tid", tid},
+                        {"comm", t.comm},
+                        {"samples", t.samples},
+                        {"off_cpu_ns", t.off_cpu_ns},
+                        {"off_cpu_intervals", t.intervals}};
+    if (t.intervals > 0) {
+      j.update({{"longest_off_cpu_ns", t.longest_ns},
+                {"longest_state", std::string(1, t.longest_state)},
+                {"blocked_at_end", t.blocked_at_end},
+                {"blocked_in", t.blocked_in}});
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
                                       const nlohmann::json& crash, const std::string& hid,
                                       int bins) {
@@ -74,8 +121,11 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
   // (global_tid), not %i.
   const uint32_t tid =
       json::Get<uint32_t>(crash, "global_tid", json::Get<uint32_t>(crash, "tid", 0));
-  if (tid != 0) ro.tid = tid;
+  // Every thread of the process, off CPU too: the crashed thread's own
+  // points are picked out below.
+  ro.off_cpu = true;
   ro.progress = false;
+  ThreadActivity threads;
   RecordInfo info;
   std::vector<std::pair<uint64_t, std::string>> points;
   // The thread's name at its last sample (pthread_setname_np names, not the
@@ -85,6 +135,8 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
   ASSIGN_OR_RETURN(auto stats, Replay(
                                    hreader, ro, [&](const RecordInfo& i) { info = i; },
                                    [&](const ResolvedSample& rs) {
+                                     threads.Add(rs);
+                                     if (rs.off_cpu || (tid != 0 && rs.sample->tid != tid)) return;
                                      points.emplace_back(
                                          rs.sample->time_ns,
                                          rs.stack.empty() ? "[no frames]" : rs.stack[0]->Display());
@@ -103,6 +155,8 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
   // context) or its live rings.
   out["source"] = json::Field(info.config, "history_source");
   out["end_mono_ns"] = info.window_end_ns;
+  out["off_cpu"] = info.off_cpu;
+  out["threads"] = threads.ToJson();
   return out;
 }
 

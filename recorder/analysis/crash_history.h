@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "recorder/analysis/replay.h"
 #include "store/record_file.h"
 
 namespace flightrec::recorder::analysis {
@@ -25,11 +27,37 @@ namespace flightrec::recorder::analysis {
 nlohmann::json SummarizeThreadHistory(std::vector<std::pair<uint64_t, std::string>> points,
                                       uint64_t window_start_ns, uint64_t window_end_ns, int bins);
 
+// Every thread of a process over a record: on-CPU samples and off-CPU time
+// side by side, so that a hang shows the threads that never ran, and where
+// each was blocked. Add() takes Replay's samples and off-CPU intervals of
+// one process; ToJson() is an array, one object per tid (ascending): "tid",
+// "comm", "samples", "off_cpu_ns", "off_cpu_intervals", and for the longest
+// interval "longest_off_cpu_ns", "longest_state" (S/D), "blocked_at_end"
+// (still blocked when the record was frozen) and "blocked_in" (its user
+// frames "f <- caller <- ...", innermost first, up to the first in the
+// process's executable, at most 8; else its innermost frame).
+class ThreadActivity {
+ public:
+  void Add(const ResolvedSample& rs);
+  nlohmann::json ToJson() const;
+
+ private:
+  struct Thread {
+    std::string comm;
+    uint64_t samples = 0, off_cpu_ns = 0, intervals = 0, longest_ns = 0;
+    char longest_state = 0;
+    bool blocked_at_end = false;
+    std::string blocked_in;
+  };
+  std::map<uint32_t, Thread> threads_;
+};
+
 // Replays `hreader` (record `hid`) for the crashed thread named by `crash`
 // (the crash record's "crash" metadata: pid, and global_tid, the %I that
 // samples carry, else tid) and summarizes it, adding "id", "tid", "comm" (the
 // thread's name at its last sample), "source" (crash marker or live rings)
-// and "end_mono_ns".
+// "end_mono_ns" and "threads" (ThreadActivity: every thread of the process
+// in the record, off-CPU time included when the record has it).
 StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
                                       const nlohmann::json& crash, const std::string& hid,
                                       int bins);

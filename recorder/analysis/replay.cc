@@ -21,6 +21,7 @@
 #include "recorder/attribution/vdso.h"
 #include "recorder/model/event_codec.h"
 #include "recorder/record/dump_record.h"
+#include "recorder/record/off_cpu_section.h"
 #include "recorder/symbolize/debuginfo.h"
 #include "recorder/symbolize/symbolizer.h"
 #include "recorder/unwind/dwarf_unwinder.h"
@@ -423,6 +424,10 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   info.window_start_ns = json::Get<uint64_t>(dump.config, "window_start_mono_ns", 0);
   info.window_end_ns = json::Get<uint64_t>(dump.config, "freeze_time_mono_ns", 0);
   info.vdso_build_id = attribution::VdsoBuildId(dump.vdso);
+  ASSIGN_OR_RETURN(OffCpuRecord off_cpu, LoadOffCpu(reader, info.window_end_ns));
+  info.off_cpu = off_cpu.present;
+  info.off_cpu_threshold_ns = off_cpu.threshold_ns;
+  if (!opts.off_cpu) off_cpu.intervals.clear();
   if (on_info) on_info(info);
 
   ReplayStats stats;
@@ -483,6 +488,37 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
            (opts.since_ns && static_cast<int64_t>(t - info.window_start_ns) < *opts.since_ns) ||
            (opts.until_ns && static_cast<int64_t>(t - info.window_start_ns) > *opts.until_ns);
   };
+  // Off-CPU intervals are attributed with the process table as it stands at
+  // their switch-out: handed over before the first event after it.
+  size_t next_off_cpu = 0;
+  auto emit_off_cpu = [&](uint64_t until) {
+    for (; next_off_cpu < off_cpu.intervals.size(); ++next_off_cpu) {
+      const OffCpuInterval& iv = off_cpu.intervals[next_off_cpu];
+      const Sample& s = iv.sample;
+      if (s.time_ns > until) break;
+      const int64_t start = static_cast<int64_t>(s.time_ns - info.window_start_ns);
+      if ((opts.pid && s.pid != *opts.pid) || (opts.tid && s.tid != *opts.tid) ||
+          (opts.until_ns && start > *opts.until_ns) ||
+          (opts.since_ns && start + static_cast<int64_t>(s.period) < *opts.since_ns)) {
+        continue;
+      }
+      uint64_t misses = 0;
+      attribution::AttributedSample as = attribution::Attribute(
+          s, attributor.table(), attributor.cookies(), unwinder.get(), &misses);
+      as.comm = *attributor.table().ThreadAt(s.pid, s.tid, s.time_ns).comm;
+      stats.no_mapping += misses;
+      ++stats.off_cpu_intervals;
+      stats.pids.insert(s.pid);
+      ResolvedSample r{&as,
+                       resolver.Stack(as),
+                       0,
+                       &attributor.cookies(),
+                       ProcessComm(attributor.table(), s.pid),
+                       ProcessExe(attributor.table(), s.pid)};
+      r.off_cpu = &iv;
+      on_sample(r);
+    }
+  };
   for (;;) {
     // Fast path: a sample whose stack was attributed since its process's
     // last mapping change is recognised by its stack table id (or, in
@@ -493,6 +529,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     const auto skim = dec.SkimSample(&head, &key, &stack_id);
     const bool skimmed = skim != EventDecoder::Skim::kNone;
     if (skimmed) {
+      emit_off_cpu(head.time_ns);
       if (filtered(head.pid, head.tid, head.time_ns)) {
         ++stats.events;
         ++stats.filtered;
@@ -534,6 +571,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     }
     if (!more.ok()) return more.status().Annotate(fmt::format("record {}", reader.display_name()));
     if (!*more) break;
+    emit_off_cpu(EventTime(e));
     ++stats.events;
     progress.Update(consumed + dec.position(), raw_total);
     const Sample* s = std::get_if<Sample>(&e);
@@ -596,6 +634,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
                              ProcessComm(attributor.table(), hit->sample.pid),
                              ProcessExe(attributor.table(), hit->sample.pid)});
   }
+  emit_off_cpu(UINT64_MAX);
   stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();
   if (unwinder) stats.unwind = unwinder->stats();

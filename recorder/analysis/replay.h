@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/attribution/process_labels.h"
+#include "recorder/capture/off_cpu.h"
 #include "recorder/unwind/unwind_stats.h"
 #include "store/record_file.h"
 
@@ -48,6 +49,10 @@ struct RecordInfo {
   // exports that name [vdso] frames elsewhere than here (perf.data) say
   // which image they are in.
   std::string vdso_build_id;
+  // The record was written with off-CPU capture on (recorderd --off-cpu),
+  // and the threshold below which blocked intervals were left out.
+  bool off_cpu = false;
+  int64_t off_cpu_threshold_ns = 0;
 };
 
 // One attributed, symbolized sample. `stack` is innermost first and may be
@@ -73,6 +78,10 @@ struct ResolvedSample {
   // The path of the process's executable (its first executable mapping since
   // its exec), null when unknown, as process_comm.
   const std::string* process_exe = nullptr;
+  // Set for an off-CPU interval (ReplayOptions::off_cpu): its state and
+  // whether the thread was still blocked at the freeze. sample->time_ns is
+  // then its switch-out and sample->period the nanoseconds it was off CPU.
+  const OffCpuInterval* off_cpu = nullptr;
 };
 
 struct ReplayOptions {
@@ -92,11 +101,16 @@ struct ReplayOptions {
   // Source file:line on frames (DWARF line tables); off for consumers that
   // show only functions, which then replay faster.
   bool source_lines = true;
+  // Also hand over the record's off-CPU intervals (section `off_cpu`), in
+  // time order with the samples, each with ResolvedSample::off_cpu set. A
+  // time filter keeps the intervals that overlap it.
+  bool off_cpu = false;
 };
 
 struct ReplayStats {
   uint64_t events = 0;
   uint64_t samples = 0;               // samples handed to the consumer
+  uint64_t off_cpu_intervals = 0;     // off-CPU intervals handed to the consumer
   uint64_t filtered = 0;              // samples skipped by pid/tid/time filters
   uint64_t no_mapping = 0;            // user IPs with no known mapping
   uint64_t files_opened = 0;          // distinct files the symbolizer read

@@ -89,11 +89,11 @@ void ReportBuilder::Count(const std::vector<size_t>& ks, uint64_t n) {
   }
 }
 
-void ReportBuilder::Add(const ResolvedSample& rs) {
-  ++total_;
+void ReportBuilder::Add(const ResolvedSample& rs, uint64_t weight) {
+  total_ += weight;
   const uint64_t id = rs.stack_id;
-  if (id == 0 || key_ == ReportKey::kTid || key_ == ReportKey::kComm) {
-    Count(RowsOf(rs), 1);
+  if (id == 0 || weight != 1 || key_ == ReportKey::kTid || key_ == ReportKey::kComm) {
+    Count(RowsOf(rs), weight);
     return;
   }
   if (id >= stack_count_.size()) {

@@ -33,7 +33,7 @@ struct ReportRow {
 };
 
 struct Report {
-  uint64_t total = 0;  // samples counted
+  uint64_t total = 0;  // samples counted (their weights' sum)
   // Rows with a non-zero sort count (self, or children with by_children),
   // most first; ties by key, then DSO.
   std::vector<ReportRow> rows;
@@ -45,9 +45,10 @@ struct Report {
 class ReportBuilder {
  public:
   explicit ReportBuilder(ReportKey key) : key_(key) {}
-  // Counts one sample (Replay's on_sample). Frames are keyed by pointer: the
-  // replay caches symbols, so one function is one pointer.
-  void Add(const ResolvedSample& rs);
+  // Counts one sample (Replay's on_sample) `weight` times: 1 for an on-CPU
+  // sample, its nanoseconds for an off-CPU interval. Frames are keyed by
+  // pointer: the replay caches symbols, so one function is one pointer.
+  void Add(const ResolvedSample& rs, uint64_t weight = 1);
   // The row name of each pid for the keys KeyedByProcess; a pid without
   // one counts in the row "[no unit]" ("[no container]", "[no cgroup]").
   void SetProcessKeys(std::unordered_map<uint32_t, std::string> keys) {

@@ -17,6 +17,12 @@ StatusOr<std::unique_ptr<CaptureBackend>> CreateBackend(const BackendOptions& op
   std::string kind = options.backend;
   bool module_present = access(options.module_device.c_str(), F_OK) == 0;
   if (kind == "auto") kind = module_present ? "module" : "perf";
+  if (kind == "module" && options.off_cpu) {
+    // flightrec.ko would need a sched_switch probe writing into rings of its
+    // own (docs/ARCHITECTURE.md, "Off-CPU history").
+    return Unsupported(
+        "--off-cpu: only the perf backend captures off-CPU time (use --backend perf)");
+  }
   if (kind == "module") {
     if (!module_present) {
       return Unsupported(
@@ -41,6 +47,10 @@ StatusOr<std::unique_ptr<CaptureBackend>> CreateBackend(const BackendOptions& op
   pc.data_pages = options.data_pages;
   pc.callchain = options.callchain;
   pc.dwarf_stack_bytes = options.dwarf_stack_bytes;
+  pc.off_cpu = options.off_cpu;
+  pc.off_cpu_threshold_ns = options.off_cpu_threshold_ns;
+  pc.off_cpu_pages = options.off_cpu_pages;
+  pc.off_cpu_stack_bytes = options.off_cpu_stack_bytes;
   if (!options.event.empty() && options.event != "auto") {
     static const std::map<std::string, uint64_t> kSoftware = {
         {"cpu-clock", PERF_COUNT_SW_CPU_CLOCK},

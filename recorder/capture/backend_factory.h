@@ -29,6 +29,11 @@ struct BackendOptions {
   // sampled every `event_period` occurrences: page-faults, context-switches.
   std::string event;
   uint64_t event_period = 1;
+  // Off-CPU capture (perf backend): see perf::PerfConfig.
+  bool off_cpu = false;
+  int64_t off_cpu_threshold_ns = 1'000'000;
+  size_t off_cpu_pages = 0;
+  uint32_t off_cpu_stack_bytes = 0;
 };
 
 // "auto" is the module when its device exists, else perf. Options are checked

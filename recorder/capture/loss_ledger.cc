@@ -27,7 +27,9 @@ constexpr const char* kNames[] = {"produced",
                                   "throttled",
                                   "cpus_not_counting",
                                   "filtered_pid",
-                                  "not_copied"};
+                                  "not_copied",
+                                  "below_threshold",
+                                  "end_unknown"};
 static_assert(std::size(kNames) == static_cast<size_t>(LossCounter::kEnd),
               "one name per LossCounter, in enum order");
 

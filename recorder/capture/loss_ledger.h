@@ -36,6 +36,8 @@ enum class LossCounter : uint8_t {
   kCpusNotCounting,      // module: online CPUs whose counter is not active
   kFilteredPid,          // in the window, but not one of the dump's pids
   kNotCopied,            // panic region: in the ring at the panic, beyond the CPU's share
+  kBelowThreshold,       // off-CPU: blocked for less than the threshold (not a loss)
+  kEndUnknown,           // off-CPU: switch-in overwritten, so how long it blocked is unknown
   kEnd,                  // not a counter: the number of counters
 };
 

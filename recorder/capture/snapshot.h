@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "recorder/capture/loss_ledger.h"
+#include "recorder/capture/off_cpu.h"
 #include "recorder/model/events.h"
 
 namespace flightrec::recorder {
@@ -31,6 +32,13 @@ struct Snapshot {
   // or {"kind": "crash_marker", ...} (preserved at a crash instant in kernel
   // context: marker time, pid/tid/signal, how long after the crash it was read).
   nlohmann::json source = {{"kind", "live_rings"}};
+  // Off-CPU capture (recorderd --off-cpu): whether it was on, the blocked
+  // intervals of the window (sorted by switch-out time), and their own
+  // accounting (the record's loss section, key "off_cpu").
+  bool off_cpu = false;
+  int64_t off_cpu_threshold_ns = 0;
+  std::vector<OffCpuInterval> off_cpu_intervals;
+  nlohmann::json off_cpu_loss = nlohmann::json::object();
 
   // Sets freeze_time_ns = end_ns and the window's start `last_ns` before it
   // (0 when the window reaches back past boot).

@@ -84,8 +84,11 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
     }
   }
   if (as_json) {
-    nlohmann::json out = {{"id", id},        {"crash", crash},     {"metadata", md},
-                          {"backtrace", bt}, {"history", history}, {"maps", maps}};
+    nlohmann::json out = {
+        {"id", id},        {"kind", crash.contains("sender") ? kKindDeath : kKindCrash},
+        {"crash", crash},  {"metadata", md},
+        {"backtrace", bt}, {"history", history},
+        {"maps", maps}};
     if (!history_error.empty()) out["history_error"] = history_error;
     std::printf("%s\n", json::Dump(out, 2).c_str());
     return OkStatus();
@@ -112,6 +115,21 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
                   ? FormatBytes(Get<uint64_t>(crash, "core_size", 0)).c_str()
                   : "not stored",
               Get<bool>(crash, "truncated", false) ? " (truncated at the size limit)" : "");
+  // A death's: who sent the signal (its comm is the sender's own choice).
+  if (const nlohmann::json& sender = Field(crash, "sender"); sender.is_object()) {
+    if (!Get<bool>(sender, "known", false)) {
+      std::printf("       Sender: unknown\n");
+    } else {
+      const bool kernel = Str(sender, "kind") == "kernel";
+      std::printf(
+          "       Sender: %s pid %lld (%s)%s, si_code %lld\n", kernel ? "the kernel, in" : "",
+          static_cast<long long>(Get<int64_t>(sender, "pid", 0)),
+          E(json::RawText(sender, "comm")).c_str(),
+          sender.contains("uid") ? fmt::format(" uid {}", Get<int64_t>(sender, "uid", 0)).c_str()
+                                 : "",
+          static_cast<long long>(Get<int64_t>(sender, "si_code", 0)));
+    }
+  }
   for (const auto& n : Array(crash, "notes")) {
     std::printf("         Note: %s\n", E(n.is_string() ? Str(n) : json::Dump(n)).c_str());
   }
@@ -128,7 +146,9 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
       firstt = false;
     }
   } else {
-    std::printf("\nBacktrace: none (%s)\n", E(Str(bt, "error", "see notes")).c_str());
+    std::printf("\nBacktrace: none (%s)\n", crash.contains("sender")
+                                                ? "no core was dumped: nothing to unwind"
+                                                : E(Str(bt, "error", "see notes")).c_str());
   }
   if (!history.is_null()) {
     // Built by CrashHistory above: its shape is ours, its strings are not.
@@ -169,6 +189,23 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
     }
     std::printf("  last samples:");
     for (const auto& l : Array(h, "last")) std::printf(" %s", E(Str(l, "function")).c_str());
+    // Every thread of the process: a hang's threads have no samples but
+    // were blocked (records of recorderd --off-cpu say where, how long).
+    std::printf("\n  threads of the process in the history%s:\n",
+                Get<bool>(h, "off_cpu", false) ? "" : " (no off-CPU time: recorderd --off-cpu)");
+    for (const auto& t : Array(h, "threads")) {
+      std::printf("    %7u %-16s %6llu samples on CPU", Get<uint32_t>(t, "tid", 0),
+                  E(Str(t, "comm")).c_str(),
+                  static_cast<unsigned long long>(Get<uint64_t>(t, "samples", 0)));
+      if (Get<uint64_t>(t, "off_cpu_intervals", 0) > 0) {
+        std::printf(", %s off CPU; longest %s %s in %s%s",
+                    FormatDurationNs(Get<int64_t>(t, "off_cpu_ns", 0)).c_str(),
+                    FormatDurationNs(Get<int64_t>(t, "longest_off_cpu_ns", 0)).c_str(),
+                    E(Str(t, "longest_state")).c_str(), E(Str(t, "blocked_in")).c_str(),
+                    Get<bool>(t, "blocked_at_end", false) ? " (still blocked at the end)" : "");
+      }
+      std::printf("\n");
+    }
     std::printf("\n  (recorder report %s --pid %lld, recorder timeline %s for more)\n",
                 E(Str(h, "id")).c_str(), static_cast<long long>(pid), E(Str(h, "id")).c_str());
   } else {
@@ -199,7 +236,9 @@ Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args) {
   auto& [row, reader] = found;
   if (row.kind == kKindPanic) return PrintPanicInfo(row.id, *reader, args.json, args.bins);
   RETURN_IF_ERROR(CheckAccess(row.meta));
-  const std::string hid = json::Str(json::Object(row.meta, "crash"), "history");
+  // A death record holds its history itself.
+  const std::string hid =
+      row.kind == kKindDeath ? row.id : json::Str(json::Object(row.meta, "crash"), "history");
   std::unique_ptr<store::RecordReader> hreader;
   std::string history_error;
   if (!hid.empty()) {

@@ -31,7 +31,7 @@ struct CrashRow {
   int64_t created_ns = 0;
   uint64_t file_size = 0;
   nlohmann::json meta;
-  std::string kind = "crash";  // or "panic": a kernel panic's record (root only)
+  std::string kind = "crash";  // or "death", or "panic": a kernel panic's record (root only)
 };
 
 StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::ListQuery& q);

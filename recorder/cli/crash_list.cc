@@ -43,13 +43,17 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
   if (!VisibleUid()) {
     ASSIGN_OR_RETURN(auto store, ctx.OpenStore());
     ASSIGN_OR_RETURN(auto rows, store->List(q));
-    // Kernel panics are listed next to process crashes (--pid/--exe name a
-    // process: no panic matches them).
-    if (q.kind == kKindCrash && !q.pid && !q.exe) {
-      store::ListQuery pq = q;
-      pq.kind = kKindPanic;
-      ASSIGN_OR_RETURN(auto panics, store->List(pq));
-      for (auto& r : panics) rows.push_back(std::move(r));
+    // Deaths without a core are listed with the crashes (their `crash`
+    // object is indexed like a crash's), and kernel panics too (--pid/--exe
+    // name a process: no panic matches them).
+    if (q.kind == kKindCrash) {
+      for (const char* kind : {kKindDeath, kKindPanic}) {
+        if (kind == kKindPanic && (q.pid || q.exe)) continue;
+        store::ListQuery pq = q;
+        pq.kind = kind;
+        ASSIGN_OR_RETURN(auto more, store->List(pq));
+        for (auto& r : more) rows.push_back(std::move(r));
+      }
       std::stable_sort(rows.begin(), rows.end(),
                        [](const auto& a, const auto& b) { return a.created_ns < b.created_ns; });
     }
@@ -65,14 +69,15 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
     if (!reader.ok()) continue;  // another user's, or root's
     const auto& meta = (*reader)->meta();
     const auto& c = json::Object(meta, "crash");
-    if ((*reader)->header().kind != kKindCrash ||
+    const std::string& kind = (*reader)->header().kind;
+    if ((kind != kKindCrash && kind != kKindDeath) ||
         json::Get<uint32_t>(c, "uid", UINT32_MAX) != *VisibleUid())
       continue;
     if (q.pid && json::Get<uint32_t>(c, "pid", 0) != *q.pid) continue;
     if (q.exe && json::Str(c, "exe") != *q.exe) continue;
     if (q.since_ns && (*reader)->header().created_ns < *q.since_ns) continue;
-    out.push_back(
-        {(*reader)->header().id, (*reader)->header().created_ns, (*reader)->file_size(), meta});
+    out.push_back({(*reader)->header().id, (*reader)->header().created_ns, (*reader)->file_size(),
+                   meta, kind});
   }
   std::sort(out.begin(), out.end(),
             [](const CrashRow& a, const CrashRow& b) { return a.created_ns < b.created_ns; });
@@ -92,7 +97,7 @@ StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
       want = rows.back().id;
     }
     ASSIGN_OR_RETURN(auto row, store->Get(want));
-    if (row.kind != kKindCrash && row.kind != kKindPanic) {
+    if (row.kind != kKindCrash && row.kind != kKindPanic && row.kind != kKindDeath) {
       return InvalidArgument(fmt::format("{} is a {}, not a crash", want, row.kind));
     }
     ASSIGN_OR_RETURN(auto reader, store->OpenRecord(want));
@@ -196,7 +201,7 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
         continue;
       }
       nlohmann::json c = json::Object(r.meta, "crash");
-      c["kind"] = kKindCrash;
+      c["kind"] = r.kind;
       c["id"] = r.id;
       c["created_ns"] = r.created_ns;
       c["stored_bytes"] = r.file_size;
@@ -218,8 +223,9 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
                            ? FormatBytes(json::Get<uint64_t>(c, "core_size", 0)) +
                                  (json::Get<bool>(c, "truncated", false) ? " (truncated)" : "")
                            : "none";
-    const std::string history = json::Str(c, "history");
-    table.push_back({r.id, kKindCrash, FormatTimeNs(r.created_ns), PidCell(r.meta, c),
+    // A death record is its own history.
+    const std::string history = r.kind == kKindDeath ? r.id : json::Str(c, "history");
+    table.push_back({r.id, r.kind, FormatTimeNs(r.created_ns), PidCell(r.meta, c),
                      std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
                      ExecutableForDisplay(c), core, history.empty() ? "-" : history});
   }

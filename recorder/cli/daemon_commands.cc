@@ -98,9 +98,25 @@ Status RunStatus(const CliContext& ctx, bool json) {
               static_cast<long long>(b.value("cpus", 0)), b.value("callchain", "?").c_str());
   if (b.contains("fallback"))
     std::printf("             (%s)\n", b["fallback"].get<std::string>().c_str());
+  // The off-CPU key is absent from backends that have no off-CPU capture.
+  if (const auto& oc = b.value("off_cpu", nlohmann::json::object()); oc.value("enabled", false)) {
+    std::printf(
+        "  off-CPU:   on (sched:sched_switch), threshold %s, rings per CPU: %s for "
+        "switch-outs, %s for switch-ins\n",
+        FormatDurationNs(oc.value("threshold_ns", int64_t{0})).c_str(),
+        FormatBytes(oc.value("ring_bytes_per_cpu", uint64_t{0})).c_str(),
+        FormatBytes(oc.value("switch_in_ring_bytes_per_cpu", uint64_t{0})).c_str());
+  } else {
+    std::printf("  off-CPU:   off (recorderd --off-cpu)\n");
+  }
   std::printf("  rings:     %s data per CPU, %s sideband per CPU\n",
               FormatBytes(b.value("data_ring_bytes_per_cpu", uint64_t{0})).c_str(),
               FormatBytes(b.value("sideband_ring_bytes_per_cpu", uint64_t{0})).c_str());
+  if (const auto& r = s["rings"];
+      r.is_object() && r.value("off_cpu", nlohmann::json()).is_object()) {
+    std::printf("  off-CPU history: %.1f s of blocking switch-outs held now\n",
+                r["off_cpu"].value("history_held_s", 0.0));
+  }
   std::printf("  history:   %.1f s held now (%.0f s requested)\n", s.value("history_held_s", 0.0),
               s.value("history_requested_s", 0.0));
   if (s.contains("history_capacity") && s["history_capacity"].is_string()) {
@@ -135,6 +151,22 @@ Status RunStatus(const CliContext& ctx, bool json) {
               static_cast<unsigned long long>(s.value("dumps", uint64_t{0})),
               static_cast<unsigned long long>(s.value("dump_failures", uint64_t{0})),
               static_cast<unsigned long long>(s.value("dumps_rate_limited", uint64_t{0})));
+  if (const auto& d = s.value("deaths", nlohmann::json::object()); d.is_object()) {
+    auto n = [&d](const char* k) {
+      return static_cast<unsigned long long>(d.value(k, uint64_t{0}));
+    };
+    if (d.value("enabled", false)) {
+      std::printf(
+          "  deaths:    %llu seen, %llu recorded, %llu with a crash record, %llu rate-limited, "
+          "%llu failed\n",
+          n("seen"), n("recorded"), n("crash_record"), n("rate_limited"), n("failed"));
+    } else {
+      std::printf("  deaths:    not watched%s\n",
+                  d.contains("unavailable")
+                      ? (": " + EscapeForTerminal(d.value("unavailable", ""))).c_str()
+                      : " (--deaths off)");
+    }
+  }
   for (const auto& t : s["triggers"]) {
     std::printf("  trigger %llu: uprobe %s, fired %llu, dumps %llu, suppressed %llu\n",
                 static_cast<unsigned long long>(t.value("id", uint64_t{0})),

@@ -28,20 +28,30 @@ struct ExportArgs : QueryArgs {
   std::string format;
   std::string output;
   std::string title;
+  bool off_cpu = false;
 };
 
 // Replays the record into the exporter, which writes to out.
 StatusOr<analysis::ReplayStats> ExportTo(const store::RecordReader& reader, const ExportArgs& a,
                                          const analysis::ReplayOptions& opts,
                                          exporter::Exporter* ex, std::ostream* out) {
-  bool begun = false;
+  bool begun = false, has_off_cpu = false;
   ASSIGN_OR_RETURN(auto stats, a.Replay(
                                    reader, opts,
                                    [&](const analysis::RecordInfo& info) {
                                      ex->Begin(info, out);
                                      begun = true;
+                                     has_off_cpu = info.off_cpu;
                                    },
-                                   [&](const analysis::ResolvedSample& s) { ex->Add(s); }));
+                                   [&](const analysis::ResolvedSample& s) {
+                                     // --off-cpu: the blocked intervals alone.
+                                     if (a.off_cpu && s.off_cpu == nullptr) return;
+                                     ex->Add(s);
+                                   }));
+  if (a.off_cpu && !has_off_cpu) {
+    return InvalidArgument(
+        "--off-cpu: this record has no off-CPU history (written without recorderd --off-cpu)");
+  }
   if (begun) RETURN_IF_ERROR(ex->Finish());
   return stats;
 }
@@ -52,6 +62,12 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   ASSIGN_OR_RETURN(auto ex, exporter::MakeExporter(a.format, eo));
   ASSIGN_OR_RETURN(auto opts, a.Options());
   if (a.output.empty()) return InvalidArgument("give an output file with -o (or -o - for stdout)");
+  if (a.off_cpu && a.format != "folded") {
+    return InvalidArgument(
+        "--off-cpu is written only by -f folded so far (pprof's off_cpu sample type and "
+        "Perfetto thread states are not)");
+  }
+  opts.off_cpu = a.off_cpu;
   const bool to_stdout = a.output == "-";
   if (to_stdout && a.json) {
     return InvalidArgument("--json prints a summary on stdout: give the output a file with -o");
@@ -152,6 +168,10 @@ void AddExportCommands(CLI::App& app, CliContext& ctx) {
   exp->add_option("--format,-f", ea->format, "pprof, perfetto, chrome, folded, svg, perf or otlp")
       ->required();
   exp->add_option("-o,--output", ea->output, "Output file (- for stdout)")->required();
+  exp->add_flag("--off-cpu", ea->off_cpu,
+                "Export the blocked intervals instead of the samples (records of recorderd "
+                "--off-cpu; -f folded: each stack under an [off-cpu:S] or [off-cpu:D] frame, "
+                "counted in microseconds off CPU)");
   exp->callback([&ctx, ea] { ctx.action = [&ctx, ea] { return RunExport(ctx, *ea); }; });
 
   auto fa = std::make_shared<ExportArgs>();

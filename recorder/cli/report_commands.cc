@@ -56,7 +56,24 @@ struct ReportArgs : QueryArgs {
   std::string sort = "symbol";
   bool children = false;
   size_t limit = 30;
+  bool off_cpu = false;
 };
+
+// "# off-CPU: ..." : the off-CPU history's own accounting (loss section,
+// key off_cpu): what the kernel produced, what the rings lost, and what the
+// record left out (threshold, ends unknown).
+std::string OffCpuLossLine(const nlohmann::json& loss) {
+  const auto& off = json::Object(loss, "off_cpu");
+  const auto& out = json::Object(off, "switch_out");
+  const auto& in = json::Object(off, "switch_in");
+  const auto& iv = json::Object(off, "intervals");
+  auto u = [](const nlohmann::json& j, const char* k) { return json::Get<uint64_t>(j, k, 0); };
+  return fmt::format(
+      "off-CPU: {} blocking switch-outs ({} in the rings, {} overwritten, {} paused), {} "
+      "switch-ins ({} overwritten); {} below the threshold, {} whose end was overwritten",
+      u(out, "produced"), u(out, "in_ring"), u(out, "overwritten"), u(out, "paused"),
+      u(in, "produced"), u(in, "overwritten"), u(iv, "below_threshold"), u(iv, "end_unknown"));
+}
 
 Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   ASSIGN_OR_RETURN(auto opts, a.Options());
@@ -73,9 +90,19 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
     builder.SetProcessKeys(std::move(names));
   }
   analysis::RecordInfo info;
+  opts.off_cpu = a.off_cpu;
+  // --off-cpu: only the off-CPU intervals, each weighing its nanoseconds.
   ASSIGN_OR_RETURN(auto stats, a.Replay(
                                    *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
-                                   [&](const analysis::ResolvedSample& rs) { builder.Add(rs); }));
+                                   [&](const analysis::ResolvedSample& rs) {
+                                     if (!a.off_cpu) return builder.Add(rs);
+                                     if (rs.off_cpu) builder.Add(rs, rs.sample->period);
+                                   }));
+  if (a.off_cpu && !info.off_cpu) {
+    return InvalidArgument(
+        fmt::format("record {} has no off-CPU history: it was written without recorderd --off-cpu",
+                    EscapeForTerminal(info.id)));
+  }
   const analysis::Report report = builder.Finish(a.children);
   const uint64_t total = report.total;
   const auto& changed_files = report.changed_files;
@@ -86,7 +113,7 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   auto pct = [&](uint64_t n) { return total ? 100.0 * static_cast<double>(n) / total : 0.0; };
   if (a.json) {
     nlohmann::json out = {{"id", info.id},
-                          {"samples", total},
+                          {"samples", a.off_cpu ? stats.off_cpu_intervals : total},
                           {"filtered", stats.filtered},
                           {"sort", a.sort},
                           {"files_changed", changed_files},
@@ -107,6 +134,13 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
       }
       out["rows"].push_back(std::move(j));
     }
+    out["window_start_mono_ns"] = info.window_start_ns;
+    out["freeze_time_mono_ns"] = info.window_end_ns;
+    if (a.off_cpu) {
+      out["unit"] = "ns";  // self and children are nanoseconds off CPU
+      out["off_cpu_ns"] = total;
+      out["off_cpu_threshold_ns"] = info.off_cpu_threshold_ns;
+    }
     out["loss"] = info.loss;
     out["unwind"] = unwind::UnwindStatsJson(stats.unwind);
     std::printf("%s\n", json::Dump(out, 2).c_str());
@@ -115,8 +149,17 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   // Ids, file, function and process names come from the record (and the
   // binaries it names): escaped for the terminal. (FormatTable escapes its
   // cells.)
-  std::printf("# record %s: %llu samples%s\n", EscapeForTerminal(info.id).c_str(),
-              static_cast<unsigned long long>(total), LossLine(info.loss).c_str());
+  if (a.off_cpu) {
+    std::printf("# record %s: %llu off-CPU intervals of at least %s, %s blocked in all\n",
+                EscapeForTerminal(info.id).c_str(),
+                static_cast<unsigned long long>(stats.off_cpu_intervals),
+                FormatDurationNs(info.off_cpu_threshold_ns).c_str(),
+                FormatDurationNs(static_cast<int64_t>(total)).c_str());
+    std::printf("# %s\n", OffCpuLossLine(info.loss).c_str());
+  } else {
+    std::printf("# record %s: %llu samples%s\n", EscapeForTerminal(info.id).c_str(),
+                static_cast<unsigned long long>(total), LossLine(info.loss).c_str());
+  }
   if (stats.filtered) {
     std::printf(
         "# %llu samples left out by --pid/--tid/--since/--until/--cgroup/--unit/"
@@ -140,11 +183,12 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
     if (a.limit && n++ == a.limit) break;
     std::vector<std::string> row = {
         fmt::format("{:6.2f}%", pct(r->self)), fmt::format("{:6.2f}%", pct(r->children)),
-        std::to_string(r->self), r->inlined ? r->key + " (inlined)" : r->key};
+        a.off_cpu ? FormatDurationNs(static_cast<int64_t>(r->self)) : std::to_string(r->self),
+        r->inlined ? r->key + " (inlined)" : r->key};
     if (a.sort == "symbol") row.push_back(r->dso);
     table.push_back(std::move(row));
   }
-  std::vector<std::string> header = {"SELF", "CHILDREN", "SAMPLES",
+  std::vector<std::string> header = {"SELF", "CHILDREN", a.off_cpu ? "OFF-CPU" : "SAMPLES",
                                      a.sort == "symbol" ? "SYMBOL" : a.sort};
   if (a.sort == "symbol") header.push_back("DSO");
   std::fputs(FormatTable(header, table).c_str(), stdout);
@@ -337,6 +381,10 @@ void AddReportCommands(CLI::App& app, CliContext& ctx) {
   report->add_option("--limit", ra->limit, "Rows to print (0: all)")->capture_default_str();
   report->add_flag("--children", ra->children,
                    "Sort by inclusive share (samples with the function anywhere on the stack)");
+  report->add_flag("--off-cpu", ra->off_cpu,
+                   "Rank stacks by time blocked off CPU instead of on-CPU samples: each blocked "
+                   "interval (recorderd --off-cpu) weighs the nanoseconds from its switch-out to "
+                   "its switch-in, or to the dump if the thread never ran again");
   report->callback([&ctx, ra] { ctx.action = [&ctx, ra] { return RunReport(ctx, *ra); }; });
 
   auto ta = std::make_shared<TimelineArgs>();

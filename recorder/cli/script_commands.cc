@@ -21,6 +21,7 @@ namespace {
 
 struct ScriptArgs : QueryArgs {
   bool live = false;
+  bool off_cpu = false;
 };
 
 Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
@@ -28,6 +29,7 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
   int64_t to_wall = 0;
   const bool json = a.json;
   opts.live = a.live;
+  opts.off_cpu = a.off_cpu;
   // The samples go to stdout line by line: a progress line on a terminal
   // would be mixed into them.
   opts.progress = a.progress && !isatty(STDOUT_FILENO);
@@ -64,14 +66,25 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
               if (!s.unwind.status.empty()) {
                 line["unwind"] = {{"status", s.unwind.status}, {"where", s.unwind.where}};
               }
+              if (rs.off_cpu) {  // time_ns is the switch-out, period the ns off CPU
+                line["off_cpu"] = {{"state", std::string(1, rs.off_cpu->state)},
+                                   {"ns", s.period},
+                                   {"ongoing", rs.off_cpu->ongoing}};
+              }
               std::printf("%s\n", json::Dump(line).c_str());
               return;
             }
             // Names come from the record and the binaries it names.
             auto E = [](const std::string& t) { return EscapeForTerminal(t); };
-            std::printf("%16s %6u/%-6u [%03u] %llu.%09llu:\n", E(s.comm).c_str(), s.pid, s.tid,
-                        s.cpu, static_cast<unsigned long long>(s.time_ns / 1000000000),
+            std::printf("%16s %6u/%-6u [%03u] %llu.%09llu:", E(s.comm).c_str(), s.pid, s.tid, s.cpu,
+                        static_cast<unsigned long long>(s.time_ns / 1000000000),
                         static_cast<unsigned long long>(s.time_ns % 1000000000));
+            if (rs.off_cpu) {
+              std::printf(" off-cpu %c for %s%s", rs.off_cpu->state,
+                          FormatDurationNs(static_cast<int64_t>(s.period)).c_str(),
+                          rs.off_cpu->ongoing ? " (still blocked at the dump)" : "");
+            }
+            std::printf("\n");
             for (const auto* f : rs.stack) {
               std::string where = f->file.empty() ? "" : fmt::format(" {}:{}", f->file, f->line);
               std::printf("\t%16llx %s%s (%s)%s\n", static_cast<unsigned long long>(f->offset),
@@ -122,6 +135,10 @@ void AddScriptCommands(CLI::App& app, CliContext& ctx) {
   script->add_flag("--live", a->live,
                    "Show the frames recorderd attributed at capture time (records written with "
                    "`recorder dump --live-attribution`) instead of re-attributing the events");
+  script->add_flag("--off-cpu", a->off_cpu,
+                   "Also show each off-CPU interval (records of recorderd --off-cpu) at its "
+                   "switch-out, marked off-cpu with its state (S, D) and how long the thread "
+                   "stayed blocked (JSON: an \"off_cpu\" object)");
   script->callback([&ctx, a] { ctx.action = [&ctx, a] { return RunScript(ctx, *a); }; });
 }
 

@@ -14,9 +14,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/cgroup.h"
+#include "common/checked_json.h"
 #include "common/read_file.h"
+#include "common/terminal_escape.h"
 #include "common/units.h"
+#include "journal/journal_entry.h"
 #include "recorder/capture/backend_factory.h"
+#include "recorder/daemon/death_record.h"
 #include "recorder/daemon/panic_record.h"
 #include "recorder/daemon/resolve_as_peer.h"
 #include "recorder/fleet/fleet_config.h"
@@ -59,6 +64,17 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   // stored, and only then released, before this boot's recording is served
   // (whatever the backend: the region is the module's, not the backend's).
   if (access(FLIGHTREC_DEVICE, F_OK) == 0) d->ClaimPanic();
+
+  if (options.record_deaths) {
+    auto w = DeathWatch::Create();
+    if (w.ok()) {
+      d->death_watch_ = std::move(*w);
+    } else {
+      // Recording goes on; `status` says why deaths are not.
+      d->death_watch_error_ = w.status().message();
+      spdlog::warn("deaths without a core are not recorded: {}", d->death_watch_error_);
+    }
+  }
 
   ipc::ServerOptions io_opts;
   io_opts.path = options.socket_path;
@@ -149,6 +165,12 @@ constexpr std::chrono::milliseconds kResolveAsPeerTimeout{2000};
 // was dropped (every slot in use) or never taken.
 constexpr int64_t kCrashMarkerWaitNs = 250'000'000;
 
+// How far back a crash (its hook's request, or its record) may be and still
+// be the one of a death: the hook runs before the process exits (the kernel
+// waits for it, core_pipe_limit), so seconds are plenty.
+constexpr int64_t kCrashMatchNs = 60'000'000'000;
+constexpr size_t kMaxCrashRequests = 1024;
+
 }  // namespace
 
 void Daemon::RegisterHandlers() {
@@ -166,6 +188,9 @@ void Daemon::RegisterHandlers() {
         req.live_attribution = p.value("live_attribution", false);
         RETURN_IF_ERROR(ParseCrashPid(p, &req));
         ASSIGN_OR_RETURN(uid_t budget, BudgetUid(peer, p));
+        // The hook's request arrives while the process is still in its core
+        // dump: its exit must not also become a `death` record.
+        if (req.crash_pid && peer.uid == 0) NoteCrashRequest(req.crash_pid);
         // The record is owned by (and, for anyone but root, redacted of kernel
         // addresses for) the uid that pays for it.
         req.owner_uid = budget;
@@ -224,6 +249,7 @@ void Daemon::Tick() {
   tick_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     Drain();
+    OnDeaths();
     // A hit that landed between the last drain and re-arming the wait has
     // no edge left to report it: pick it up here, 200 ms late at most.
     for (auto& t : triggers_) {
@@ -350,6 +376,114 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req, uid_t budget_uid) {
   return r;
 }
 
+void Daemon::NoteCrashRequest(uint32_t pid) {
+  const int64_t now = MonotonicNs();
+  if (crash_requests_.size() >= kMaxCrashRequests) {
+    std::erase_if(crash_requests_, [now](const auto& e) { return e.second + kCrashMatchNs < now; });
+  }
+  if (crash_requests_.size() < kMaxCrashRequests) crash_requests_[pid] = now;
+}
+
+void Daemon::ArmDeaths(size_t i) {
+  death_fds_[i]->async_wait(asio::posix::stream_descriptor::wait_read,
+                            [this, i](const boost::system::error_code& ec) {
+                              if (ec) return;
+                              OnDeaths();
+                              ArmDeaths(i);
+                            });
+}
+
+void Daemon::OnDeaths() {
+  if (!death_watch_) return;
+  for (const Death& d : death_watch_->Poll()) RecordDeath(d);
+}
+
+// Only a death by a signal that dumps core can have gone to the core hook.
+// The hook asks for the history before it reads the core, and the kernel
+// keeps the process until the hook is done (core_pipe_limit), so its request
+// or its record (a rate-limited crash asks for no history) exists by now.
+bool Daemon::CrashRecorded(const Death& d) {
+  if (!IsCoreSignal(d.signal)) return false;
+  auto it = crash_requests_.find(static_cast<uint32_t>(d.pid));
+  if (it != crash_requests_.end() &&
+      it->second + kCrashMatchNs >= static_cast<int64_t>(d.time_ns)) {
+    crash_requests_.erase(it);
+    return true;
+  }
+  store::ListQuery q;
+  q.kind = kKindCrash;
+  q.pid = static_cast<uint32_t>(d.pid);
+  q.since_ns = WallClockNs() - kCrashMatchNs;
+  auto rows = store_->List(q);
+  return rows.ok() && !rows->empty();
+}
+
+void Daemon::RecordDeath(const Death& d) {
+  ++death_counts_.seen;
+  if (CrashRecorded(d)) {
+    ++death_counts_.crash_record;
+    return;
+  }
+  const int64_t t0 = MonotonicNs();
+  // Charged like the hook's history of a crash: to the dead process's uid.
+  const int64_t uid = d.info ? d.info->uid : -1;
+  const uid_t budget = uid >= 0 ? static_cast<uid_t>(uid) : static_cast<uid_t>(65534);
+  if (Status st = ChargeDump(budget, t0); !st.ok()) {
+    if (death_counts_.rate_limited++ == 0) spdlog::warn("death of pid {}: {}", d.pid, st.message());
+    return;
+  }
+  Drain();
+  auto snap = backend_->TakeSnapshot(options_.default_last_ns);
+  Drain();
+  // The executable's build-id as its mapping reported it (the file on disk
+  // may have been replaced since).
+  std::string build_id;
+  if (d.info && !d.info->exe.empty()) {
+    for (const Event& e : history_->EventsFor({static_cast<uint32_t>(d.pid)}, 0, UINT64_MAX)) {
+      const auto* m = std::get_if<MmapEvent>(&e);
+      if (m != nullptr && m->filename == d.info->exe && !m->build_id.empty())
+        build_id = ToHex(m->build_id);
+    }
+  }
+  StatusOr<DumpResult> r = snap.status();
+  if (snap.ok()) {
+    DumpRequest req;
+    req.kind = kKindDeath;
+    req.last_ns = options_.default_last_ns;
+    req.pids = {static_cast<uint32_t>(d.pid)};
+    req.reason = ToValidUtf8(DeathReason(d));
+    req.owner_uid = budget;
+    if (budget != 0) req.kernel_frames = options_.kernel_frames_for_users;
+    req.extra_sections.emplace_back("metadata", json::Dump(DeathMetadata(d, build_id)));
+    req.extra_meta["crash"] = DeathCrashMeta(d, MonotonicToWallOffset());
+    RefreshKernelSymbols();
+    r = WriteDump(*store_, req, std::move(*snap), *history_, ksyms_, backend_->Describe(), t0);
+  }
+  if (!r.ok()) {
+    ++death_counts_.failed;
+    last_death_error_ = r.status().message();
+    spdlog::error("death of pid {}: not recorded: {}", d.pid, last_death_error_);
+    return;
+  }
+  ++death_counts_.recorded;
+  spdlog::info("death {}: {}", r->row.id, EscapeForTerminal(DeathReason(d)));
+  journal::JournalEntry e;
+  e.kind = journal::RecordKind::kDeath;
+  e.record_id = r->row.id;
+  e.signal = d.signal;
+  e.pid = d.pid;
+  if (d.info) {
+    e.exe = d.info->exe;
+    e.comm = d.info->comm;
+    e.uid = d.info->uid;
+    e.unit = cgroup::ParseProcCgroup(d.info->cgroup).unit;
+  }
+  // The record is committed: without journald only the entry is missing.
+  if (Status s = journal::LogRecordToJournal(e); !s.ok()) {
+    spdlog::debug("{}: {}", e.record_id, s.message());
+  }
+}
+
 // At most kMaxTriggersInStatus triggers (each with its newest
 // kMaxTriggerRecords records), so that the answer stays far below the
 // frame limit whatever --max-triggers says.
@@ -369,6 +503,20 @@ nlohmann::json Daemon::TriggersJson() const {
                         {"records_total", t->records_total}});
   }
   return triggers;
+}
+
+// Every death seen is in exactly one of the other counts.
+nlohmann::json Daemon::DeathsJson() const {
+  nlohmann::json j = {{"enabled", death_watch_ != nullptr},
+                      {"seen", death_counts_.seen},
+                      {"recorded", death_counts_.recorded},
+                      {"crash_record", death_counts_.crash_record},
+                      {"rate_limited", death_counts_.rate_limited},
+                      {"failed", death_counts_.failed},
+                      {"last_error", last_death_error_}};
+  if (death_watch_) j["watch"] = death_watch_->Status();
+  if (!death_watch_error_.empty()) j["unavailable"] = death_watch_error_;
+  return j;
 }
 
 nlohmann::json Daemon::StatusJson() const {
@@ -397,6 +545,7 @@ nlohmann::json Daemon::StatusJson() const {
       {"dumps_refused_uid_budget", dumps_refused_uid_},
       {"triggers", triggers},
       {"triggers_total", triggers_.size()},
+      {"deaths", DeathsJson()},
       {"limits",
        {{"max_dumps_per_hour", options_.dumps_per_hour},
         {"max_dumps_per_uid_per_hour", options_.dumps_per_uid_per_hour},
@@ -553,6 +702,12 @@ Status Daemon::Run() {
     side_fds_.push_back(std::make_unique<asio::posix::stream_descriptor>(io_, fd));
   }
   for (size_t i = 0; i < side_fds_.size(); ++i) ArmSideband(i);
+  if (death_watch_) {
+    for (int fd : death_watch_->fds()) {
+      death_fds_.push_back(std::make_unique<asio::posix::stream_descriptor>(io_, fd));
+    }
+    for (size_t i = 0; i < death_fds_.size(); ++i) ArmDeaths(i);
+  }
   tick_ = std::make_unique<asio::steady_timer>(io_);
   Tick();
   signals_ = std::make_unique<asio::signal_set>(io_, SIGTERM, SIGINT, SIGUSR2);
@@ -571,6 +726,7 @@ Status Daemon::Run() {
   io_.run();
   // Descriptors belong to the backend and triggers: do not let asio close them.
   for (auto& fd : side_fds_) fd->release();
+  for (auto& fd : death_fds_) fd->release();
   for (auto& t : triggers_) {
     for (auto& fd : t->fds) fd->release();
   }
@@ -627,6 +783,25 @@ int RecorderdMain(int argc, char** argv) {
                  "or none. fp is the default: at 99 Hz both cost the same CPU, and the rings are "
                  "held as long as the daemon runs (docs/BENCHMARKS.md)")
       ->capture_default_str();
+  std::string off_cpu_thresh = "1ms";
+  app.add_flag("--off-cpu", o.off_cpu,
+               "Also record off-CPU time (perf backend, system-wide): each switch-out of a "
+               "blocked thread (sched:sched_switch, state S or D) with its kernel and user stack, "
+               "and every switch-in, in overwrite rings of their own; records then say how long "
+               "each thread was blocked, where, and in which state (recorder report --off-cpu)");
+  app.add_option("--off-cpu-thresh", off_cpu_thresh,
+                 "Blocked intervals shorter than this are left out of records (as perf's "
+                 "--off-cpu-thresh)")
+      ->capture_default_str();
+  app.add_option("--off-cpu-ring-pages", o.off_cpu_pages,
+                 "Pages per CPU of the ring of blocking switch-outs (power of two; 0 = 512, 2048 "
+                 "with --call-graph dwarf). It must hold --history of every blocking switch of "
+                 "the machine: a thread blocked for longer than the ring holds is left out "
+                 "(recorder status shows how long it holds)");
+  app.add_option("--off-cpu-stack-bytes", o.off_cpu_stack_bytes,
+                 "With --call-graph dwarf: bytes of user stack each blocking switch-out copies "
+                 "(0 = the --call-graph size). Every record takes all of them in the ring, so a "
+                 "smaller copy holds a longer history");
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour,
                  "Dumps per sliding hour for all users together (manual, SIGUSR2, triggers, "
                  "crash history): the global ceiling. Non-root uids together get this less "
@@ -671,6 +846,14 @@ int RecorderdMain(int argc, char** argv) {
                  "thread of its own; retention then keeps a record until it is shipped "
                  "(docs/ARCHITECTURE.md, \"Fleet mode\")")
       ->type_name("CONFIG");
+  std::string deaths = "on";
+  app.add_option("--deaths", deaths,
+                 "on: store a `death` record (the process's history and what was known of it) "
+                 "for every process killed by a signal that left no crash record (kill -9, the "
+                 "OOM killer, a core that was not dumped), within the dump budgets of its uid; "
+                 "off: only crashes (docs/ARCHITECTURE.md, \"Deaths without a core\")")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_flag("--foreground", foreground,
                "Stay in the foreground, log to stderr (systemd runs it so)");
   try {
@@ -680,6 +863,13 @@ int RecorderdMain(int argc, char** argv) {
   }
   auto h = ParseDurationNs(history);
   auto l = ParseDurationNs(last);
+  auto t = ParseDurationNs(off_cpu_thresh);
+  if (!t.ok() || *t < 0) {
+    std::fprintf(stderr, "recorderd: error: --off-cpu-thresh: %s\n",
+                 t.ok() ? "must not be negative" : t.status().message().c_str());
+    return 2;
+  }
+  o.off_cpu_threshold_ns = *t;
   if (!h.ok() || !l.ok()) {
     std::fprintf(stderr, "recorderd: error: %s\n",
                  (!h.ok() ? h.status() : l.status()).message().c_str());
@@ -688,6 +878,7 @@ int RecorderdMain(int argc, char** argv) {
   o.kernel_frames_for_users = *ParseKernelFrames(kernel_frames);  // IsMember checked it
   o.history_ns = *h;
   o.default_last_ns = *l;
+  o.record_deaths = deaths == "on";
   auto cg = perf::ParseCallGraph(callgraph);
   if (!cg.ok()) {
     std::fprintf(stderr, "recorderd: error: %s\n", cg.status().message().c_str());

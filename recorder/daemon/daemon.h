@@ -18,6 +18,7 @@
 #include "recorder/attribution/process_labels.h"
 #include "recorder/capture/backend_factory.h"
 #include "recorder/capture/capture_backend.h"
+#include "recorder/daemon/death_watch.h"
 #include "recorder/daemon/rate_limiter.h"
 #include "recorder/daemon/uprobe_trigger.h"
 #include "recorder/ipc/ipc.h"
@@ -48,6 +49,9 @@ struct DaemonOptions : BackendOptions {
   uint32_t reserved_fds = 64;
   // Records for anyone but root (the hook's for_uid, non-root peers).
   KernelFrames kernel_frames_for_users = KernelFrames::kSymbolized;
+  // Store a `death` record for each process killed by a signal without a
+  // crash record (recorder/daemon/death_watch.h).
+  bool record_deaths = true;
 };
 
 class Daemon {
@@ -85,12 +89,21 @@ class Daemon {
   void OnHits(Trigger* t, const std::vector<UprobeHit>& hits);
   void Drain();
   void Tick();
+  void ArmDeaths(size_t i);
+  // Takes every death the watch has and records each (or counts why not).
+  void OnDeaths();
+  void RecordDeath(const Death& d);
+  // A crash record exists, or the core hook asked for the history of this
+  // process: the death is that crash's, not a record of its own.
+  bool CrashRecorded(const Death& d);
+  void NoteCrashRequest(uint32_t pid);
   void AwaitSignal();
   // `budget_uid`: whose dump budget pays for it.
   StatusOr<DumpResult> Dump(const DumpRequest& req, uid_t budget_uid);
   Status ChargeDump(uid_t uid, int64_t now_ns);
   nlohmann::json StatusJson() const;
   nlohmann::json TriggersJson() const;
+  nlohmann::json DeathsJson() const;
   StatusOr<nlohmann::json> AddTrigger(const ipc::Peer& peer, const nlohmann::json& params);
   StatusOr<UprobeTarget> ResolveForPeer(const ipc::Peer& peer, const std::string& spec);
   StatusOr<nlohmann::json> RemoveTrigger(const ipc::Peer& peer, const nlohmann::json& params);
@@ -128,6 +141,17 @@ class Daemon {
   std::string last_dump_error_;
   int64_t start_ns_ = 0;
   std::vector<std::pair<std::string, std::function<nlohmann::json()>>> status_sections_;
+  std::unique_ptr<DeathWatch> death_watch_;
+  std::string death_watch_error_;
+  std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> death_fds_;
+  // crash_pid of the hook's history requests, when asked (CLOCK_MONOTONIC).
+  std::map<uint32_t, int64_t> crash_requests_;
+  // Every death is counted once: seen = recorded + crash_record +
+  // rate_limited + failed.
+  struct DeathCounts {
+    uint64_t seen = 0, recorded = 0, crash_record = 0, rate_limited = 0, failed = 0;
+  } death_counts_;
+  std::string last_death_error_;
 };
 
 int RecorderdMain(int argc, char** argv);

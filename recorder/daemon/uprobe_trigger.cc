@@ -1,5 +1,7 @@
 #include "recorder/daemon/uprobe_trigger.h"
 
+#include "recorder/daemon/perf_ring.h"
+
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -105,45 +107,24 @@ std::vector<int> UprobeTrigger::fds() const {
 
 bool UprobeTrigger::Pending() const {
   for (const auto& c : cpus_) {
-    const auto* meta = static_cast<const perf_event_mmap_page*>(c.ring.data());
-    if (__atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) != meta->data_tail) return true;
+    if (PerfRingPending(c.ring)) return true;
   }
   return false;
 }
 
 std::vector<UprobeHit> UprobeTrigger::Drain() {
   std::vector<UprobeHit> hits;
-  long page = sysconf(_SC_PAGESIZE);
   for (auto& c : cpus_) {
-    auto* meta = static_cast<perf_event_mmap_page*>(c.ring.data());
-    auto* data = static_cast<const uint8_t*>(c.ring.data()) + page;
-    const uint64_t size = meta->data_size;
-    // data_head: acquire load pairs with the kernel's smp_wmb() before it
-    // publishes head (kernel/events/ring_buffer.c, perf_output_put_handle).
-    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = meta->data_tail;
-    while (tail + sizeof(perf_event_header) <= head) {
-      perf_event_header hdr;
-      for (size_t i = 0; i < sizeof(hdr); ++i) {
-        reinterpret_cast<uint8_t*>(&hdr)[i] = data[(tail + i) % size];
-      }
-      if (hdr.size < sizeof(hdr) || tail + hdr.size > head) break;
-      if (hdr.type == PERF_RECORD_SAMPLE && hdr.size >= sizeof(hdr) + 16) {
-        uint8_t body[16];
-        for (size_t i = 0; i < sizeof(body); ++i) body[i] = data[(tail + sizeof(hdr) + i) % size];
-        UprobeHit h;
-        std::memcpy(&h.pid, body, 4);
-        std::memcpy(&h.tid, body + 4, 4);
-        std::memcpy(&h.time_ns, body + 8, 8);
-        h.cpu = c.cpu;
-        hits.push_back(h);
-        ++hits_;
-      }
-      tail += hdr.size;
-    }
-    // data_tail: release store so the kernel does not overwrite records we
-    // are still reading (the "C/D" pairing in ring_buffer.c's comment).
-    __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
+    DrainPerfRing(c.ring, [&](const perf_event_header& hdr, const std::vector<uint8_t>& body) {
+      if (hdr.type != PERF_RECORD_SAMPLE || body.size() < 16) return;
+      UprobeHit h;
+      std::memcpy(&h.pid, body.data(), 4);
+      std::memcpy(&h.tid, body.data() + 4, 4);
+      std::memcpy(&h.time_ns, body.data() + 8, 8);
+      h.cpu = c.cpu;
+      hits.push_back(h);
+      ++hits_;
+    });
   }
   return hits;
 }

@@ -30,12 +30,18 @@ class Folded : public Exporter {
  public:
   void Begin(const analysis::RecordInfo&, std::ostream* out) override { out_ = out; }
   void Add(const analysis::ResolvedSample& s) override {
+    std::vector<std::string> names = OuterFirstNames(s);
+    // An off-CPU interval: marked below the thread, weighing its
+    // microseconds (as offcputime -f folds them).
+    if (s.off_cpu != nullptr) {
+      names.insert(names.begin() + 1, fmt::format("[off-cpu:{}]", s.off_cpu->state));
+    }
     std::string line;
-    for (const auto& n : OuterFirstNames(s)) {
+    for (const auto& n : names) {
       if (!line.empty()) line += ';';
       line += FoldedName(n);
     }
-    ++counts_[line];
+    counts_[line] += s.off_cpu != nullptr ? std::max<uint64_t>(1, s.sample->period / 1000) : 1;
   }
   Status Finish() override {
     for (const auto& [stack, n] : counts_) *out_ << stack << ' ' << n << '\n';

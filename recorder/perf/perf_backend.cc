@@ -11,25 +11,17 @@
 
 #include "common/units.h"
 #include "recorder/model/perf_sideband.h"
+#include "recorder/perf/perf_counts.h"
 #include "recorder/perf/perf_event.h"
 #include "recorder/perf/record_parser.h"
 
 namespace flightrec::recorder::perf {
 namespace {
 
-// PERF_FORMAT_LOST (kernel >= 6.0): read() also returns the number of samples
-// the kernel could not output (event->lost_samples), e.g. while paused.
-constexpr uint64_t kFormatLost = 1u << 4;
-
 // A frame-pointer callchain of ~16 frames plus the fixed sample fields.
 constexpr size_t kBytesPerSampleEstimate = 56 + 8 + 8 * 18;
 
-struct Counts {
-  uint64_t value = 0;
-  uint64_t enabled = 0;
-  uint64_t running = 0;
-  uint64_t lost = 0;
-};
+}  // namespace
 
 Counts ReadCounts(int fd, bool with_lost) {
   uint64_t buf[4] = {};
@@ -44,7 +36,24 @@ Counts ReadCounts(int fd, bool with_lost) {
   return c;
 }
 
-}  // namespace
+Counts StableCounts(int fd, const PerfRingBuffer& ring, bool with_lost, uint64_t period) {
+  Counts counts = ReadCounts(fd, with_lost);
+  auto unexplained = [period](const Counts& k) { return k.value / period - k.lost; };
+  uint64_t head = ring.BytesWritten();
+  int64_t stable_since = MonotonicNs();
+  const int64_t give_up = stable_since + 300'000'000;
+  while (MonotonicNs() - stable_since < 10'000'000 && MonotonicNs() < give_up) {
+    usleep(100);
+    Counts again = ReadCounts(fd, with_lost);
+    uint64_t head_again = ring.BytesWritten();
+    if (unexplained(again) != unexplained(counts) || head_again != head) {
+      stable_since = MonotonicNs();
+    }
+    counts = again;
+    head = head_again;
+  }
+  return counts;
+}
 
 size_t RingPagesFor(int64_t history_ns, uint32_t frequency_hz, size_t bytes_per_sample,
                     size_t page_size, size_t max_pages) {
@@ -222,11 +231,28 @@ StatusOr<std::unique_ptr<PerfBackend>> PerfBackend::Create(const PerfConfig& con
           : RingPagesFor(config.history_ns, config.frequency_hz, BytesPerSample(config), page,
                          config.dwarf_stack_bytes > 0 ? kMaxDwarfRingPages : kMaxRingPages);
   b->has_build_id_ = true;
+  if (config.off_cpu) {
+    if (config.target_pid >= 0) {
+      return InvalidArgument(
+          "off-CPU capture is system-wide only: a thread's switch-in is seen on the CPU of the "
+          "thread it replaces, whichever process that is");
+    }
+    if (config.off_cpu_stack_bytes > kMaxStackUserBytes || config.off_cpu_stack_bytes % 8 != 0) {
+      return InvalidArgument(fmt::format("off-CPU stack size {} must be a multiple of 8 up to {}",
+                                         config.off_cpu_stack_bytes, kMaxStackUserBytes));
+    }
+    ASSIGN_OR_RETURN(b->sched_switch_, LoadSchedSwitchFormat());
+    b->out_sample_type_ = b->sample_type_ | PERF_SAMPLE_RAW;
+    b->off_cpu_pages_ = config.off_cpu_pages       ? config.off_cpu_pages
+                        : config.dwarf_stack_bytes ? 2048
+                                                   : 512;
+  }
   for (int cpu : OnlineCpus()) {
     Cpu c;
     c.cpu = cpu;
     Status st = b->OpenCpu(cpu, attr, &c);
     if (!st.ok()) return st;
+    if (config.off_cpu) RETURN_IF_ERROR(b->OpenOffCpu(cpu, &c));
     b->cpus_.push_back(std::move(c));
   }
   return b;
@@ -297,7 +323,8 @@ nlohmann::json PerfBackend::Describe() const {
       {"kernel_samples", !exclude_kernel_},
       {"build_id_in_mmap2", has_build_id_},
       {"exact_paused_loss", has_lost_format_},
-      {"target_pid", config_.target_pid}};
+      {"target_pid", config_.target_pid},
+      {"off_cpu", DescribeOffCpu()}};
   if (!fallback_reason_.empty()) {
     j["fallback"] = "hardware cycles unavailable, using cpu-clock: " + fallback_reason_;
   }
@@ -306,7 +333,10 @@ nlohmann::json PerfBackend::Describe() const {
 
 std::vector<int> PerfBackend::SidebandFds() const {
   std::vector<int> fds;
-  for (const auto& c : cpus_) fds.push_back(c.side_fd.get());
+  for (const auto& c : cpus_) {
+    fds.push_back(c.side_fd.get());
+    if (c.log_fd) fds.push_back(c.log_fd.get());
+  }
   return fds;
 }
 
@@ -315,6 +345,7 @@ Status PerfBackend::DrainSideband(const std::function<void(const Event&)>& sink)
   // sit in CPU 1's ring and its next mmap in CPU 0's. Applying ring by ring
   // would let that exec wipe the newer mmap, so merge all CPUs by timestamp
   // (stable: equal times keep ring order) before handing events on.
+  DrainSwitchInLog(UINT64_MAX, nullptr);
   std::vector<Event> events;
   for (auto& c : cpus_) {
     c.side_ring->ReadForward([&](std::string_view rec) {
@@ -338,6 +369,7 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   // samples that cannot be written are counted as lost by the kernel
   // (perf_output_begin: `if (unlikely(rb->paused)) { local_inc(&rb->lost) ...}`).
   for (auto& c : cpus_) ioctl(c.sample_fd.get(), PERF_EVENT_IOC_PAUSE_OUTPUT, 1);
+  PauseOffCpu(true);
   snap.SetWindow(static_cast<uint64_t>(MonotonicNs()), last_ns);
   struct PerCpu {
     int cpu;
@@ -348,37 +380,12 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   std::vector<uint64_t> paused_in_window;
   for (const auto& c : cpus_) paused_in_window.push_back(PausedSince(c, snap.window_start_ns));
   for (auto& c : cpus_) {
-    // A sample already past the paused check in __perf_output_begin when we
-    // paused may still be landing, and read() may interrupt a software event
-    // between its count update and its output (perf_swevent_event adds to
-    // event->count before perf_swevent_overflow writes or counts it lost).
-    // While paused every new period raises count/period and lost_samples
-    // together, so (count/period - lost) and data_head are stable once nothing
-    // is in flight: wait (bounded) for two consecutive reads that agree. In
-    // frequency mode and for the clocks (count grows by the ns between
-    // samples) there is no exact count to protect, and no wait.
-    Counts counts = ReadCounts(c.sample_fd.get(), has_lost_format_);
-    auto unexplained = [this](const Counts& k) { return period_ ? k.value / period_ - k.lost : 0; };
-    if (discrete_ && has_lost_format_) {
-      // The writer runs with preemption off, but a virtual CPU can be
-      // descheduled by the host in the middle of it: require the state to
-      // hold still for 10 ms (bounded to 300 ms in all). Only discrete
-      // events (exact counts) pay this; 2 ms was seen to be too short on a
-      // loaded 2-vCPU VM (one sample counted, neither written nor lost).
-      uint64_t head = c.sample_ring->BytesWritten();
-      int64_t stable_since = MonotonicNs();
-      const int64_t give_up = stable_since + 300'000'000;
-      while (MonotonicNs() - stable_since < 10'000'000 && MonotonicNs() < give_up) {
-        usleep(100);
-        Counts again = ReadCounts(c.sample_fd.get(), has_lost_format_);
-        uint64_t head_again = c.sample_ring->BytesWritten();
-        if (unexplained(again) != unexplained(counts) || head_again != head) {
-          stable_since = MonotonicNs();
-        }
-        counts = again;
-        head = head_again;
-      }
-    }
+    // In frequency mode and for the clocks (count grows by the ns between
+    // samples) there is no exact count to protect, and no wait: only
+    // discrete events (exact counts) pay it.
+    const Counts counts = discrete_ && has_lost_format_
+                              ? StableCounts(c.sample_fd.get(), *c.sample_ring, true, period_)
+                              : ReadCounts(c.sample_fd.get(), has_lost_format_);
     PerCpu p{c.cpu, counts, c.sample_ring->CopyBackward()};
     copies.push_back(std::move(p));
   }
@@ -493,6 +500,9 @@ StatusOr<Snapshot> PerfBackend::TakeSnapshot(int64_t last_ns) {
   uint64_t side_lost = 0;
   for (const auto& c : cpus_) side_lost += c.sideband_lost;
   snap.MergeSampleRuns(std::move(runs));
+  // After the samples: they tell which blocked threads ran again.
+  SnapshotOffCpu(&snap);
+  PauseOffCpu(false);
   snap.unaccounted = tot_unaccounted;
   snap.counters.Set(LossCounter::kSidebandLost, side_lost);
   return snap;
@@ -561,7 +571,18 @@ nlohmann::json PerfBackend::Stats() {
                     {"count", counts.value},
                     {"paused_lost", counts.lost}});
   }
+  // How long the blocking switch-outs' rings hold at their rates so far.
+  double off_cpu_held = -1;
+  for (auto& c : cpus_) {
+    if (!c.out_ring) break;
+    double rate = elapsed > 0 ? c.out_ring->BytesWritten() / elapsed : 0;
+    double held = rate > 0 ? std::min(elapsed, c.out_ring->data_size() / rate) : elapsed;
+    if (off_cpu_held < 0 || held < off_cpu_held) off_cpu_held = held;
+  }
+  nlohmann::json off_cpu = nullptr;
+  if (off_cpu_held >= 0) off_cpu = {{"history_held_s", off_cpu_held}};
   return {{"uptime_s", elapsed},
+          {"off_cpu", off_cpu},
           {"history_held_s", min_held < 0 ? 0 : min_held},
           {"sideband_lost", side_lost},
           {"cpus", cpus}};

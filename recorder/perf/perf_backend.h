@@ -14,11 +14,14 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/scoped_fd.h"
 #include "recorder/capture/capture_backend.h"
 #include "recorder/perf/ring_buffer.h"
+#include "recorder/perf/sched_switch.h"
 
 namespace flightrec::recorder::perf {
 
@@ -40,6 +43,17 @@ struct PerfConfig {
   // -1 = every process (system-wide, needs root/CAP_PERFMON); else sample
   // only this process and the children it forks (inherit).
   int target_pid = -1;
+  // Off-CPU capture (sched:sched_switch, system-wide only): blocked threads'
+  // switch-outs with their stacks in an overwrite ring of off_cpu_pages pages
+  // per CPU (0 = 512, or 2048 in DWARF mode), every switch-in in one of
+  // kSwitchInPages. Blocked intervals shorter than the threshold are dropped
+  // from records. off_cpu_stack_bytes: the user stack a DWARF-mode switch-out
+  // copies (0 = dwarf_stack_bytes); every switch-out of the machine costs it
+  // in the ring, so a smaller copy holds longer.
+  bool off_cpu = false;
+  int64_t off_cpu_threshold_ns = 1'000'000;
+  size_t off_cpu_pages = 0;
+  uint32_t off_cpu_stack_bytes = 0;
 };
 
 // The largest rings sized from --history (pages per CPU): 16 MiB, and 32 MiB
@@ -108,7 +122,33 @@ class PerfBackend : public CaptureBackend {
     // cause of lost_samples in an overwrite ring, and a dump's "lost" is what
     // pauses inside its window dropped, not the lifetime total. Bounded.
     std::deque<std::pair<uint64_t, uint64_t>> pauses;
+    // Off-CPU capture: sched_switch filtered to blocking switch-outs (with
+    // call chains), and unfiltered but chain-less for switch-ins.
+    ScopedFd out_fd;
+    std::optional<PerfRingBuffer> out_ring;
+    ScopedFd in_fd;
+    std::optional<PerfRingBuffer> in_ring;
+    // ... and the same switch-ins into a normal ring drained as sideband:
+    // each thread's last switch-in, however long ago (last_switch_in_).
+    ScopedFd log_fd;
+    std::optional<PerfRingBuffer> log_ring;
   };
+  // Off-CPU capture (perf_backend_off_cpu.cc).
+  Status OpenOffCpu(int cpu, Cpu* c);
+  void PauseOffCpu(bool paused);
+  // Copies the paused off-CPU rings into snap's intervals and accounting.
+  void SnapshotOffCpu(Snapshot* snap);
+  nlohmann::json DescribeOffCpu() const;
+  // Applies the switch-in log's records up to `until` to last_switch_in_;
+  // later ones go to *later (applied once the snapshot is matched).
+  void DrainSwitchInLog(uint64_t until, std::vector<std::pair<uint32_t, uint64_t>>* later);
+  void ApplySwitchIn(uint32_t tid, uint64_t time_ns);
+  std::unordered_map<uint32_t, uint64_t> last_switch_in_;
+  uint64_t last_switch_in_complete_since_ns_ = UINT64_MAX;
+  uint64_t switch_in_log_lost_ = 0;
+  SchedSwitchFormat sched_switch_;
+  uint64_t out_sample_type_ = 0;
+  size_t off_cpu_pages_ = 0;
   // The lost_samples a CPU's pauses since window_start dropped (those of the
   // freeze in progress excluded: they fall after the window).
   static uint64_t PausedSince(const Cpu& c, uint64_t window_start_ns);

@@ -133,6 +133,14 @@ ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t
           if (chain != nullptr) chain->push_back(ip);
         }
       }
+      // { u32 size; char data[size]; } && PERF_SAMPLE_RAW, padded by the
+      // kernel so that the record stays 8-byte aligned (size counts the pad).
+      if (sample_type & PERF_SAMPLE_RAW) {
+        uint32_t size = 0;
+        if (!c.U32(&size) || size > c.size() - c.pos()) return bad();
+        r.raw = rec.substr(c.pos(), size);
+        c.Skip(size);
+      }
       // include/uapi/linux/perf_event.h, PERF_RECORD_SAMPLE:
       //   { u64 abi; u64 regs[weight(mask)]; } && PERF_SAMPLE_REGS_USER
       //   { u64 size; char data[size]; u64 dyn_size; } && PERF_SAMPLE_STACK_USER

@@ -54,10 +54,14 @@ struct ParseResult {
   std::optional<Event> event;  // empty for record types we do not use
   bool malformed = false;
   uint32_t type = 0;
+  // PERF_SAMPLE_RAW's data (a tracepoint's record), a view into the record
+  // passed in; empty unless sample_type has the bit.
+  std::string_view raw;
 };
 
 // sample_type must be kSampleType, kSampleTypeNoChain, kSampleTypeDwarf or
-// kSideSampleType; regs_mask is the event's attr.sample_regs_user.
+// kSideSampleType, optionally with PERF_SAMPLE_RAW (off-CPU capture); regs_mask is the event's
+// attr.sample_regs_user.
 ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t cpu_hint,
                             uint64_t regs_mask = kUserRegsMask);
 

@@ -17,6 +17,7 @@
 #include "recorder/attribution/vdso.h"
 #include "recorder/capture/snapshot.h"
 #include "recorder/model/event_codec.h"
+#include "recorder/record/off_cpu_section.h"
 #include "recorder/record/sections.h"
 #include "recorder/unwind/dwarf_unwinder.h"
 
@@ -196,6 +197,11 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                                [&](const Sample& s) { return want.count(s.pid) == 0; });
     filtered = static_cast<uint64_t>(snap.samples.end() - keep);
     snap.samples.erase(keep, snap.samples.end());
+    auto& off = snap.off_cpu_intervals;
+    off.erase(
+        std::remove_if(off.begin(), off.end(),
+                       [&](const OffCpuInterval& i) { return want.count(i.sample.pid) == 0; }),
+        off.end());
   }
   // Replay merges by time. Backends hand over samples sorted (Snapshot's
   // SortSamples or MergeSampleRuns): checking costs one pass, sorting again
@@ -212,12 +218,26 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     // user's record holds must not depend on which section it is in.
     if (redact) redactor.Redact(&s);
   }
+  // A blocked thread may have no on-CPU sample at all (a deadlock): its
+  // process's sideband is needed all the same to name its off-CPU stacks.
+  for (auto& iv : snap.off_cpu_intervals) {
+    pids.insert(iv.sample.pid);
+    if (redact) {
+      redactor.Redact(&iv.sample);
+    } else {
+      kaddrs.insert(kaddrs.end(), iv.sample.kernel_chain.begin(), iv.sample.kernel_chain.end());
+      if (iv.sample.mode == CpuMode::kKernel) kaddrs.push_back(iv.sample.ip);
+    }
+  }
   // The state of the sampled processes just before the window, then their
   // sideband events merged with the samples by time: replay applies each
   // mapping change (exec, dlopen, dlclose + dlopen, exit) at the instant it
   // happened, as the daemon saw them.
   uint64_t first = snap.window_start_ns;
   if (!snap.samples.empty()) first = std::min(first, snap.samples.front().time_ns);
+  if (!snap.off_cpu_intervals.empty()) {
+    first = std::min(first, snap.off_cpu_intervals.front().sample.time_ns);
+  }
   std::vector<Event> side = history.EventsFor(std::vector<uint32_t>(pids.begin(), pids.end()),
                                               first, snap.freeze_time_ns);
   if (redact) {
@@ -305,6 +325,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   const int64_t to_wall = req.mono_to_wall_ns.value_or(MonotonicToWallOffset());
   snap.counters.Set(LossCounter::kFilteredPid, filtered);
   nlohmann::json loss = snap.counters.ToJson();
+  if (snap.off_cpu) loss["off_cpu"] = snap.off_cpu_loss;
   loss["unaccounted"] = snap.unaccounted;
   loss["per_cpu"] = snap.per_cpu;
   // The loss inside the requested window when the backend measures it (the
@@ -320,7 +341,8 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                            {"mono_to_boot_ns", to_boot},
                            {"freeze_copy_ns", snap.copy_ns},
                            {"history_source", snap.source},
-                           {"kernel_frames", KernelFramesName(req.kernel_frames)}};
+                           {"kernel_frames", KernelFramesName(req.kernel_frames)},
+                           {"off_cpu", snap.off_cpu}};
   if (!vdso.empty()) config["vdso_build_id"] = attribution::VdsoBuildId(vdso);
 
   std::string live_text;
@@ -339,6 +361,11 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     RETURN_IF_ERROR(rec->writer().AddSection(kSectionKernelNames, redactor.NamesJson()));
   }
   if (!vdso.empty()) RETURN_IF_ERROR(rec->writer().AddSection(kSectionVdso, vdso));
+  if (snap.off_cpu) {
+    OffCpuSections off = EncodeOffCpu(snap.off_cpu_intervals, snap.off_cpu_threshold_ns);
+    RETURN_IF_ERROR(rec->writer().AddSection(kSectionOffCpu, off.events));
+    RETURN_IF_ERROR(rec->writer().AddSection(kSectionOffCpuInfo, off.info));
+  }
   RETURN_IF_ERROR(rec->writer().AddSection(kSectionConfig, json::Dump(config)));
   RETURN_IF_ERROR(rec->writer().AddSection(kSectionLoss, loss.dump()));
   for (const auto& [name, bytes] : req.extra_sections) {
@@ -352,6 +379,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
                          {"pids", std::vector<uint32_t>(pids.begin(), pids.end())},
                          {"processes", processes},
                          {"samples", snap.samples.size()},
+                         {"off_cpu_intervals", snap.off_cpu_intervals.size()},
                          {"lost", lost},
                          {"backend", backend_description.value("backend", "")},
                          {"event", backend_description.value("event", "")},

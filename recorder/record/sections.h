@@ -11,6 +11,9 @@ inline constexpr const char* kKindCrash = "crash";
 // A kernel panic's history, kept across the reboot by flightrec.ko and stored
 // by recorderd at the next start (a dump record plus section `panic`).
 inline constexpr const char* kKindPanic = "panic";
+// A process killed by a signal without a crash record (SIGKILL, a core the
+// hook never got): a dump record of its history plus a crash's metadata.
+inline constexpr const char* kKindDeath = "death";
 
 // A dump record (recorder/record/dump_record.h); the crash record's sections
 // are named in recorder/record/crash_record.h.

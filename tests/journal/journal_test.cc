@@ -32,6 +32,7 @@
 #include "recorder/daemon/panic_record.h"
 #include "recorder/module/panic_region_builder.h"
 #include "store/store.h"
+#include "tests/support/daemon.h"
 #include "tests/support/files.h"
 #include "tests/support/run.h"
 #include "tests/support/wait.h"
@@ -268,6 +269,37 @@ TEST_F(JournalTest, RecorderdLogsEachStoredPanic) {
             "Kernel panic: Oops\\nFLIGHTREC_KIND=forged\\n\\x1b[2J; history: recorder crash info " +
                 claim.record_id);
   EXPECT_EQ(j.count("FLIGHTREC_PID") + j.count("FLIGHTREC_SIGNAL"), 0u) << j.dump();
+}
+
+// A death without a core (kill -9 of an idle process) stored by recorderd's
+// death watch logs its entry too, with the signal and the process.
+TEST_F(JournalTest, RecorderdLogsEachStoredDeath) {
+  TempDir tmp;
+  Daemon d(tmp.path(), {"--deaths", "on"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  pid_t victim = Spawn({"/bin/sleep", "60"});
+  ASSERT_GT(victim, 0);
+  // The watch reads a process's metadata at its exec: wait until the
+  // daemon could have (the sleeper is in its sideband once it slept).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return ReadFile(fmt::format("/proc/{}/stat", victim)).find(" S ") != std::string::npos;
+      },
+      10s, 10ms));
+  kill(victim, SIGKILL);
+  WaitStatus(victim);
+  auto entries = Entries(fmt::format("FLIGHTREC_PID={}", victim));
+  ASSERT_EQ(entries.size(), 1u) << "no journal entry for the death of " << victim << "\n"
+                                << d.Log();
+  const nlohmann::json& j = entries[0];
+  EXPECT_EQ(Bytes(j["FLIGHTREC_KIND"]), "death");
+  EXPECT_EQ(Bytes(j["FLIGHTREC_SIGNAL"]), "9");
+  EXPECT_EQ(Bytes(j["FLIGHTREC_COMM"]), "sleep");
+  const std::string id = Bytes(j["FLIGHTREC_RECORD_ID"]);
+  auto info = d.Cli({"crash", "info", id, "--json"});
+  EXPECT_EQ(info.exit_code, 0) << id << ": " << info.err;
+  EXPECT_NE(Bytes(j["MESSAGE"]).find("history: recorder crash info " + id), std::string::npos)
+      << j.dump();
 }
 
 // The catalog entry compiles (journalctl --update-catalog, into a private

@@ -1,5 +1,7 @@
 #include "tests/support/daemon.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -23,6 +25,11 @@ Daemon::Daemon(const std::string& dir, std::vector<std::string> extra) : dir_(di
                                    "-F",
                                    std::to_string(kDaemonHz),
                                    "--foreground"};
+  // Deaths are watched system-wide: a test's store would fill with the
+  // deaths of every other test on the machine. Only tests of deaths ask.
+  if (std::find(extra.begin(), extra.end(), "--deaths") == extra.end()) {
+    args.insert(args.end(), {"--deaths", "off"});
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   pid_ = fork();
   if (pid_ == 0) {
