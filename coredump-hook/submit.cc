@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cgroup.h"
 #include "common/checked_json.h"
 #include "common/terminal_escape.h"
 #include "common/units.h"
@@ -201,6 +202,7 @@ StatusOr<store::RecordRow> Finish(store::Store& st, std::unique_ptr<store::Pendi
   nlohmann::json process = {{"pid", a.pid}, {"uid", a.uid}};
   json::SetText(process, "comm", a.comm);
   json::SetText(process, "exe", c.exe);
+  cgroup::AddCgroupToJson(cgroup::ParseProcCgroup(json::RawText(c.md, "cgroup")), &process);
   nlohmann::json meta = {
       {"reason", ToValidUtf8(fmt::format("{} ({}) killed by {}", a.comm, a.pid, c.signame))},
       {"crash", crash},
@@ -251,7 +253,7 @@ void LogToJournal(const store::RecordRow& row, const Crash& c) {
   e.history_id = c.history_id;
   e.exe = c.exe;
   e.comm = c.a.comm;
-  e.unit = journal::UnitFromCgroup(json::RawText(c.md, "cgroup"));
+  e.unit = cgroup::ParseProcCgroup(json::RawText(c.md, "cgroup")).unit;
   e.signal = c.a.signal;
   e.pid = c.a.pid;
   e.uid = c.a.uid;

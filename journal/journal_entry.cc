@@ -157,37 +157,4 @@ Status LogRecordToJournal(const JournalEntry& e, std::chrono::milliseconds timeo
   return OkStatus();
 }
 
-std::string UnitFromCgroup(std::string_view proc_cgroup) {
-  // systemd's own v1 hierarchy "1:name=systemd:/system.slice/foo.service"
-  // where there is one (legacy and hybrid machines, whose unified line
-  // "0::/" may sit at the root), else the unified one "0::/...".
-  std::string_view path;
-  bool named = false;
-  for (std::string_view rest = proc_cgroup; !rest.empty() && !named;) {
-    size_t nl = rest.find('\n');
-    std::string_view line = rest.substr(0, nl);
-    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (size_t at = line.find(":name=systemd:"); at != std::string_view::npos) {
-      path = line.substr(at + 14);
-      named = true;
-    } else if (line.starts_with("0::")) {
-      path = line.substr(3);
-    }
-  }
-  for (size_t pos = 0; pos < path.size();) {
-    size_t slash = path.find('/', pos);
-    std::string_view part = path.substr(pos, slash - pos);
-    pos = slash == std::string_view::npos ? path.size() : slash + 1;
-    if (part.empty() || part.ends_with(".slice")) continue;
-    // Only what systemd could have named a unit; a delegated subtree below
-    // the unit is its user's choice and never reached.
-    bool valid = part.size() <= kMaxUnit && part.find('.') != std::string_view::npos &&
-                 part.find_first_not_of(
-                     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                     "0123456789:-_.\\@") == std::string_view::npos;
-    return valid ? std::string(part) : "";
-  }
-  return "";
-}
-
 }  // namespace flightrec::journal

@@ -54,9 +54,4 @@ std::vector<std::string> JournalFields(const JournalEntry& e);
 Status LogRecordToJournal(const JournalEntry& e,
                           std::chrono::milliseconds timeout = std::chrono::milliseconds(500));
 
-// The systemd unit a /proc/PID/cgroup text names, as systemd's
-// cg_path_get_unit does: the first path component of the unified (0::)
-// hierarchy that is not a slice ("foo.service", "session-2.scope"); "" if none.
-std::string UnitFromCgroup(std::string_view proc_cgroup);
-
 }  // namespace flightrec::journal

@@ -113,24 +113,5 @@ TEST(JournalEntryTest, EveryFieldIsBounded) {
   EXPECT_EQ(Fields(e)["FLIGHTREC_EXE"], "/bin/a");
 }
 
-TEST(JournalEntryTest, TheUnitIsTheFirstCgroupComponentThatIsNoSlice) {
-  EXPECT_EQ(UnitFromCgroup("0::/system.slice/nginx.service\n"), "nginx.service");
-  EXPECT_EQ(UnitFromCgroup("0::/user.slice/user-1000.slice/session-2.scope\n"), "session-2.scope");
-  // Below a delegated unit, names are its user's: never taken for the unit.
-  EXPECT_EQ(UnitFromCgroup("0::/user.slice/user-1000.slice/user@1000.service/app.slice/"
-                           "evil\x1b.service\n"),
-            "user@1000.service");
-  EXPECT_EQ(UnitFromCgroup("12:cpu:/x\n1:name=systemd:/system.slice/cron.service\n"),
-            "cron.service");
-  // A hybrid machine lists the unified hierarchy too, at its root: systemd
-  // keeps its units in its own hierarchy there.
-  EXPECT_EQ(UnitFromCgroup("9:name=systemd:/system.slice/cron.service\n4:memory:/x\n0::/\n"),
-            "cron.service");
-  EXPECT_EQ(UnitFromCgroup("0::/\n"), "");
-  EXPECT_EQ(UnitFromCgroup("0::/my\nunit.service\n"), "");
-  EXPECT_EQ(UnitFromCgroup("0::/evil\x1b[2J.service\n"), "");
-  EXPECT_EQ(UnitFromCgroup(""), "");
-}
-
 }  // namespace
 }  // namespace flightrec::journal

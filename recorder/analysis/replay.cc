@@ -145,7 +145,8 @@ class Resolver {
 };
 
 bool Keep(const ReplayOptions& opts, const attribution::AttributedSample& as, uint64_t base) {
-  return !((opts.pid && as.pid != *opts.pid) || (opts.tid && as.tid != *opts.tid) ||
+  return !((opts.pid && as.pid != *opts.pid) || (opts.pids && !opts.pids->contains(as.pid)) ||
+           (opts.tid && as.tid != *opts.tid) ||
            (opts.since_ns && static_cast<int64_t>(as.time_ns - base) < *opts.since_ns) ||
            (opts.until_ns && static_cast<int64_t>(as.time_ns - base) > *opts.until_ns));
 }
@@ -413,6 +414,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   info.boot_id = reader.header().boot_id;
   info.config = dump.config;
   info.loss = dump.loss;
+  info.labels = attribution::LabelsByPid(reader.meta());
   // The config section is the record's word, checked like any input.
   info.mono_to_wall_ns = json::Get<int64_t>(dump.config, "mono_to_wall_ns", 0);
   // Absent (older records) or not an integer: unknown, not 0.
@@ -481,7 +483,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   uint32_t stack_id = 0;
   Unwound unwound;
   auto filtered = [&](uint32_t pid, uint32_t tid, uint64_t t) {
-    return (opts.pid && pid != *opts.pid) || (opts.tid && tid != *opts.tid) ||
+    return (opts.pid && pid != *opts.pid) || (opts.pids && !opts.pids->contains(pid)) ||
+           (opts.tid && tid != *opts.tid) ||
            (opts.since_ns && static_cast<int64_t>(t - info.window_start_ns) < *opts.since_ns) ||
            (opts.until_ns && static_cast<int64_t>(t - info.window_start_ns) > *opts.until_ns);
   };

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -20,6 +21,7 @@
 
 #include "common/status.h"
 #include "recorder/attribution/attribution.h"
+#include "recorder/attribution/process_labels.h"
 #include "recorder/capture/off_cpu.h"
 #include "recorder/unwind/unwind_stats.h"
 #include "store/record_file.h"
@@ -29,12 +31,14 @@ namespace flightrec::recorder::analysis {
 // What the record says about itself, handed to consumers before any sample.
 struct RecordInfo {
   std::string id;
-  std::string kind;              // dump | record | crash
-  std::string host;              // the record header's host and kernel release
-  std::string kernel;            // ("" if unknown)
-  std::string boot_id;           // the record header's boot_id ("" if unknown)
-  nlohmann::json config;         // the record's `config` section
-  nlohmann::json loss;           // the record's `loss` section
+  std::string kind;       // dump | record | crash
+  std::string host;       // the record header's host and kernel release
+  std::string kernel;     // ("" if unknown)
+  std::string boot_id;    // the record header's boot_id ("" if unknown)
+  nlohmann::json config;  // the record's `config` section
+  nlohmann::json loss;    // the record's `loss` section
+  // Where each process ran (meta.processes; empty in older records).
+  std::unordered_map<uint32_t, attribution::ProcessLabels> labels;
   int64_t mono_to_wall_ns = 0;   // add to a sample's time_ns for wall-clock ns
   uint64_t window_start_ns = 0;  // CLOCK_MONOTONIC, 0 if unknown
   uint64_t window_end_ns = 0;    // freeze time, 0 if unknown
@@ -82,6 +86,8 @@ struct ResolvedSample {
 
 struct ReplayOptions {
   std::optional<uint32_t> pid;
+  // Only these processes (what --cgroup, --unit, --container select).
+  std::optional<std::unordered_set<uint32_t>> pids;
   std::optional<uint32_t> tid;
   // Offsets from the window start (ns); samples outside are skipped.
   std::optional<int64_t> since_ns;

@@ -8,9 +8,12 @@
 namespace flightrec::recorder::analysis {
 
 namespace {
-constexpr ReportKey kKeys[] = {ReportKey::kSymbol, ReportKey::kDso, ReportKey::kPid,
-                               ReportKey::kTid, ReportKey::kComm};
-constexpr const char* kKeyNames[] = {"symbol", "dso", "pid", "tid", "comm"};
+constexpr ReportKey kKeys[] = {ReportKey::kSymbol,    ReportKey::kDso,   ReportKey::kPid,
+                               ReportKey::kTid,       ReportKey::kComm,  ReportKey::kUnit,
+                               ReportKey::kContainer, ReportKey::kCgroup};
+constexpr const char* kKeyNames[] = {"symbol", "dso",  "pid",       "tid",
+                                     "comm",   "unit", "container", "cgroup"};
+static_assert(std::size(kKeys) == std::size(kKeyNames));
 }  // namespace
 
 const char* ToString(ReportKey k) {
@@ -22,7 +25,12 @@ StatusOr<ReportKey> ParseReportKey(const std::string& name) {
   for (ReportKey k : kKeys) {
     if (name == ToString(k)) return k;
   }
-  return InvalidArgument("--sort must be one of symbol, dso, pid, tid, comm");
+  return InvalidArgument(
+      "--sort must be one of symbol, dso, pid, tid, comm, unit, container, cgroup");
+}
+
+bool KeyedByProcess(ReportKey k) {
+  return k == ReportKey::kUnit || k == ReportKey::kContainer || k == ReportKey::kCgroup;
 }
 
 size_t ReportBuilder::RowOf(const std::string& key, const std::string& dso, bool inlined) {
@@ -41,6 +49,13 @@ size_t ReportBuilder::RowOf(const std::string& key, const std::string& dso, bool
 const std::vector<size_t>& ReportBuilder::RowsOf(const ResolvedSample& rs) {
   const auto& s = *rs.sample;
   keys_.clear();
+  if (KeyedByProcess(key_)) {
+    auto it = process_keys_.find(s.pid);
+    keys_.push_back(it != process_keys_.end() && !it->second.empty()
+                        ? RowOf(it->second, "", false)
+                        : RowOf(fmt::format("[no {}]", ToString(key_)), "", false));
+    return keys_;
+  }
   if (key_ != ReportKey::kSymbol && key_ != ReportKey::kDso) {
     keys_.push_back(RowOf(key_ == ReportKey::kPid   ? std::to_string(s.pid)
                           : key_ == ReportKey::kTid ? std::to_string(s.tid)

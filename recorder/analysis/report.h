@@ -15,10 +15,14 @@
 
 namespace flightrec::recorder::analysis {
 
-enum class ReportKey { kSymbol, kDso, kPid, kTid, kComm };
+// kUnit, kContainer and kCgroup key a process by where it ran: the names
+// come from the record's meta (ReportBuilder::SetProcessKeys).
+enum class ReportKey { kSymbol, kDso, kPid, kTid, kComm, kUnit, kContainer, kCgroup };
 const char* ToString(ReportKey k);
-// "symbol", "dso", "pid", "tid" or "comm".
+// "symbol", "dso", "pid", "tid", "comm", "unit", "container" or "cgroup".
 StatusOr<ReportKey> ParseReportKey(const std::string& name);
+// Whether rows of `k` are keyed by process (SetProcessKeys names them).
+bool KeyedByProcess(ReportKey k);
 
 struct ReportRow {
   std::string key;
@@ -45,6 +49,11 @@ class ReportBuilder {
   // sample, its nanoseconds for an off-CPU interval. Frames are keyed by
   // pointer: the replay caches symbols, so one function is one pointer.
   void Add(const ResolvedSample& rs, uint64_t weight = 1);
+  // The row name of each pid for the keys KeyedByProcess; a pid without
+  // one counts in the row "[no unit]" ("[no container]", "[no cgroup]").
+  void SetProcessKeys(std::unordered_map<uint32_t, std::string> keys) {
+    process_keys_ = std::move(keys);
+  }
   Report Finish(bool by_children);
 
  private:
@@ -62,6 +71,7 @@ class ReportBuilder {
   std::unordered_map<const attribution::Symbol*, size_t> by_symbol_;
   std::set<std::string> changed_files_, missing_files_;
   std::vector<size_t> keys_;
+  std::unordered_map<uint32_t, std::string> process_keys_;
   // Samples of one stack id share pid and stack (not tid or comm): they are
   // counted per id, one increment each, and spread over their rows at the end.
   std::vector<uint64_t> stack_count_;

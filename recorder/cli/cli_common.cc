@@ -41,7 +41,45 @@ std::string QueryArgs::FilterText() const {
   if (tid >= 0) add("--tid", std::to_string(tid));
   if (!since.empty()) add("--since", since);
   if (!until.empty()) add("--until", until);
+  if (!cgroup.empty()) add("--cgroup", cgroup);
+  if (!unit.empty()) add("--unit", unit);
+  if (!container.empty()) add("--container", container);
   return text;
+}
+
+std::string ContainerName(const attribution::ProcessLabels& l) {
+  const auto& c = l.cgroup;
+  if (c.container_id.empty()) return "";
+  return c.container_runtime.empty() ? c.container_id
+                                     : c.container_runtime + "://" + c.container_id;
+}
+
+namespace {
+
+// "/a/b" is in --cgroup /a and /a/b, not in /a/bc.
+bool InCgroup(const std::string& path, std::string want) {
+  while (want.size() > 1 && want.back() == '/') want.pop_back();
+  if (want == "/") return !path.empty();
+  return path.starts_with(want) && (path.size() == want.size() || path[want.size()] == '/');
+}
+
+}  // namespace
+
+std::optional<std::unordered_set<uint32_t>> QueryArgs::LabelledPids(
+    const nlohmann::json& meta) const {
+  if (cgroup.empty() && unit.empty() && container.empty()) return std::nullopt;
+  // "docker://<id>" as report shows it, or the id (any prefix of it).
+  std::string id = container;
+  if (size_t sep = id.find("://"); sep != std::string::npos) id = id.substr(sep + 3);
+  std::unordered_set<uint32_t> pids;
+  for (const auto& [pid, l] : attribution::LabelsByPid(meta)) {
+    const auto& c = l.cgroup;
+    if (!cgroup.empty() && !InCgroup(c.path, cgroup)) continue;
+    if (!unit.empty() && c.unit != unit) continue;
+    if (!container.empty() && (c.container_id.empty() || !c.container_id.starts_with(id))) continue;
+    pids.insert(pid);
+  }
+  return pids;
 }
 
 StatusOr<analysis::ReplayStats> QueryArgs::Replay(const store::RecordReader& reader,
@@ -49,8 +87,10 @@ StatusOr<analysis::ReplayStats> QueryArgs::Replay(const store::RecordReader& rea
                                                   const analysis::InfoFn& on_info,
                                                   const analysis::SampleFn& on_sample) const {
   analysis::RecordInfo info;
+  analysis::ReplayOptions with_labels = opts;
+  if (auto pids = LabelledPids(reader.meta())) with_labels.pids = std::move(pids);
   ASSIGN_OR_RETURN(auto stats, analysis::Replay(
-                                   reader, opts,
+                                   reader, with_labels,
                                    [&](const analysis::RecordInfo& i) {
                                      info = i;
                                      on_info(i);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cgroup.h"
 #include "common/checked_json.h"
 #include "common/units.h"
 #include "recorder/cli/crash_internal.h"
@@ -165,6 +166,32 @@ Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
   return PrintCrashList(rows, a.json);
 }
 
+namespace {
+
+// Where the crashed process ran, from its meta.processes entry: the core
+// hook's labels from its /proc/PID/cgroup (none in older records).
+cgroup::CgroupInfo CrashedProcessCgroup(const nlohmann::json& meta, const nlohmann::json& crash) {
+  const int64_t pid = json::Get<int64_t>(crash, "pid", 0);
+  for (const auto& p : json::Array(meta, "processes")) {
+    if (json::Get<int64_t>(p, "pid", -1) == pid) return cgroup::CgroupFromJson(p);
+  }
+  return {};
+}
+
+// The container (runtime://, the id as `docker ps` shortens it) or the
+// systemd unit, which say more than a pid; else the pid.
+std::string PidCell(const nlohmann::json& meta, const nlohmann::json& crash) {
+  const cgroup::CgroupInfo c = CrashedProcessCgroup(meta, crash);
+  if (!c.container_id.empty()) {
+    return (c.container_runtime.empty() ? "" : c.container_runtime + "://") +
+           c.container_id.substr(0, 12);
+  }
+  if (!c.unit.empty()) return c.unit;
+  return std::to_string(json::Get<int64_t>(crash, "pid", 0));
+}
+
+}  // namespace
+
 Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
   if (as_json) {
     nlohmann::json out = nlohmann::json::array();
@@ -178,6 +205,7 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
       c["id"] = r.id;
       c["created_ns"] = r.created_ns;
       c["stored_bytes"] = r.file_size;
+      cgroup::AddCgroupToJson(CrashedProcessCgroup(r.meta, json::Object(r.meta, "crash")), &c);
       out.push_back(std::move(c));
     }
     std::printf("%s\n", json::Dump(out, 2).c_str());
@@ -197,13 +225,12 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
                            : "none";
     // A death record is its own history.
     const std::string history = r.kind == kKindDeath ? r.id : json::Str(c, "history");
-    table.push_back({r.id, r.kind, FormatTimeNs(r.created_ns),
-                     std::to_string(json::Get<int64_t>(c, "pid", 0)),
+    table.push_back({r.id, r.kind, FormatTimeNs(r.created_ns), PidCell(r.meta, c),
                      std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
                      ExecutableForDisplay(c), core, history.empty() ? "-" : history});
   }
   std::fputs(
-      FormatTable({"ID", "KIND", "TIME", "PID", "UID", "SIG", "EXE", "CORE", "HISTORY"}, table)
+      FormatTable({"ID", "KIND", "TIME", "PID/UNIT", "UID", "SIG", "EXE", "CORE", "HISTORY"}, table)
           .c_str(),
       stdout);
   if (rows.empty()) std::printf("(no crashes)\n");

@@ -6,8 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "recorder/analysis/replay.h"
+#include "recorder/attribution/process_labels.h"
 
 namespace flightrec::recorder::cli {
 
@@ -28,6 +31,8 @@ struct QueryArgs {
   int64_t tid = -1;
   std::string since;  // offset from the window start, e.g. 1.5s
   std::string until;
+  // Processes by where they ran (the record's meta.processes labels).
+  std::string cgroup, unit, container;
   bool json = false;
   bool progress = true;  // off for the fuzz harness (not an option)
 
@@ -41,6 +46,12 @@ struct QueryArgs {
     cmd->add_option("--since", since,
                     "Only samples at least this far into the window (e.g. 1.5s, 200ms)");
     cmd->add_option("--until", until, "Only samples at most this far into the window");
+    cmd->add_option("--cgroup", cgroup,
+                    "Only processes in this cgroup or below it (e.g. /system.slice)");
+    cmd->add_option("--unit", unit, "Only processes of this systemd unit or scope (nginx.service)");
+    cmd->add_option("--container", container,
+                    "Only processes of the container whose id starts with this (docker ps's "
+                    "short id does; runtime://id too)");
     cmd->add_flag("--json", json, "Machine-readable output");
   }
 
@@ -76,7 +87,14 @@ struct QueryArgs {
                                          const analysis::SampleFn& on_sample) const;
   // The filters as typed: "--pid 5 --since 1s".
   std::string FilterText() const;
+  // The pids of `meta`'s processes that --cgroup, --unit and --container
+  // select; nullopt when none of them is given.
+  std::optional<std::unordered_set<uint32_t>> LabelledPids(const nlohmann::json& meta) const;
 };
+
+// How `report --sort container` and exports name a container: as Kubernetes
+// names it in a pod's status (containerID), "docker://<id>"; "" when none.
+std::string ContainerName(const attribution::ProcessLabels& l);
 
 // Output about programs whose executables are all gone names little but
 // offsets: it is printed (offsets still locate code for someone who has the

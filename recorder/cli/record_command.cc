@@ -143,6 +143,7 @@ Status RunRecord(CliContext& ctx, const RecordArgs& a) {
   if (!backend.ok()) return backend.status();
   attribution::CookieTable cookies;
   attribution::SidebandHistory sideband(&cookies);
+  attribution::LabelCache labels;
   for (const Event& e : attribution::ScanProc(static_cast<uint64_t>(MonotonicNs()))) {
     if (auto* m = std::get_if<MmapEvent>(&e); m && m->pid != static_cast<uint32_t>(child)) continue;
     sideband.base().Apply(e);
@@ -150,9 +151,15 @@ Status RunRecord(CliContext& ctx, const RecordArgs& a) {
   attribution::KernelSymbols ksyms;  // unprivileged: hidden addresses, no kernel frames
   if (auto ks = attribution::KernelSymbols::Load(); ks.ok()) ksyms = std::move(*ks);
   auto drain = [&] {
-    (void)(*backend)->DrainSideband([&](const Event& e) { sideband.Add(e); });
+    (void)(*backend)->DrainSideband([&](const Event& e) {
+      labels.Observe(e);
+      sideband.Add(e);
+    });
     int64_t cutoff = MonotonicNs() - 2 * history;
-    if (cutoff > 0) sideband.Trim(static_cast<uint64_t>(cutoff));
+    if (cutoff > 0) {
+      sideband.Trim(static_cast<uint64_t>(cutoff));
+      labels.Trim(static_cast<uint64_t>(cutoff));
+    }
   };
   nlohmann::json written = nlohmann::json::array();
   auto dump = [&](const std::string& reason) {
@@ -167,6 +174,7 @@ Status RunRecord(CliContext& ctx, const RecordArgs& a) {
     DumpRequest req;
     req.last_ns = last;
     req.reason = reason;
+    req.labels = [&](uint32_t pid, bool exited) { return labels.Labels(pid, exited); };
     auto r = WriteDump(*st, req, std::move(*snap), sideband, ksyms, (*backend)->Describe(), t0);
     if (r.ok()) {
       std::fprintf(stderr, "recorder record: %s\n", r->Summary().c_str());

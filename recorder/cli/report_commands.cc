@@ -80,6 +80,15 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   opts.source_lines = false;  // rows are functions
   ASSIGN_OR_RETURN(analysis::ReportKey key, analysis::ParseReportKey(a.sort));
   analysis::ReportBuilder builder(key);
+  if (analysis::KeyedByProcess(key)) {
+    std::unordered_map<uint32_t, std::string> names;
+    for (const auto& [pid, l] : attribution::LabelsByPid(reader->meta())) {
+      names[pid] = key == analysis::ReportKey::kUnit        ? l.cgroup.unit
+                   : key == analysis::ReportKey::kContainer ? ContainerName(l)
+                                                            : l.cgroup.path;
+    }
+    builder.SetProcessKeys(std::move(names));
+  }
   analysis::RecordInfo info;
   opts.off_cpu = a.off_cpu;
   // --off-cpu: only the off-CPU intervals, each weighing its nanoseconds.
@@ -152,8 +161,10 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
                 static_cast<unsigned long long>(total), LossLine(info.loss).c_str());
   }
   if (stats.filtered) {
-    std::printf("# %llu samples left out by --pid/--tid/--since/--until\n",
-                static_cast<unsigned long long>(stats.filtered));
+    std::printf(
+        "# %llu samples left out by --pid/--tid/--since/--until/--cgroup/--unit/"
+        "--container\n",
+        static_cast<unsigned long long>(stats.filtered));
   }
   PrintUnwindSummary(stats.unwind);
   for (const auto& f : changed_files) {
@@ -326,14 +337,14 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
 
 Status ExerciseReportCommands(const store::RecordReader& reader, int pick) {
   Status first;
-  // 10 report variants, then 4 timeline ones.
-  constexpr int kVariants = 14;
+  // 12 report variants, then 4 timeline ones.
+  constexpr int kVariants = 16;
   int variant = 0;
   auto wanted = [&] { return pick < 0 || variant++ == pick % kVariants; };
   auto keep = [&](Status st) {
     if (first.ok() && !st.ok()) first = st;
   };
-  for (const char* sort : {"symbol", "dso", "pid", "tid", "comm"}) {
+  for (const char* sort : {"symbol", "dso", "pid", "tid", "comm", "container"}) {
     for (bool json : {false, true}) {
       if (!wanted()) continue;
       ReportArgs a;
@@ -362,7 +373,11 @@ void AddReportCommands(CLI::App& app, CliContext& ctx) {
   auto* report = app.add_subcommand(
       "report", "Top functions of a record with self and children percentages, like `perf report`");
   ra->Register(report);
-  report->add_option("--sort", ra->sort, "symbol, dso, pid, tid or comm")->capture_default_str();
+  report
+      ->add_option("--sort", ra->sort,
+                   "symbol, dso, pid, tid, comm, or where the process ran: unit (systemd), "
+                   "container (runtime://id), cgroup")
+      ->capture_default_str();
   report->add_option("--limit", ra->limit, "Rows to print (0: all)")->capture_default_str();
   report->add_flag("--children", ra->children,
                    "Sort by inclusive share (samples with the function anywhere on the stack)");

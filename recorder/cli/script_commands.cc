@@ -33,6 +33,7 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
   // The samples go to stdout line by line: a progress line on a terminal
   // would be mixed into them.
   opts.progress = a.progress && !isatty(STDOUT_FILENO);
+  const auto labels = attribution::LabelsByPid(reader->meta());
   ASSIGN_OR_RETURN(
       auto stats,
       a.Replay(
@@ -58,6 +59,10 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
                   {"cpu", s.cpu},         {"pid", s.pid},
                   {"tid", s.tid},         {"comm", s.comm},
                   {"period", s.period},   {"frames", frames}};
+              // Where the process ran (cgroup, unit, container, pod, namespaces).
+              if (auto it = labels.find(s.pid); it != labels.end()) {
+                attribution::AddLabelsToJson(it->second, &line);
+              }
               if (!s.unwind.status.empty()) {
                 line["unwind"] = {{"status", s.unwind.status}, {"where", s.unwind.where}};
               }

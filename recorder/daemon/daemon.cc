@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/cgroup.h"
 #include "common/checked_json.h"
 #include "common/read_file.h"
 #include "common/terminal_escape.h"
@@ -53,8 +54,10 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   ASSIGN_OR_RETURN(d->store_, store::Store::Open(options.store_dir, so));
 
   // Processes that already exist have no mmap events coming: read them now.
-  for (const Event& e : attribution::ScanProc(static_cast<uint64_t>(MonotonicNs())))
+  for (const Event& e : attribution::ScanProc(static_cast<uint64_t>(MonotonicNs()))) {
     d->history_->base().Apply(e);
+    d->labels_.Observe(e);
+  }
   d->RefreshKernelSymbols();
 
   // An earlier boot's kernel panic that flightrec.ko kept across the reboot:
@@ -221,6 +224,7 @@ void Daemon::ArmSideband(size_t i) {
 void Daemon::Drain() {
   flightrec::Status st = backend_->DrainSideband([this](const Event& e) {
     ++sideband_events_;
+    labels_.Observe(e);
     if (auto* m = std::get_if<MmapEvent>(&e);
         m != nullptr && m->build_id.empty() && !m->filename.empty() && m->filename[0] == '/') {
       // The kernel gave no build-id: read it now, while the file on disk is
@@ -255,7 +259,10 @@ void Daemon::Tick() {
     // history window: a dump may ask for more than --history when the rings
     // were sized larger (--ring-pages).
     int64_t cutoff = MonotonicNs() - 2 * options_.history_ns;
-    if (cutoff > 0) history_->Trim(static_cast<uint64_t>(cutoff));
+    if (cutoff > 0) {
+      history_->Trim(static_cast<uint64_t>(cutoff));
+      labels_.Trim(static_cast<uint64_t>(cutoff));
+    }
     Tick();
   });
 }
@@ -356,7 +363,10 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req, uid_t budget_uid) {
   // A request's mistake, not a failed dump: not counted in dump_failures.
   if (!req.crash_pid) RETURN_IF_ERROR(CheckRequestedPids(req, *snap, *history_));
   RefreshKernelSymbols();
-  auto r = WriteDump(*store_, req, std::move(*snap), *history_, ksyms_, backend_->Describe(), t0);
+  DumpRequest labelled = req;
+  labelled.labels = [this](uint32_t pid, bool exited) { return labels_.Labels(pid, exited); };
+  auto r =
+      WriteDump(*store_, labelled, std::move(*snap), *history_, ksyms_, backend_->Describe(), t0);
   if (!r.ok()) {
     ++dump_failures_;
     last_dump_error_ = r.status().message();
@@ -466,7 +476,7 @@ void Daemon::RecordDeath(const Death& d) {
     e.exe = d.info->exe;
     e.comm = d.info->comm;
     e.uid = d.info->uid;
-    e.unit = journal::UnitFromCgroup(d.info->cgroup);
+    e.unit = cgroup::ParseProcCgroup(d.info->cgroup).unit;
   }
   // The record is committed: without journald only the entry is missing.
   if (Status s = journal::LogRecordToJournal(e); !s.ok()) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "recorder/attribution/attribution.h"
+#include "recorder/attribution/process_labels.h"
 #include "recorder/capture/backend_factory.h"
 #include "recorder/capture/capture_backend.h"
 #include "recorder/daemon/death_watch.h"
@@ -118,6 +119,7 @@ class Daemon {
   attribution::CookieTable cookies_;
   // Mappings and process lifetimes over the history window (attribution).
   std::unique_ptr<attribution::SidebandHistory> history_;
+  attribution::LabelCache labels_;  // cgroup, unit, container per process
   attribution::KernelSymbols ksyms_;
   std::string modules_text_;  // /proc/modules when ksyms_ was read
   void RefreshKernelSymbols();

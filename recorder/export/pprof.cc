@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "common/checked_json.h"
+#include "common/terminal_escape.h"
 #include "recorder/export/exporters.h"
 #include "recorder/export/proto.h"
 
@@ -95,6 +96,8 @@ class Pprof : public Exporter {
     Label(&sample, "tid", s.tid, "tid");
     Label(&sample, "cpu", s.cpu, "cpu");
     StrLabel(&sample, "comm", s.comm);
+    // Where the process ran, so `-tagfocus=container_id=...` picks one.
+    for (const auto& [key, value] : ProcessLabels(s.pid)) StrLabel(&sample, key, value);
     // Wall-clock ns since the epoch: not a duration, so not "nanoseconds"
     // (pprof would print it as ~500 000 hours).
     Label(&sample, "timestamp_ns", static_cast<uint64_t>(s.time_ns + info_.mono_to_wall_ns),
@@ -216,6 +219,23 @@ class Pprof : public Exporter {
     vt.Varint(2, Str(unit));
     p->Message(field, vt);
   }
+  // The labels of pid's process, escaped as every name in an export is
+  // (a record's meta is anyone's text); built once per process.
+  const std::vector<std::pair<const char*, std::string>>& ProcessLabels(uint32_t pid) {
+    auto [it, fresh] = process_labels_.try_emplace(pid);
+    auto found = info_.labels.find(pid);
+    if (!fresh || found == info_.labels.end()) return it->second;
+    const cgroup::CgroupInfo& c = found->second.cgroup;
+    for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"cgroup", c.path},
+                                     {"unit", c.unit},
+                                     {"container_runtime", c.container_runtime},
+                                     {"container_id", c.container_id},
+                                     {"pod_uid", c.pod_uid},
+                                     {"pod_qos", c.qos}}) {
+      if (!value.empty()) it->second.emplace_back(key, EscapeForTerminal(value));
+    }
+    return it->second;
+  }
   uint64_t Str(const std::string& s) {
     auto [it, fresh] = string_ids_.try_emplace(s, strings_.size());
     if (fresh) strings_.push_back(s);
@@ -287,6 +307,7 @@ class Pprof : public Exporter {
   bool clock_ = true;
   std::vector<std::string> strings_;
   std::unordered_map<std::string, uint64_t> string_ids_;
+  std::unordered_map<uint32_t, std::vector<std::pair<const char*, std::string>>> process_labels_;
   std::unordered_map<std::string, uint64_t> function_ids_;
   std::unordered_map<std::string, uint64_t> location_ids_;
   std::map<std::string, MapInfo> mappings_;                // by file

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 
 #include "common/status.h"
 #include "recorder/attribution/attribution.h"
+#include "recorder/attribution/process_labels.h"
 #include "recorder/capture/capture_backend.h"
 #include "recorder/record/sections.h"
 #include "store/store.h"
@@ -52,6 +54,10 @@ struct DumpRequest {
   // its samples' clock is that boot's, so are these offsets (default: now).
   std::optional<int64_t> mono_to_wall_ns;
   std::optional<int64_t> mono_to_boot_ns;
+  // Where each recorded process runs (cgroup, unit, container, pod,
+  // namespaces), asked once per process of the record with whether the
+  // sideband saw it exit; unset or nullopt: the record names none.
+  std::function<std::optional<attribution::ProcessLabels>(uint32_t pid, bool exited)> labels;
   // Kind-specific sections and index metadata keys (a panic's `panic`).
   std::vector<std::pair<std::string, std::string>> extra_sections;
   nlohmann::json extra_meta = nlohmann::json::object();

@@ -311,10 +311,14 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   nlohmann::json processes = nlohmann::json::array();
   for (uint32_t pid : pids) {
     const attribution::Process* p = live.table().Find(pid);
-    processes.push_back({{"pid", pid},
-                         {"comm", p ? p->comm : ""},
-                         {"exe", p ? p->exe : ""},
-                         {"exited", p ? p->exited : false}});
+    nlohmann::json entry = {{"pid", pid},
+                            {"comm", p ? p->comm : ""},
+                            {"exe", p ? p->exe : ""},
+                            {"exited", p ? p->exited : false}};
+    if (req.labels) {
+      if (auto l = req.labels(pid, p ? p->exited : false)) attribution::AddLabelsToJson(*l, &entry);
+    }
+    processes.push_back(std::move(entry));
   }
   const attribution::CookieTable& cookies = live.cookies();
 

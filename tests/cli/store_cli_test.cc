@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -470,6 +471,52 @@ TEST(StoreCliNoStoreTest, EmptyStoreListsNothingAndUnknownCommandFails) {
   EXPECT_NE(r.err.find("No records"), std::string::npos);
   r = RunCommand({BuildPath("recorder/cli/recorder"), "frobnicate"});
   EXPECT_NE(r.exit_code, 0);
+}
+
+// A crash's record names the container or systemd unit its process ran in
+// (the core hook's labels from /proc/PID/cgroup): crash list shows that in
+// place of the pid, escaped; a crash without labels (older records) keeps its pid.
+TEST_F(StoreCliTest, CrashListShowsTheContainerOrUnitInsteadOfThePid) {
+  auto s = store::Store::Open(dir_.path(), store::testing::TestOptions());
+  ASSERT_TRUE(s.ok());
+  const std::string id(64, 'a');
+  auto crash = [&](int pid, nlohmann::json labels) {
+    nlohmann::json process = {{"pid", pid}, {"comm", "x"}, {"exe", "/usr/bin/x"}};
+    process.update(labels);
+    nlohmann::json meta = {{"crash",
+                            {{"pid", pid},
+                             {"uid", 0},
+                             {"signal", 11},
+                             {"signal_name", "SIGSEGV"},
+                             {"exe", "/usr/bin/x"},
+                             {"comm", "x"}}},
+                           {"pids", {pid}},
+                           {"processes", {process}}};
+    auto rec = (*s)->BeginRecord("crash");
+    ASSERT_TRUE(rec.ok());
+    ASSERT_TRUE((*rec)->writer().AddSection("metadata", "{}").ok());
+    ASSERT_TRUE((*s)->Commit(std::move(*rec), meta).ok());
+  };
+  crash(
+      101,
+      {{"container_runtime", "docker"}, {"container_id", id}, {"unit", "docker-" + id + ".scope"}});
+  crash(102, {{"unit", "nginx.service"}});
+  crash(103, nlohmann::json::object());
+  crash(104, {{"unit", "evil\x1b[2J.service"}});
+  auto r = Cli({"crash", "list"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("docker://aaaaaaaaaaaa "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nginx.service"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 103 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("evil\\x1b[2J.service"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(Cli({"crash", "list", "--json"}).out);
+  std::map<int, nlohmann::json> by_pid;
+  for (const auto& c : j) by_pid[c["pid"].get<int>()] = c;
+  EXPECT_EQ(by_pid[101]["container_id"], id);
+  EXPECT_EQ(by_pid[101]["container_runtime"], "docker");
+  EXPECT_EQ(by_pid[102]["unit"], "nginx.service");
+  EXPECT_FALSE(by_pid[103].contains("unit"));
 }
 
 }  // namespace

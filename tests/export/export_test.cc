@@ -80,7 +80,7 @@ TEST_F(ExportTest, GoToolPprofShowsTheSameTopFunctionsAsReport) {
     EXPECT_NEAR(pprof_rows[i].second, rows[i]["self_pct"].get<double>(), 1.0) << top.out;
   }
   EXPECT_EQ(pprof_rows[0].first, "spin_a");
-  // Every sample keeps its time, thread and CPU as labels pprof can filter on.
+  // Every sample keeps its time, thread, CPU and cgroup as labels pprof can filter on.
   auto tags = RunCommand({"/usr/bin/go", "tool", "pprof", "-tags", Out("profile.pb.gz")},
                          {"HOME=" + dir_->path(), "GOCACHE=" + dir_->path() + "/gocache",
                           "PPROF_TMPDIR=" + dir_->path()});
@@ -88,7 +88,8 @@ TEST_F(ExportTest, GoToolPprofShowsTheSameTopFunctionsAsReport) {
   // Each tag covers every sample (a label pprof drops, such as a numeric 0,
   // would make its total smaller than the others').
   std::set<std::string> totals;
-  for (const char* key : {"timestamp_ns", "tid", "pid", "cpu", "comm"}) {
+  // The process's cgroup too (recorderd reads it at its exec).
+  for (const char* key : {"timestamp_ns", "tid", "pid", "cpu", "comm", "cgroup"}) {
     size_t at = tags.out.find(std::string(" ") + key + ": Total ");
     ASSERT_NE(at, std::string::npos) << key << " missing from\n" << tags.out;
     size_t from = at + std::strlen(key) + 9;
