@@ -456,6 +456,18 @@ void Daemon::RecordDeath(const Death& d) {
     if (budget != 0) req.kernel_frames = options_.kernel_frames_for_users;
     req.extra_sections.emplace_back("metadata", json::Dump(DeathMetadata(d, build_id)));
     req.extra_meta["crash"] = DeathCrashMeta(d, MonotonicToWallOffset());
+    // Where it ran, as for any dump. For the dead process the watch's read
+    // at its exec (from the connector, before the exit) is preferred: the
+    // sideband's exec may be drained only after /proc is gone, leaving the
+    // labels copied from its parent at fork.
+    req.labels = [this, &d](uint32_t pid, bool exited) {
+      auto l = labels_.Labels(pid, exited);
+      if (static_cast<int32_t>(pid) == d.pid && d.info && !d.info->cgroup.empty()) {
+        if (!l) l.emplace();
+        l->cgroup = cgroup::ParseProcCgroup(d.info->cgroup);
+      }
+      return l;
+    };
     RefreshKernelSymbols();
     r = WriteDump(*store_, req, std::move(*snap), *history_, ksyms_, backend_->Describe(), t0);
   }

@@ -163,6 +163,44 @@ TEST_F(DeathTest, AKill9LeavesADeathRecordWithItsHistorySenderAndMetadata) {
 // skips a file dump below binfmt->min_coredump) a SIGSEGV dumps nothing:
 // a death record, its sender the kernel (a fault, si_code SEGV_MAPERR) in
 // the dying thread itself.
+// A death record says where the process ran, as a crash record does:
+// `crash list` shows its unit instead of the bare pid.
+TEST_F(DeathTest, ADeathRecordNamesTheUnitTheProcessRanIn) {
+  const std::string root = fs::exists("/sys/fs/cgroup/systemd/cgroup.procs")
+                               ? "/sys/fs/cgroup/systemd"
+                               : "/sys/fs/cgroup";
+  const std::string unit = "fr-death-test-" + std::to_string(getpid()) + ".service";
+  const std::string cg = root + "/" + unit;
+  ASSERT_TRUE(fs::create_directory(cg)) << cg;
+  // Moves itself, then execs: the watch reads the cgroup at the exec.
+  pid_t pid = Spawn({"/bin/sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec sleep 60"});
+  ASSERT_GT(pid, 0);
+  // Asleep: its exec has returned, so the connector's exec event is queued.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+        return stat.find("(sleep) S") != std::string::npos;
+      },
+      10s));
+  // The watch reads a process at its exec event, in the connector's order:
+  // once it has seen an exit that came after that event, it has read it.
+  const auto exits = [&] { return Deaths(*daemon_)["watch"].value("exits_seen", uint64_t{0}); };
+  const uint64_t before = exits();
+  pid_t marker = 0;
+  ASSERT_TRUE(RunToSuccess({"/bin/true"}, &marker));
+  ASSERT_TRUE(WaitFor([&] { return exits() > before; }, 10s)) << Deaths(*daemon_).dump(2);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  WaitStatus(pid);
+  rmdir(cg.c_str());
+  nlohmann::json rows;
+  ASSERT_TRUE(WaitFor([&] { return !(rows = RecordsOf(*daemon_, pid)).empty(); }, 30s))
+      << daemon_->Log();
+  EXPECT_EQ(rows[0]["kind"], "death");
+  EXPECT_EQ(rows[0]["unit"], unit) << rows.dump(2);
+  auto text = daemon_->Cli({"crash", "list", "--pid", std::to_string(pid)});
+  EXPECT_NE(text.out.find(unit), std::string::npos) << text.out;
+}
+
 TEST_F(DeathTest, ASegvWithCoresDisabledIsADeathSentByTheKernel) {
   PatternGuard pattern("core");
   int sig = 0;
