@@ -165,6 +165,12 @@ void AddTraceCommand(CLI::App& app, CliContext& ctx) {
   cmd->callback([&ctx, ta] {
     ctx.action = [&ctx, ta]() -> Status {
       ASSIGN_OR_RETURN(auto reader, ctx.OpenRecord(ta->id));
+      // A crash record's trace is in the history dump the hook asked for.
+      const std::string hid = json::Str(json::Object(reader->meta(), "crash"), "history");
+      if (reader->FindSection(kSectionAuxTrace) == nullptr && !hid.empty() &&
+          hid != reader->header().id) {
+        ASSIGN_OR_RETURN(reader, ctx.OpenRecord(hid));
+      }
       return TraceOn(*reader, *ta);
     };
   });

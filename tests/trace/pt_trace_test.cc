@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "recorder/analysis/pt_decode.h"
+#include "store/store.h"
 #include "tests/support/files.h"
+#include "tests/support/records.h"
 #include "tests/support/run.h"
 #include "tests/trace/pt_encode.h"
 
@@ -75,6 +77,20 @@ TEST_F(PtTraceTest, DecodesTheKnownCallsReturnsAndTheFault) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("      call b -> c\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("disabled at crash"), std::string::npos) << text.out;
+}
+
+TEST_F(PtTraceTest, ACrashRecordShowsTheTraceOfItsHistory) {
+  const std::string hid = WritePtRecord(dir_.path(), prog_, 4242, CallsTrace(prog_, 1, 2));
+  auto store = store::Store::Open(dir_.path(), store::testing::TestOptions());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto rec = (*store)->BeginRecord("crash");
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE((*rec)->writer().AddSection("metadata", "{}").ok());
+  auto row = (*store)->Commit(std::move(*rec), {{"crash", {{"pid", 4242}, {"history", hid}}}});
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  nlohmann::json j = TraceJson(row->id);
+  EXPECT_EQ(j["id"], hid);
+  EXPECT_EQ(FlowOf(j["cpus"][0]), kCallsFlow);
 }
 
 TEST_F(PtTraceTest, ASnapshotThatBeginsMidPacketDecodesFromTheFirstPsb) {
