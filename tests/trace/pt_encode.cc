@@ -125,7 +125,8 @@ std::string CallsTrace(const PtProgram& p, uint64_t tsc0, uint64_t tsc1) {
 }
 
 std::string WritePtRecord(const std::string& store_dir, const PtProgram& p, uint32_t pid,
-                          const std::string& trace, const std::string& build_id) {
+                          const std::string& trace, const std::string& build_id,
+                          const std::string& pmu) {
   using namespace recorder;
   EventEncoder enc;
   enc.Add(Event(CommEvent{1000, pid, pid, "fr_pt_calls", true}));
@@ -140,7 +141,7 @@ std::string WritePtRecord(const std::string& store_dir, const PtProgram& p, uint
   m.filename = p.path;
   enc.Add(Event(m));
   AuxTrace t;
-  t.pmu = "intel_pt";
+  t.pmu = pmu;
   t.pmu_type = 8;
   t.time_mult = 1;  // TSC ticks read as ns: times in the test are its TSC values
   AuxCpuTrace c;

@@ -50,6 +50,7 @@ std::string CallsTrace(const PtProgram& p, uint64_t tsc0, uint64_t tsc1);
 // aux_trace: `trace` as CPU 1's bytes) committed to the store in
 // `store_dir`; returns its id. `build_id` overrides the mapping's build-id.
 std::string WritePtRecord(const std::string& store_dir, const PtProgram& p, uint32_t pid,
-                          const std::string& trace, const std::string& build_id = "");
+                          const std::string& trace, const std::string& build_id = "",
+                          const std::string& pmu = "intel_pt");
 
 }  // namespace flightrec::testing

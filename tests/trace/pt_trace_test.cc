@@ -149,6 +149,25 @@ TEST_F(PtTraceTest, PidAndCpuSelectTheTraceAndAMissOrNoTraceIsAnError) {
   EXPECT_NE(r.exit_code, 0);
 }
 
+TEST_F(PtTraceTest, BadOptionsAndOtherPmusAreErrorsThatSayWhy) {
+  const std::string id = WritePtRecord(dir_.path(), prog_, 4242, CallsTrace(prog_, 1, 2));
+  for (const auto& [args, words] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--last", "0ms"}, "positive"},
+           {{"--last", "-2ms"}, "invalid duration"},
+           {{"--last", "soon"}, ""},
+           {{"--instructions", "5000"}, "at most 4096"}}) {
+    RunResult r = Trace(id, args);
+    EXPECT_NE(r.exit_code, 0) << args[1];
+    EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
+  }
+  const std::string spe = WritePtRecord(dir_.path(), prog_, 4242, "\x01\x02", "", "arm_spe_0");
+  RunResult r = Trace(spe);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("from PMU 'arm_spe_0'; recorder trace decodes intel_pt only"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(PtDecodeTest, DecodingStopsAtTheInstructionBound) {
   // The bound on work per CPU: code without branches costs no trace bytes,
   // so a small hostile trace may describe a great many instructions.
