@@ -94,6 +94,12 @@ u32 fr_copy_user_nmi(void *dst, unsigned long src, u32 len)
 {
 	u32 done = 0;
 
+	/*
+	 * A stack address is never translated: only a vmap'd stack
+	 * (CONFIG_VMAP_STACK) has pages vmalloc_to_page() may look up.
+	 */
+	if (WARN_ON_ONCE(object_is_on_stack(dst)))
+		return 0;
 	while (done < len) {
 		u32 off = offset_in_page(dst + done);
 		u32 chunk = min_t(u32, len - done, PAGE_SIZE - off);
