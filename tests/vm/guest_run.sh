@@ -197,6 +197,10 @@ scen_overflow() {
   fi
 }
 
+# The crash hook copies at most 8 KiB of user stack with preemption off,
+# whatever stack_bytes asks for (fr_vm_hookcap.c: crashes 96 KiB deep).
+scen_hookcap() { insmod "$KO" stack_bytes=65536 aux_ring_kb=4096 && run hookcap "$T" hookcap 15; }
+
 # A crash storm: 16 processes crash at once against the 2 default marker slots.
 scen_storm() { insmod "$KO" && run storm "$T" storm 16; }
 
