@@ -129,7 +129,7 @@ scen_hotplug() {
   run hotplug "$T" check
 }
 
-# A CPU whose counter fails to open (test_fail_cpu=1 injects -ENODEV) still
+# A CPU whose counter fails to open (test_fail_cpu=1, the test build's, injects -ENODEV) still
 # comes up: the module logs it, loads, and leaves that CPU without a counter
 # (STATS online=0) while the others record; once the failure is gone, the
 # next online gives the CPU its counter back.
@@ -681,7 +681,7 @@ scen_bench() {
 }
 
 # flightrec's sample function from NMI context (issue 12 item 2): flightrec.ko
-# with test_nmi=1 (no counters; fr_test.c) and fr_nmi_torture.ko: each CPU's
+# with test_nmi=1 (no counters; tests/vm/fr_test_hooks.c) and fr_nmi_torture.ko: each CPU's
 # 4 kHz timer sends an NMI to itself (paying for missed periods, up to 128 a
 # tick) and one to the other CPU, for 60 s, under
 # fork/exec/exit, mmap/munmap, vmalloc/vfree, FREEZE/READ/THAW and crash
