@@ -1735,7 +1735,7 @@ static int cmd_compat(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|stats|markpad N|hookcap N|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR|panic-* (fr_vm_panic.c)");
+		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|stats|markpad N|hookcap N|iouring SECONDS|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR|panic-* (fr_vm_panic.c)");
 	if (!strcmp(argv[1], "spin") && argc > 2) {
 		spin_a(strtoull(argv[2], NULL, 0));
 		return 0;
@@ -1777,6 +1777,8 @@ int main(int argc, char **argv)
 		return cmd_markpad(atoi(argv[2]));
 	if (!strcmp(argv[1], "hookcap") && argc > 2)
 		return cmd_hookcap(atoi(argv[2]));
+	if (!strcmp(argv[1], "iouring") && argc > 2)
+		return cmd_iouring(atoi(argv[2]));
 	if (!strcmp(argv[1], "compat") && argc > 2)
 		return cmd_compat(argv[2]);
 	if (!strcmp(argv[1], "nmi") && argc > 3)

@@ -65,6 +65,9 @@ int cmd_markpad(int tries);
 /* fr_vm_hookcap.c */
 int cmd_hookcap(int crashes);
 
+/* fr_vm_iouring.c */
+int cmd_iouring(int seconds);
+
 /* fr_vm_nmi.c */
 int cmd_nmi(int seconds, const char *torture_params);
 

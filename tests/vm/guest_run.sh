@@ -201,6 +201,10 @@ scen_overflow() {
 # whatever stack_bytes asks for (fr_vm_hookcap.c: crashes 96 KiB deep).
 scen_hookcap() { insmod "$KO" stack_bytes=65536 aux_ring_kb=4096 && run hookcap "$T" hookcap 15; }
 
+# io_uring workers (PF_IO_WORKER on 6.1, PF_USER_WORKER from 6.4) are
+# sampled without user state, as perf does (fr_vm_iouring.c).
+scen_iouring() { insmod "$KO" && run iouring "$T" iouring 4; }
+
 # A crash storm: 16 processes crash at once against the 2 default marker slots.
 scen_storm() { insmod "$KO" && run storm "$T" storm 16; }
 

@@ -11,7 +11,7 @@
 # usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--series 6.1|6.12]
 #                        [--guest-script PATH] [scenario...]
 #   scenarios: load abi crash hotplug hotfail loss storm sideband backend coredump unwind compat nmi
-#              dkms threads uidloop nohook freeze2 sblost poll throttle markpad memcap overflow hookcap panic (default: all
+#              dkms threads uidloop nohook freeze2 sblost poll throttle markpad memcap overflow hookcap iouring panic (default: all
 #              of these; panic always runs last: it panics the guest, which boots a second time),
 #   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh),
 #   hcostci (one short hcost round; ctest runs it on the generic kernel)
@@ -70,7 +70,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
 [ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug hotfail loss storm sideband backend coredump unwind compat nmi dkms
-                               threads uidloop nohook freeze2 sblost poll throttle markpad memcap overflow hookcap panic)
+                               threads uidloop nohook freeze2 sblost poll throttle markpad memcap overflow hookcap iouring panic)
 SMP=${FR_VM_SMP:-2}
 
 # The work dir lives in the build tree: the guest sees the host root
