@@ -42,9 +42,9 @@ for sf in 6.1:generic 6.1:cloud 6.1:rt 6.12:generic 6.12:cloud 6.12:rt; do
   cp "$SRC/tests/vm/fr_test_hooks.c" "$t/"
   cp "$SRC/tests/vm/fr_nmi_torture.c" "$n/"
   echo 'obj-m += fr_nmi_torture.o' > "$n/Kbuild"
-  if ! make -s -C "/lib/modules/$kv/build" M="$m" W=1 modules > "$log" 2>&1 ||
-     ! make -s -C "/lib/modules/$kv/build" M="$t" FR_TEST_HOOKS=y W=1 modules >> "$log" 2>&1 ||
-     ! make -s -C "/lib/modules/$kv/build" M="$n" KBUILD_EXTRA_SYMBOLS="$t/Module.symvers" W=1 \
+  if ! make -s -j"$(nproc)" -C "/lib/modules/$kv/build" M="$m" W=1 modules > "$log" 2>&1 ||
+     ! make -s -j"$(nproc)" -C "/lib/modules/$kv/build" M="$t" FR_TEST_HOOKS=y W=1 modules >> "$log" 2>&1 ||
+     ! make -s -j"$(nproc)" -C "/lib/modules/$kv/build" M="$n" KBUILD_EXTRA_SYMBOLS="$t/Module.symvers" W=1 \
        modules >> "$log" 2>&1; then
     cat "$log"; echo "FAIL $series $fl ($kv): build failed"; fail=1; continue
   fi
