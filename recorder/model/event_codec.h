@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -109,6 +110,14 @@ class EventDecoder {
   // The stack table id of the sample Next() returned last, 0 if it carried
   // its stack itself (a version 1 sample, or one with a stack copy).
   uint32_t last_stack_id() const { return last_stack_id_; }
+  // With borrow on, a sample's user stack copy is not copied into
+  // Sample::user_stack.stack (left empty) but viewed by last_stack(), which
+  // stays valid until the decoder is rebased or its bytes change: for replay,
+  // which unwinds each copy as it is decoded (kilobytes a sample).
+  void set_borrow_stacks(bool borrow) { borrow_stacks_ = borrow; }
+  // The user stack copy of the sample Next() returned last: a view of the
+  // decoded bytes when borrowing, else of the sample's own copy.
+  std::span<const uint8_t> last_stack() const { return last_stack_; }
   // Upper bound of a stream's stack table: a hostile stream cannot make the
   // decoder hold more.
   static constexpr size_t kMaxStacks = 1u << 24;
@@ -176,6 +185,8 @@ class EventDecoder {
   uint64_t last_time_ = 0;
   uint64_t last_period_ = 0;
   uint32_t last_stack_id_ = 0;
+  bool borrow_stacks_ = false;
+  std::span<const uint8_t> last_stack_;
   std::vector<StackDef> stacks_;  // id = index + 1
 };
 

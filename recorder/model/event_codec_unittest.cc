@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
@@ -95,6 +96,36 @@ TEST(EventCodecTest, ChunksTakenMidStreamDecodeInSequence) {
   ASSERT_TRUE(*dec.Next(&e));
   ASSERT_TRUE(*dec.Next(&e));
   EXPECT_EQ(std::get<MmapEvent>(e).time_ns, 999'000'000u);
+}
+
+// Replay leaves stack copies where they were decoded: the sample's own copy
+// stays empty and last_stack() views the same bytes a copying decoder hands
+// out; registers of every varint length (1 to 10 bytes) decode the same.
+TEST(EventCodecTest, BorrowedStackCopiesAreTheBytesACopyingDecoderGives) {
+  EventEncoder enc;
+  Sample s = std::get<Sample>(SomeEvents()[0]);
+  s.user_stack.regs_mask = 0xffff;
+  s.user_stack.regs.clear();
+  for (int i = 0; i < 16; ++i) s.user_stack.regs.push_back(i == 15 ? ~0ull : 1ull << (i * 4));
+  s.user_stack.stack.assign(3000, 0);
+  for (size_t i = 0; i < s.user_stack.stack.size(); ++i) s.user_stack.stack[i] = i * 7;
+  s.user_stack.dyn_size = 2999;
+  enc.Add(Event(s));
+  enc.Add(SomeEvents()[1]);
+  for (bool borrow : {false, true}) {
+    EventDecoder dec(enc.buffer());
+    dec.set_borrow_stacks(borrow);
+    Event e;
+    ASSERT_TRUE(*dec.Next(&e));
+    const Sample& got = std::get<Sample>(e);
+    EXPECT_EQ(got.user_stack.regs, s.user_stack.regs);
+    EXPECT_EQ(got.user_stack.dyn_size, 2999u);
+    EXPECT_EQ(got.user_stack.stack.empty(), borrow);
+    EXPECT_TRUE(std::equal(dec.last_stack().begin(), dec.last_stack().end(),
+                           s.user_stack.stack.begin(), s.user_stack.stack.end()));
+    ASSERT_TRUE(*dec.Next(&e));
+    EXPECT_TRUE(dec.last_stack().empty());  // an mmap carries no copy
+  }
 }
 
 TEST(EventCodecTest, TruncatedStreamIsCorruptNotACrash) {

@@ -83,6 +83,7 @@ class Unwinder;
 // The sample being unwound: what the accessors read from.
 struct Ctx {
   const Sample* sample = nullptr;
+  std::span<const uint8_t> stack;  // the sample's stack copy
   const ProcessTable* table = nullptr;
   const CookieTable* cookies = nullptr;
   Unwinder* self = nullptr;
@@ -175,11 +176,18 @@ class Unwinder : public DwarfUnwinder {
 
   std::vector<uint64_t> Unwind(const Sample& s, const ProcessTable& table,
                                const CookieTable& cookies, UnwindNote* note) override {
+    return UnwindCopy(s, s.user_stack.stack, table, cookies, note);
+  }
+
+  std::vector<uint64_t> UnwindCopy(const Sample& s, std::span<const uint8_t> stack,
+                                   const ProcessTable& table, const CookieTable& cookies,
+                                   UnwindNote* note) override {
     std::vector<uint64_t> ips;
     ips.reserve(64);  // one allocation for most stacks, not one per doubling
     ++stats_.samples;
     Ctx ctx;
     ctx.sample = &s;
+    ctx.stack = stack;
     ctx.table = &table;
     ctx.cookies = &cookies;
     ctx.self = this;
@@ -602,7 +610,7 @@ class Unwinder : public DwarfUnwinder {
         return 0;
       }
     }
-    const std::vector<uint8_t>& stack = ctx->sample->user_stack.stack;
+    const std::span<const uint8_t> stack = ctx->stack;
     // The stack copy starts at the sampled sp.
     if (addr >= ctx->sp && addr - ctx->sp + sizeof(unw_word_t) <= stack.size()) {
       std::memcpy(valp, stack.data() + (addr - ctx->sp), sizeof(unw_word_t));
