@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/leb128.h"
 #include "common/status.h"
 #include "recorder/model/events.h"
 
@@ -123,10 +124,12 @@ class EventDecoder {
   static constexpr size_t kMaxStacks = 1u << 24;
 
  private:
-  // Most values (deltas, ids, thread ids) fit three bytes: that path is
-  // inline and, with ten bytes left (the longest varint), unchecked per byte.
+  // With ten bytes left (the longest varint) a value is read without a
+  // bounds check per byte: the common case, and the one DWARF samples' 17
+  // registers (five to eight bytes each) take. Same results as
+  // ReadUleb128, which the last bytes of a buffer go through.
   bool GetVarint(uint64_t* v) {
-    if (data_.size() - pos_ >= 10) {
+    if (data_.size() - pos_ >= kMaxUleb128Bytes) {
       const auto* p = reinterpret_cast<const uint8_t*>(data_.data()) + pos_;
       uint64_t r = p[0];
       if (r < 0x80) {
@@ -135,18 +138,17 @@ class EventDecoder {
         return true;
       }
       r &= 0x7f;
-      r |= static_cast<uint64_t>(p[1] & 0x7f) << 7;
-      if (p[1] < 0x80) {
-        *v = r;
-        pos_ += 2;
-        return true;
+      for (size_t i = 1; i < kMaxUleb128Bytes; ++i) {
+        const uint64_t b = p[i];
+        r |= (b & 0x7f) << (7 * i);
+        if (b < 0x80) {
+          if (i == kMaxUleb128Bytes - 1 && b > 1) return false;  // over 64 bits
+          *v = r;
+          pos_ += i + 1;
+          return true;
+        }
       }
-      r |= static_cast<uint64_t>(p[2] & 0x7f) << 14;
-      if (p[2] < 0x80) {
-        *v = r;
-        pos_ += 3;
-        return true;
-      }
+      return false;  // longer than any 64-bit value
     }
     return GetVarintSlow(v);
   }
