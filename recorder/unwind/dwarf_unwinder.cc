@@ -100,7 +100,8 @@ struct Ctx {
   attribution::UnwindStatus status;
   std::string where;
   std::string place;
-  Placement* last = nullptr;  // the image of the last memory read, tried first
+  Placement* last = nullptr;    // the image of the last memory read, tried first
+  Placement* placed = nullptr;  // the image of the last frame, tried first by Place
 };
 
 // libunwind x86-64 register numbers -> the bits of perf's sample_regs_user
@@ -379,8 +380,10 @@ class Unwinder : public DwarfUnwinder {
   // The placed image containing a runtime address of the sample's process,
   // placing it (from the process table's executable mapping) on first use.
   Placement* Place(Ctx* ctx, uint64_t addr) {
+    // Neighbouring frames are mostly in one image.
+    if (Placement* p = ctx->placed; p != nullptr && addr >= p->lo && addr < p->hi) return p;
     for (Placement* p : ctx->space->placed) {
-      if (addr >= p->lo && addr < p->hi) return p;
+      if (addr >= p->lo && addr < p->hi) return ctx->placed = p;
     }
     const Mapping* m = ctx->table->Lookup(ctx->sample->pid, addr);
     if (m == nullptr) {
@@ -448,6 +451,13 @@ class Unwinder : public DwarfUnwinder {
         return true;
       }
       case Loc::kMem: {
+        // Most reads are of the stack copy (saved registers, return
+        // addresses): answered here unless an overlay could hold the address.
+        if (ctx->space->overlaid.empty() && l.v >= ctx->sp &&
+            l.v - ctx->sp + sizeof(uint64_t) <= ctx->stack.size()) {
+          std::memcpy(out, ctx->stack.data() + (l.v - ctx->sp), sizeof(uint64_t));
+          return true;
+        }
         unw_word_t w = 0;
         if (AccessMem(nullptr, l.v, &w, 0, ctx) < 0) return false;
         *out = w;
