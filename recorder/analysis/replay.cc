@@ -560,10 +560,16 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         attribution::AttributedSample& as = hit->sample;
         as.time_ns = head.time_ns;
         as.cpu = head.cpu;
+        as.period = head.period;
+        as.tid = head.tid;
+        if (!opts.thread_names) {
+          on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies()});
+          progress.Update(consumed + dec.position(), raw_total);
+          continue;
+        }
         // Threads of one process share stacks, not names.
         const auto thread = attributor.table().ThreadAt(head.pid, head.tid, head.time_ns);
         as.tid = thread.tid;
-        as.period = head.period;
         as.comm = *thread.comm;
         on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies(),
                                  ProcessComm(attributor.table(), head.pid),
@@ -622,12 +628,19 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         attribution::AttributedSample& as = hit->sample;
         as.time_ns = s->time_ns;
         as.cpu = s->cpu;
-        const auto thread = attributor.table().ThreadAt(s->pid, s->tid, s->time_ns);
-        as.tid = thread.tid;
         as.period = s->period;
-        as.comm = *thread.comm;
+        as.tid = s->tid;
+        if (opts.thread_names) {
+          const auto thread = attributor.table().ThreadAt(s->pid, s->tid, s->time_ns);
+          as.tid = thread.tid;
+          as.comm = *thread.comm;
+        }
       }
       stats.no_mapping += hit->no_mapping;
+      if (!opts.thread_names) {
+        on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies()});
+        continue;
+      }
       on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies(),
                                ProcessComm(attributor.table(), hit->sample.pid),
                                ProcessExe(attributor.table(), hit->sample.pid)});

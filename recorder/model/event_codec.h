@@ -137,8 +137,20 @@ class EventDecoder {
         pos_ += 1;
         return true;
       }
-      r &= 0x7f;
-      for (size_t i = 1; i < kMaxUleb128Bytes; ++i) {
+      // Deltas, ids and thread ids mostly fit two or three bytes.
+      r = (r & 0x7f) | static_cast<uint64_t>(p[1] & 0x7f) << 7;
+      if (p[1] < 0x80) {
+        *v = r;
+        pos_ += 2;
+        return true;
+      }
+      r |= static_cast<uint64_t>(p[2] & 0x7f) << 14;
+      if (p[2] < 0x80) {
+        *v = r;
+        pos_ += 3;
+        return true;
+      }
+      for (size_t i = 3; i < kMaxUleb128Bytes; ++i) {
         const uint64_t b = p[i];
         r |= (b & 0x7f) << (7 * i);
         if (b < 0x80) {
