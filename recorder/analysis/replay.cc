@@ -200,12 +200,18 @@ Status ReplayLiveSection(const store::RecordReader& reader, const ReplayOptions&
 
 // Decompresses a section on a second thread, a chunk ahead of the decoder:
 // zstd and the event decoder then run on both CPUs instead of taking turns.
+// The decoder reads each chunk where zstd wrote it (a copy of every byte
+// cost more than the decoding, docs/BENCHMARKS.md); an event cut by a
+// chunk's end is made whole by copying its start into the room kept in
+// front of the next chunk.
 class ChunkPipe {
  public:
   static constexpr size_t kChunk = 4u << 20;
+  // Room in front of each chunk for the unfinished event of the chunk before.
+  static constexpr size_t kLead = EventDecoder::kMaxEventBytes;
 
   explicit ChunkPipe(std::unique_ptr<store::SectionReader> section) : section_(std::move(section)) {
-    for (auto& b : bufs_) b.data.reset(new char[kChunk]);
+    for (auto& b : bufs_) b.data.reset(new char[kLead + kChunk]);
     free_ = {0, 1, 2};
     thread_ = std::thread([this] { Run(); });
   }
@@ -218,26 +224,33 @@ class ChunkPipe {
     thread_.join();
   }
 
-  // Appends the next chunk to out (at most kChunk bytes); 0 at the end.
-  StatusOr<size_t> Next(char* out) {
+  struct View {
+    std::string_view bytes;  // carry, then the chunk; valid until the next Next()
+    bool end = false;        // the section had no more bytes (no chunk was added)
+  };
+  // The next chunk with `carry` (at most kLead bytes, the unread end of the
+  // view Next() returned last) in front of it.
+  StatusOr<View> Next(std::string_view carry) {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return !ready_.empty(); });
     int i = ready_.front();
     ready_.pop_front();
     Buf& b = bufs_[i];
     if (!b.status.ok()) return b.status;
-    size_t n = b.len;
     l.unlock();
-    std::memcpy(out, b.data.get(), n);
+    char* start = b.data.get() + kLead - carry.size();
+    std::memmove(start, carry.data(), carry.size());
     l.lock();
-    free_.push_back(i);
+    // The chunk before is read no more: zstd may fill it again.
+    if (current_ >= 0) free_.push_back(current_);
+    current_ = i;
     cv_.notify_all();
-    return n;
+    return View{std::string_view(start, carry.size() + b.len), b.len == 0};
   }
 
  private:
   struct Buf {
-    std::unique_ptr<char[]> data;
+    std::unique_ptr<char[]> data;  // kLead bytes of room, then the chunk
     size_t len = 0;
     Status status;
   };
@@ -256,7 +269,7 @@ class ChunkPipe {
       b.len = 0;
       b.status = OkStatus();
       while (!finished && b.len < kChunk) {
-        auto n = section_->Read(b.data.get() + b.len, kChunk - b.len);
+        auto n = section_->Read(b.data.get() + kLead + b.len, kChunk - b.len);
         if (!n.ok()) b.status = n.status();
         if (!n.ok() || *n == 0) {
           finished = true;
@@ -279,6 +292,7 @@ class ChunkPipe {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<int> free_, ready_;
+  int current_ = -1;  // the buffer the consumer reads
   bool stop_ = false;
   std::thread thread_;
 };
@@ -453,26 +467,27 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   ASSIGN_OR_RETURN(auto section, reader.OpenSection(kSectionEvents));
   const uint64_t raw_total = section->info().raw_size;
   uint64_t consumed = 0;
-  // The decoder's buffer: the bytes of an event cut by the end of a chunk are
-  // moved to the front, then the next chunk is appended.
-  constexpr size_t kBuf = ChunkPipe::kChunk + EventDecoder::kMaxEventBytes;
-  std::unique_ptr<char[]> buf(new char[kBuf]);
-  size_t len = 0;
+  std::string_view bytes;  // what the decoder reads: the pipe's current view
   bool eof = false;
   EventDecoder dec({});
+  dec.set_borrow_stacks(true);  // each copy is unwound before the next refill
   ChunkPipe pipe(std::move(section));
+  // Moves on to the next chunk, keeping the bytes not decoded yet in front
+  // of it; more than an event's bound of them is corruption, which the
+  // decoder then reports (they are kept, nothing is added).
   auto refill = [&]() -> Status {
     size_t used = dec.position();
     consumed += used;
-    std::memmove(buf.get(), buf.get() + used, len - used);
-    len -= used;
-    while (!eof && len + ChunkPipe::kChunk <= kBuf) {
-      auto n = pipe.Next(buf.get() + len);
-      if (!n.ok()) return n.status().Annotate(fmt::format("record {}", reader.display_name()));
-      len += *n;
-      eof = *n == 0;
+    bytes.remove_prefix(used);
+    if (!eof && bytes.size() <= ChunkPipe::kLead) {
+      auto next = pipe.Next(bytes);
+      if (!next.ok()) {
+        return next.status().Annotate(fmt::format("record {}", reader.display_name()));
+      }
+      bytes = next->bytes;
+      eof = next->end;
     }
-    dec.Rebase(std::string_view(buf.get(), len));
+    dec.Rebase(bytes);
     return OkStatus();
   };
   RETURN_IF_ERROR(refill());
@@ -545,10 +560,16 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         attribution::AttributedSample& as = hit->sample;
         as.time_ns = head.time_ns;
         as.cpu = head.cpu;
+        as.period = head.period;
+        as.tid = head.tid;
+        if (!opts.thread_names) {
+          on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies()});
+          progress.Update(consumed + dec.position(), raw_total);
+          continue;
+        }
         // Threads of one process share stacks, not names.
         const auto thread = attributor.table().ThreadAt(head.pid, head.tid, head.time_ns);
         as.tid = thread.tid;
-        as.period = head.period;
         as.comm = *thread.comm;
         on_sample(ResolvedSample{&as, hit->stack, hit->id, &attributor.cookies(),
                                  ProcessComm(attributor.table(), head.pid),
@@ -593,7 +614,8 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     if (!skimmed && unwinder != nullptr && !s->user_stack.regs.empty()) {
       // A DWARF stack copy: unwound here, then attributed and symbolized
       // only if no earlier sample of the process unwound to the same chain.
-      unwound.ips = unwinder->Unwind(*s, attributor.table(), attributor.cookies(), &unwound.note);
+      unwound.ips = unwinder->UnwindCopy(*s, dec.last_stack(), attributor.table(),
+                                         attributor.cookies(), &unwound.note);
       DwarfKey(*s, unwound, &key);
       StackCache::Entry* hit = dwarf_cache.Find(key);
       if (hit == nullptr) {
@@ -606,12 +628,19 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
         attribution::AttributedSample& as = hit->sample;
         as.time_ns = s->time_ns;
         as.cpu = s->cpu;
-        const auto thread = attributor.table().ThreadAt(s->pid, s->tid, s->time_ns);
-        as.tid = thread.tid;
         as.period = s->period;
-        as.comm = *thread.comm;
+        as.tid = s->tid;
+        if (opts.thread_names) {
+          const auto thread = attributor.table().ThreadAt(s->pid, s->tid, s->time_ns);
+          as.tid = thread.tid;
+          as.comm = *thread.comm;
+        }
       }
       stats.no_mapping += hit->no_mapping;
+      if (!opts.thread_names) {
+        on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies()});
+        continue;
+      }
       on_sample(ResolvedSample{&hit->sample, hit->stack, hit->id, &attributor.cookies(),
                                ProcessComm(attributor.table(), hit->sample.pid),
                                ProcessExe(attributor.table(), hit->sample.pid)});

@@ -101,6 +101,12 @@ struct ReplayOptions {
   // Source file:line on frames (DWARF line tables); off for consumers that
   // show only functions, which then replay faster.
   bool source_lines = true;
+  // Each sample's thread and process names (AttributedSample::tid resolved
+  // and ::comm, ResolvedSample::process_comm and ::process_exe); off for
+  // consumers that key by function, DSO or process only, which then skip a
+  // thread lookup per sample (comm and the process names are then left as
+  // the first sample of the stack had them, and the two pointers null).
+  bool thread_names = true;
   // Also hand over the record's off-CPU intervals (section `off_cpu`), in
   // time order with the samples, each with ResolvedSample::off_cpu set. A
   // time filter keeps the intervals that overlap it.

@@ -79,6 +79,7 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
   ASSIGN_OR_RETURN(auto opts, a.Options());
   opts.source_lines = false;  // rows are functions
   ASSIGN_OR_RETURN(analysis::ReportKey key, analysis::ParseReportKey(a.sort));
+  opts.thread_names = key == analysis::ReportKey::kTid || key == analysis::ReportKey::kComm;
   analysis::ReportBuilder builder(key);
   if (analysis::KeyedByProcess(key)) {
     std::unordered_map<uint32_t, std::string> names;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <string>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -24,6 +26,15 @@ struct ScriptArgs : QueryArgs {
   bool off_cpu = false;
 };
 
+// One frame's line of the text output. Names come from the record and the
+// binaries it names: escaped for the terminal.
+std::string FrameLine(const attribution::Symbol& f) {
+  std::string where = f.file.empty() ? "" : fmt::format(" {}:{}", f.file, f.line);
+  return fmt::format("\t{:16x} {}{} ({}){}\n", f.offset, EscapeForTerminal(f.Display()),
+                     f.inlined ? " [inlined]" : "", EscapeForTerminal(f.dso),
+                     EscapeForTerminal(where));
+}
+
 Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
   ASSIGN_OR_RETURN(analysis::ReplayOptions opts, a.Options());
   int64_t to_wall = 0;
@@ -34,6 +45,7 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
   // would be mixed into them.
   opts.progress = a.progress && !isatty(STDOUT_FILENO);
   const auto labels = attribution::LabelsByPid(reader->meta());
+  std::unordered_map<const attribution::Symbol*, std::string> frame_lines;
   ASSIGN_OR_RETURN(
       auto stats,
       a.Replay(
@@ -85,11 +97,12 @@ Status ScriptOn(const store::RecordReader* reader, const ScriptArgs& a) {
                           rs.off_cpu->ongoing ? " (still blocked at the dump)" : "");
             }
             std::printf("\n");
+            // A frame's line is the same every time its symbol comes back
+            // (one Symbol per distinct frame): formatted and escaped once.
             for (const auto* f : rs.stack) {
-              std::string where = f->file.empty() ? "" : fmt::format(" {}:{}", f->file, f->line);
-              std::printf("\t%16llx %s%s (%s)%s\n", static_cast<unsigned long long>(f->offset),
-                          E(f->Display()).c_str(), f->inlined ? " [inlined]" : "",
-                          E(f->dso).c_str(), E(where).c_str());
+              auto [it, fresh] = frame_lines.try_emplace(f);
+              if (fresh) it->second = FrameLine(*f);
+              std::fwrite(it->second.data(), 1, it->second.size(), stdout);
             }
             if (!s.unwind.status.empty() && s.unwind.status != "ok") {
               std::printf("\t(stack incomplete: %s at %s)\n", E(s.unwind.status).c_str(),

@@ -306,6 +306,7 @@ StatusOr<bool> EventDecoder::Next(Event* out) {
   if (pos_ >= data_.size()) return false;
   start = pos_;
   last_stack_id_ = 0;
+  last_stack_ = {};
   uint8_t tag = static_cast<uint8_t>(data_[pos_++]);
   switch (tag) {
     case kTagSampleRef: {
@@ -363,12 +364,19 @@ StatusOr<bool> EventDecoder::Next(Event* out) {
       if (!GetVarint(&n) || n > kMaxStack || n > data_.size() - pos_) {
         return corrupt("sample stack");
       }
-      // memcpy, not assign(char iterators): from char to uint8_t the
-      // library copies byte by byte, and stack copies are kilobytes.
-      s.user_stack.stack.resize(n);
-      if (n) std::memcpy(s.user_stack.stack.data(), data_.data() + pos_, n);
+      const auto* bytes = reinterpret_cast<const uint8_t*>(data_.data()) + pos_;
+      if (borrow_stacks_) {
+        s.user_stack.stack.clear();
+        last_stack_ = {bytes, n};
+      } else {
+        // memcpy, not assign(char iterators): from char to uint8_t the
+        // library copies byte by byte, and stack copies are kilobytes.
+        s.user_stack.stack.resize(n);
+        if (n) std::memcpy(s.user_stack.stack.data(), bytes, n);
+        last_stack_ = s.user_stack.stack;
+      }
       pos_ += n;
-      if (!GetVarint(&s.user_stack.dyn_size) || s.user_stack.dyn_size > s.user_stack.stack.size()) {
+      if (!GetVarint(&s.user_stack.dyn_size) || s.user_stack.dyn_size > n) {
         return corrupt("sample stack");
       }
       return true;

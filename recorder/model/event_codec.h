@@ -13,11 +13,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "common/leb128.h"
 #include "common/status.h"
 #include "recorder/model/events.h"
 
@@ -109,15 +111,25 @@ class EventDecoder {
   // The stack table id of the sample Next() returned last, 0 if it carried
   // its stack itself (a version 1 sample, or one with a stack copy).
   uint32_t last_stack_id() const { return last_stack_id_; }
+  // With borrow on, a sample's user stack copy is not copied into
+  // Sample::user_stack.stack (left empty) but viewed by last_stack(), which
+  // stays valid until the decoder is rebased or its bytes change: for replay,
+  // which unwinds each copy as it is decoded (kilobytes a sample).
+  void set_borrow_stacks(bool borrow) { borrow_stacks_ = borrow; }
+  // The user stack copy of the sample Next() returned last: a view of the
+  // decoded bytes when borrowing, else of the sample's own copy.
+  std::span<const uint8_t> last_stack() const { return last_stack_; }
   // Upper bound of a stream's stack table: a hostile stream cannot make the
   // decoder hold more.
   static constexpr size_t kMaxStacks = 1u << 24;
 
  private:
-  // Most values (deltas, ids, thread ids) fit three bytes: that path is
-  // inline and, with ten bytes left (the longest varint), unchecked per byte.
+  // With ten bytes left (the longest varint) a value is read without a
+  // bounds check per byte: the common case, and the one DWARF samples' 17
+  // registers (five to eight bytes each) take. Same results as
+  // ReadUleb128, which the last bytes of a buffer go through.
   bool GetVarint(uint64_t* v) {
-    if (data_.size() - pos_ >= 10) {
+    if (data_.size() - pos_ >= kMaxUleb128Bytes) {
       const auto* p = reinterpret_cast<const uint8_t*>(data_.data()) + pos_;
       uint64_t r = p[0];
       if (r < 0x80) {
@@ -125,8 +137,8 @@ class EventDecoder {
         pos_ += 1;
         return true;
       }
-      r &= 0x7f;
-      r |= static_cast<uint64_t>(p[1] & 0x7f) << 7;
+      // Deltas, ids and thread ids mostly fit two or three bytes.
+      r = (r & 0x7f) | static_cast<uint64_t>(p[1] & 0x7f) << 7;
       if (p[1] < 0x80) {
         *v = r;
         pos_ += 2;
@@ -138,6 +150,17 @@ class EventDecoder {
         pos_ += 3;
         return true;
       }
+      for (size_t i = 3; i < kMaxUleb128Bytes; ++i) {
+        const uint64_t b = p[i];
+        r |= (b & 0x7f) << (7 * i);
+        if (b < 0x80) {
+          if (i == kMaxUleb128Bytes - 1 && b > 1) return false;  // over 64 bits
+          *v = r;
+          pos_ += i + 1;
+          return true;
+        }
+      }
+      return false;  // longer than any 64-bit value
     }
     return GetVarintSlow(v);
   }
@@ -176,6 +199,8 @@ class EventDecoder {
   uint64_t last_time_ = 0;
   uint64_t last_period_ = 0;
   uint32_t last_stack_id_ = 0;
+  bool borrow_stacks_ = false;
+  std::span<const uint8_t> last_stack_;
   std::vector<StackDef> stacks_;  // id = index + 1
 };
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -95,6 +97,74 @@ TEST(EventCodecTest, ChunksTakenMidStreamDecodeInSequence) {
   ASSERT_TRUE(*dec.Next(&e));
   ASSERT_TRUE(*dec.Next(&e));
   EXPECT_EQ(std::get<MmapEvent>(e).time_ns, 999'000'000u);
+}
+
+// Replay leaves stack copies where they were decoded: the sample's own copy
+// stays empty and last_stack() views the same bytes a copying decoder hands
+// out; registers of every varint length (1 to 10 bytes) decode the same.
+TEST(EventCodecTest, BorrowedStackCopiesAreTheBytesACopyingDecoderGives) {
+  EventEncoder enc;
+  Sample s = std::get<Sample>(SomeEvents()[0]);
+  s.user_stack.regs_mask = 0xffff;
+  s.user_stack.regs.clear();
+  for (int i = 0; i < 16; ++i) s.user_stack.regs.push_back(i == 15 ? ~0ull : 1ull << (i * 4));
+  s.user_stack.stack.assign(3000, 0);
+  for (size_t i = 0; i < s.user_stack.stack.size(); ++i) s.user_stack.stack[i] = i * 7;
+  s.user_stack.dyn_size = 2999;
+  enc.Add(Event(s));
+  enc.Add(SomeEvents()[1]);
+  for (bool borrow : {false, true}) {
+    EventDecoder dec(enc.buffer());
+    dec.set_borrow_stacks(borrow);
+    Event e;
+    ASSERT_TRUE(*dec.Next(&e));
+    const Sample& got = std::get<Sample>(e);
+    EXPECT_EQ(got.user_stack.regs, s.user_stack.regs);
+    EXPECT_EQ(got.user_stack.dyn_size, 2999u);
+    EXPECT_EQ(got.user_stack.stack.empty(), borrow);
+    EXPECT_TRUE(std::equal(dec.last_stack().begin(), dec.last_stack().end(),
+                           s.user_stack.stack.begin(), s.user_stack.stack.end()));
+    ASSERT_TRUE(*dec.Next(&e));
+    EXPECT_TRUE(dec.last_stack().empty());  // an mmap carries no copy
+  }
+}
+
+// A varint read with ten bytes left (no check per byte) and one read at the
+// end of the bytes (checked) agree on every length, on values that need the
+// tenth byte, and on encodings over 64 bits, which both refuse.
+TEST(EventCodecTest, VarintsDecodeTheSameWithAndWithoutBytesAfterThem) {
+  std::mt19937_64 rng(11);
+  std::vector<std::string> counts;
+  for (int i = 0; i < 2000; ++i) {
+    std::string v;
+    AppendUleb128(&v, rng() >> (rng() % 64));
+    counts.push_back(v);
+  }
+  counts.push_back(std::string(9, '\xff') + '\x01');     // 2^64 - 1
+  counts.push_back(std::string(9, '\x80') + '\x02');     // 2^64: too big
+  counts.push_back(std::string(10, '\x80') + '\x00');    // eleven bytes
+  counts.push_back(std::string("\x81\x80\x80\x00", 4));  // padded, still 1
+  for (const std::string& count : counts) {
+    // A lost event (tag 5, time, cpu, cause, count), alone and followed by
+    // padding.
+    const std::string event = std::string("\x05\x02\x01\x01", 4) + count;
+    std::optional<uint64_t> got[2];
+    for (int padded = 0; padded < 2; ++padded) {
+      const std::string bytes = event + std::string(padded ? 16 : 0, '\0');
+      EventDecoder dec(bytes);
+      Event e;
+      auto r = dec.Next(&e);
+      if (r.ok() && *r) got[padded] = std::get<LostEvent>(e).count;
+    }
+    EXPECT_EQ(got[0], got[1]);
+    const auto* p = reinterpret_cast<const uint8_t*>(count.data());
+    uint64_t want = 0;
+    if (ReadUleb128(&p, p + count.size(), &want)) {
+      EXPECT_EQ(got[1], std::optional<uint64_t>(want));
+    } else {
+      EXPECT_FALSE(got[1].has_value());
+    }
+  }
 }
 
 TEST(EventCodecTest, TruncatedStreamIsCorruptNotACrash) {

@@ -83,6 +83,7 @@ class Unwinder;
 // The sample being unwound: what the accessors read from.
 struct Ctx {
   const Sample* sample = nullptr;
+  std::span<const uint8_t> stack;  // the sample's stack copy
   const ProcessTable* table = nullptr;
   const CookieTable* cookies = nullptr;
   Unwinder* self = nullptr;
@@ -99,7 +100,8 @@ struct Ctx {
   attribution::UnwindStatus status;
   std::string where;
   std::string place;
-  Placement* last = nullptr;  // the image of the last memory read, tried first
+  Placement* last = nullptr;    // the image of the last memory read, tried first
+  Placement* placed = nullptr;  // the image of the last frame, tried first by Place
 };
 
 // libunwind x86-64 register numbers -> the bits of perf's sample_regs_user
@@ -175,11 +177,18 @@ class Unwinder : public DwarfUnwinder {
 
   std::vector<uint64_t> Unwind(const Sample& s, const ProcessTable& table,
                                const CookieTable& cookies, UnwindNote* note) override {
+    return UnwindCopy(s, s.user_stack.stack, table, cookies, note);
+  }
+
+  std::vector<uint64_t> UnwindCopy(const Sample& s, std::span<const uint8_t> stack,
+                                   const ProcessTable& table, const CookieTable& cookies,
+                                   UnwindNote* note) override {
     std::vector<uint64_t> ips;
     ips.reserve(64);  // one allocation for most stacks, not one per doubling
     ++stats_.samples;
     Ctx ctx;
     ctx.sample = &s;
+    ctx.stack = stack;
     ctx.table = &table;
     ctx.cookies = &cookies;
     ctx.self = this;
@@ -371,8 +380,10 @@ class Unwinder : public DwarfUnwinder {
   // The placed image containing a runtime address of the sample's process,
   // placing it (from the process table's executable mapping) on first use.
   Placement* Place(Ctx* ctx, uint64_t addr) {
+    // Neighbouring frames are mostly in one image.
+    if (Placement* p = ctx->placed; p != nullptr && addr >= p->lo && addr < p->hi) return p;
     for (Placement* p : ctx->space->placed) {
-      if (addr >= p->lo && addr < p->hi) return p;
+      if (addr >= p->lo && addr < p->hi) return ctx->placed = p;
     }
     const Mapping* m = ctx->table->Lookup(ctx->sample->pid, addr);
     if (m == nullptr) {
@@ -440,6 +451,13 @@ class Unwinder : public DwarfUnwinder {
         return true;
       }
       case Loc::kMem: {
+        // Most reads are of the stack copy (saved registers, return
+        // addresses): answered here unless an overlay could hold the address.
+        if (ctx->space->overlaid.empty() && l.v >= ctx->sp &&
+            l.v - ctx->sp + sizeof(uint64_t) <= ctx->stack.size()) {
+          std::memcpy(out, ctx->stack.data() + (l.v - ctx->sp), sizeof(uint64_t));
+          return true;
+        }
         unw_word_t w = 0;
         if (AccessMem(nullptr, l.v, &w, 0, ctx) < 0) return false;
         *out = w;
@@ -602,7 +620,7 @@ class Unwinder : public DwarfUnwinder {
         return 0;
       }
     }
-    const std::vector<uint8_t>& stack = ctx->sample->user_stack.stack;
+    const std::span<const uint8_t> stack = ctx->stack;
     // The stack copy starts at the sampled sp.
     if (addr >= ctx->sp && addr - ctx->sp + sizeof(unw_word_t) <= stack.size()) {
       std::memcpy(valp, stack.data() + (addr - ctx->sp), sizeof(unw_word_t));

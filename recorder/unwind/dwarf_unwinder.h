@@ -24,6 +24,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "recorder/attribution/attribution.h"
@@ -36,6 +37,14 @@ class DwarfUnwinder : public attribution::UserUnwinder {
   // Frames beyond this are cut (perf's default kernel.perf_event_max_stack is
   // 127; a DWARF copy of 64 KiB rarely holds more).
   static constexpr size_t kMaxFrames = 256;
+
+  // Unwind() with the sample's stack copy given apart (`stack`, in place of
+  // s.user_stack.stack): for a replay that leaves the copies in the decoded
+  // bytes rather than copying each into its Sample.
+  virtual std::vector<uint64_t> UnwindCopy(const Sample& s, std::span<const uint8_t> stack,
+                                           const attribution::ProcessTable& table,
+                                           const attribution::CookieTable& cookies,
+                                           attribution::UnwindNote* note) = 0;
 
   // Counters over every Unwind() call, for reports and benchmarks.
   virtual const UnwindStats& stats() const = 0;

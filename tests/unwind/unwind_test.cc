@@ -56,10 +56,11 @@ class UnwindTest : public ::testing::Test {
   // of CPU work, so the sample count does not depend on how busy the machine
   // is (cpu-clock counts the task's own time); the window is the whole run.
   std::vector<nlohmann::json> Record(const std::string& call_graph, const std::string& calls,
-                                     const std::string& program = "fr_deep") {
+                                     const std::string& program = "fr_deep",
+                                     const std::string& rate = "499") {
     std::string recorder = BuildPath("recorder/cli/recorder");
     auto rec = RunCommand({recorder, "--store", dir_, "record", "--call-graph", call_graph, "-F",
-                           "499", "--history", "10m", "--last", "10m", "--always", "--",
+                           rate, "--history", "10m", "--last", "10m", "--always", "--",
                            BuildPath("tests/unwind/" + program), "-n", calls});
     EXPECT_EQ(rec.exit_code, 0) << rec.err;
     return Script(recorder, {"--store", dir_, "script", "-1", "--json"}, program);
@@ -160,6 +161,27 @@ TEST_F(UnwindTest, DwarfFindsAllTwentyFramesInOrderInNearlyEverySample) {
   // It says how many user stacks were unwound completely.
   EXPECT_GE(j["unwind"]["stacks"].get<uint64_t>(), samples.size()) << j["unwind"].dump();
   EXPECT_GE(j["unwind"]["complete"].get<uint64_t>(), complete) << j["unwind"].dump();
+}
+
+// Replay decodes the events where they were decompressed, 4 MiB at a time,
+// and unwinds each stack copy in place: a record of many chunks has samples
+// cut by a chunk's end, which must be made whole, not lost or misread.
+TEST_F(UnwindTest, StackCopiesCutByTheReplaysChunkEndsUnwindWhole) {
+  auto samples = Record("dwarf,4096", "300", "fr_deep", "4999");
+  ASSERT_GE(samples.size(), 2000u);
+  auto info =
+      RunCommand({BuildPath("recorder/cli/recorder"), "--store", dir_, "info", "-1", "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  uint64_t events = 0;
+  const auto record = nlohmann::json::parse(info.out);
+  for (const auto& sec : record["sections"]) {
+    if (sec["name"] == "events") events = sec["raw_size"].get<uint64_t>();
+  }
+  EXPECT_GT(events, 3u * (4u << 20)) << "several of replay's chunks";
+  std::string example;
+  size_t complete = CountComplete(samples, &example);
+  EXPECT_GE(complete * 100, samples.size() * 95)
+      << complete << " of " << samples.size() << " complete; e.g. " << example;
 }
 
 TEST_F(UnwindTest, DwarfUnwindsCodeWhoseOnlyCfiIsDebugFrame) {
