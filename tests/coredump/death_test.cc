@@ -277,9 +277,12 @@ std::map<uint32_t, int64_t> BlockedAt(const std::string& out) {
 // the records had the blocked stacks but no owner and no deadlock.
 TEST(AbbaDeathTest, AWatchdogKilledDeadlockNamesEachLocksOwnerAndTheCycle) {
   TempDir dir;
-  // DWARF for pthread_mutex_lock's caller; rings as off_cpu_test's.
+  // DWARF for pthread_mutex_lock's caller. The death's record is taken after
+  // the kill, 4 s after the threads blocked: the switch-out ring must hold
+  // 4+ s of this loaded machine's blocking switches (~3000/s per CPU seen,
+  // ~1.3 KiB each with 1 KiB stack copies): 32 MiB per CPU.
   Daemon d(dir.path(), {"--deaths", "on", "--backend", "perf", "--off-cpu", "--call-graph", "dwarf",
-                        "--off-cpu-stack-bytes", "1024", "--off-cpu-ring-pages", "4096"});
+                        "--off-cpu-stack-bytes", "1024", "--off-cpu-ring-pages", "8192"});
   ASSERT_TRUE(d.ready()) << d.Log();
   PatternGuard restore;
   auto inst =
@@ -288,9 +291,12 @@ TEST(AbbaDeathTest, AWatchdogKilledDeadlockNamesEachLocksOwnerAndTheCycle) {
   for (int sig : {SIGABRT, SIGKILL}) {
     SCOPED_TRACE(sig == SIGABRT ? "SIGABRT" : "SIGKILL");
     const std::string out = dir.path() + "/abba" + std::to_string(sig) + ".out";
-    pid_t pid =
-        Spawn({"/bin/sh", "-c",
-               "ulimit -c unlimited; exec " + BuildPath("tests/programs/fr_abba") + " > " + out});
+    // At nice 0 whatever the test's: off-CPU time runs to the switch-in, and
+    // a niced thread woken by the kill waits longer for a CPU on a loaded
+    // machine (seen: 0.8 s at nice 10, load 19 on 2 CPUs).
+    pid_t pid = Spawn({"/bin/sh", "-c",
+                       "ulimit -c unlimited; renice --priority 0 -p $$ > /dev/null; exec " +
+                           BuildPath("tests/programs/fr_abba") + " > " + out});
     std::map<uint32_t, int64_t> blocked;
     ASSERT_TRUE(WaitFor([&] { return (blocked = BlockedAt(ReadFile(out))).size() == 2; }, 20s))
         << ReadFile(out);
