@@ -4,8 +4,10 @@
 #include <map>
 
 #include "common/checked_json.h"
+#include "recorder/analysis/lock_graph.h"
 #include "recorder/analysis/replay.h"
 #include "recorder/analysis/timeline.h"
+#include "recorder/record/lock_waits_section.h"
 
 namespace flightrec::recorder::analysis {
 
@@ -71,6 +73,7 @@ void ThreadActivity::Add(const ResolvedSample& rs) {
   if (!s.comm.empty()) t.comm = s.comm;
   if (rs.off_cpu == nullptr) {
     ++t.samples;
+    t.last_on_cpu_ns = std::max(t.last_on_cpu_ns, s.time_ns);
     return;
   }
   t.off_cpu_ns += s.period;
@@ -111,6 +114,43 @@ nlohmann::json ThreadActivity::ToJson() const {
   }
   return out;
 }
+
+std::map<uint32_t, std::string> ThreadActivity::Comms() const {
+  std::map<uint32_t, std::string> out;
+  for (const auto& [tid, t] : threads_) out[tid] = t.comm;
+  return out;
+}
+
+uint64_t ThreadActivity::LastOnCpuNs(uint32_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? 0 : it->second.last_on_cpu_ns;
+}
+
+namespace {
+
+// A thread that ran (was sampled on a CPU) this long after its wait ended
+// had the mutex, or gave up: dying takes microseconds.
+constexpr uint64_t kRanAfterWaitNs = 10'000'000;
+
+// The wait-for graph of pid's threads still waiting at the end of the record
+// (a wait that ended, then nothing: the thread woke only to die).
+void AddLocks(const store::RecordReader& hreader, uint32_t pid, const ThreadActivity& threads,
+              nlohmann::json* out) {
+  auto waits = LoadLockWaits(hreader);
+  if (!waits.ok()) {
+    (*out)["locks_error"] = waits.status().message();
+    return;
+  }
+  std::vector<LockEdge> edges;
+  for (const RecordedLockWait& w : *waits) {
+    if (w.pid != pid) continue;
+    if (w.end_ns != 0 && threads.LastOnCpuNs(w.tid) > w.end_ns + kRanAfterWaitNs) continue;
+    edges.push_back({w.tid, w.mutex, w.owner, w.owner_in_process});
+  }
+  (*out)["locks"] = LockGraph(edges, threads.Comms());
+}
+
+}  // namespace
 
 StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
                                       const nlohmann::json& crash, const std::string& hid,
@@ -157,6 +197,7 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
   out["end_mono_ns"] = info.window_end_ns;
   out["off_cpu"] = info.off_cpu;
   out["threads"] = threads.ToJson();
+  AddLocks(hreader, ro.pid.value_or(0), threads, &out);
   return out;
 }
 

@@ -40,11 +40,14 @@ class ThreadActivity {
  public:
   void Add(const ResolvedSample& rs);
   nlohmann::json ToJson() const;
+  std::map<uint32_t, std::string> Comms() const;
+  // The thread's latest on-CPU sample (0: none).
+  uint64_t LastOnCpuNs(uint32_t tid) const;
 
  private:
   struct Thread {
     std::string comm;
-    uint64_t samples = 0, off_cpu_ns = 0, intervals = 0, longest_ns = 0;
+    uint64_t samples = 0, off_cpu_ns = 0, intervals = 0, longest_ns = 0, last_on_cpu_ns = 0;
     char longest_state = 0;
     bool blocked_at_end = false;
     std::string blocked_in;
@@ -57,7 +60,9 @@ class ThreadActivity {
 // samples carry, else tid) and summarizes it, adding "id", "tid", "comm" (the
 // thread's name at its last sample), "source" (crash marker or live rings)
 // "end_mono_ns" and "threads" (ThreadActivity: every thread of the process
-// in the record, off-CPU time included when the record has it).
+// in the record, off-CPU time included when the record has it) and "locks"
+// (LockGraph of the process's threads still waiting for a mutex at the end,
+// from section lock_waits; "locks_error" if that section is malformed).
 StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
                                       const nlohmann::json& crash, const std::string& hid,
                                       int bins);

@@ -39,6 +39,9 @@ struct Snapshot {
   int64_t off_cpu_threshold_ns = 0;
   std::vector<OffCpuInterval> off_cpu_intervals;
   nlohmann::json off_cpu_loss = nlohmann::json::object();
+  // The glibc mutexes blocked threads waited for, with their owners
+  // (LockWaitTable::ToJson): section `lock_waits`.
+  nlohmann::json lock_waits = nlohmann::json::array();
 
   // Sets freeze_time_ns = end_ns and the window's start `last_ns` before it
   // (0 when the window reaches back past boot).

@@ -44,6 +44,45 @@ void PrintFrames(const nlohmann::json& frames, size_t max) {
   }
 }
 
+// The mutexes the process's threads still waited for, their owners, and
+// any wait-for cycle (analysis::LockGraph's JSON, built from the record).
+void PrintLocks(const nlohmann::json& h) {
+  if (h.contains("locks_error")) {
+    std::printf("  lock owners: unreadable (%s)\n",
+                EscapeForTerminal(json::Str(h, "locks_error")).c_str());
+    return;
+  }
+  const nlohmann::json& locks = json::Object(h, "locks");
+  if (json::Array(locks, "waits").empty()) return;
+  std::printf("  mutexes waited for at the end (owners read from the live process):\n");
+  auto who = [](const nlohmann::json& w, const char* tid, const char* comm) {
+    const std::string c = json::Str(w, comm);
+    return fmt::format("{}{}", json::Get<uint32_t>(w, tid, 0),
+                       c.empty() ? "" : " (" + EscapeForTerminal(c) + ")");
+  };
+  // A terminal's worth; --json has them all.
+  constexpr size_t kMaxShown = 32;
+  const auto& waits = json::Array(locks, "waits");
+  for (size_t i = 0; i < waits.size() && i < kMaxShown; ++i) {
+    const auto& w = waits[i];
+    const uint32_t owner = json::Get<uint32_t>(w, "owner", 0);
+    std::printf("    %s waits for mutex %s, %s\n", who(w, "tid", "comm").c_str(),
+                EscapeForTerminal(json::Str(w, "mutex")).c_str(),
+                owner == 0 ? "which named no owner"
+                : json::Get<bool>(w, "owner_in_process", false)
+                    ? ("held by " + who(w, "owner", "owner_comm")).c_str()
+                    : fmt::format("held by {} (not a thread of this process)", owner).c_str());
+  }
+  if (waits.size() > kMaxShown)
+    std::printf("    ... %zu more (--json)\n", waits.size() - kMaxShown);
+  for (const auto& d : json::Array(locks, "deadlocks")) {
+    std::printf("  %s\n", EscapeForTerminal(json::Str(d, "text")).c_str());
+  }
+  if (uint64_t n = json::Get<uint64_t>(locks, "deadlocks_omitted", 0)) {
+    std::printf("  ... and %llu more deadlocks\n", static_cast<unsigned long long>(n));
+  }
+}
+
 }  // namespace
 
 Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
@@ -206,6 +245,7 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
       }
       std::printf("\n");
     }
+    PrintLocks(h);
     std::printf("\n  (recorder report %s --pid %lld, recorder timeline %s for more)\n",
                 E(Str(h, "id")).c_str(), static_cast<long long>(pid), E(Str(h, "id")).c_str());
   } else {

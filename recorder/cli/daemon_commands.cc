@@ -107,6 +107,13 @@ Status RunStatus(const CliContext& ctx, bool json) {
         FormatDurationNs(oc.value("threshold_ns", int64_t{0})).c_str(),
         FormatBytes(oc.value("ring_bytes_per_cpu", uint64_t{0})).c_str(),
         FormatBytes(oc.value("switch_in_ring_bytes_per_cpu", uint64_t{0})).c_str());
+    if (const auto& cap = oc.value("capacity", nlohmann::json()); cap.is_object()) {
+      std::printf(
+          "             at the %.0f blocking switches/s per CPU seen, %.0f bytes each: "
+          "~%.1f s of history\n",
+          cap.value("switch_outs_per_s_per_cpu", 0.0), cap.value("bytes_per_switch_out", 0.0),
+          cap.value("ring_holds_s", 0.0));
+    }
   } else {
     std::printf("  off-CPU:   off (recorderd --off-cpu)\n");
   }

@@ -275,6 +275,7 @@ void Daemon::Tick() {
     if (ec) return;
     Drain();
     OnDeaths();
+    LogOffCpuCapacityOnce();
     // A hit that landed between the last drain and re-arming the wait has
     // no edge left to report it: pick it up here, 200 ms late at most.
     for (auto& t : triggers_) {
@@ -415,6 +416,27 @@ void Daemon::NoteCrashRequest(uint32_t pid) {
     std::erase_if(crash_requests_, [now](const auto& e) { return e.second + kCrashMatchNs < now; });
   }
   if (crash_requests_.size() < kMaxCrashRequests) crash_requests_[pid] = now;
+}
+
+// The off-CPU rings hold a number of switch-outs, not seconds: once the
+// machine's rate is known (2 s after start), say how long that is.
+void Daemon::LogOffCpuCapacityOnce() {
+  if (off_cpu_capacity_logged_ || !options_.off_cpu || MonotonicNs() < started_ns_ + 2'000'000'000)
+    return;
+  off_cpu_capacity_logged_ = true;
+  const nlohmann::json oc = json::Object(backend_->Describe(), "off_cpu");
+  const nlohmann::json& cap = json::Field(oc, "capacity");
+  if (!cap.is_object()) return;
+  const double held = json::Get<double>(cap, "ring_holds_s", 0);
+  spdlog::log(held * 1e9 < static_cast<double>(options_.history_ns) ? spdlog::level::warn
+                                                                    : spdlog::level::info,
+              "off-CPU history: at the {:.0f} blocking switches/s per CPU of the last {:.1f} s "
+              "({:.0f} bytes each), the switch-out rings ({} per CPU) hold ~{:.1f} s "
+              "(--off-cpu-ring-pages, --off-cpu-stack-bytes)",
+              json::Get<double>(cap, "switch_outs_per_s_per_cpu", 0),
+              json::Get<double>(cap, "measured_over_s", 0),
+              json::Get<double>(cap, "bytes_per_switch_out", 0),
+              FormatBytes(json::Get<uint64_t>(oc, "ring_bytes_per_cpu", 0)), held);
 }
 
 void Daemon::ArmDeaths(size_t i) {

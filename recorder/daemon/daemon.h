@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/units.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/attribution/process_labels.h"
 #include "recorder/capture/backend_factory.h"
@@ -95,6 +96,9 @@ class Daemon {
   void ArmDeaths(size_t i);
   // Takes every death the watch has and records each (or counts why not).
   void OnDeaths();
+  void LogOffCpuCapacityOnce();
+  bool off_cpu_capacity_logged_ = false;
+  int64_t started_ns_ = MonotonicNs();
   void RecordDeath(const Death& d);
   // A crash record exists, or the core hook asked for the history of this
   // process: the death is that crash's, not a record of its own.

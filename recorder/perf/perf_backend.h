@@ -20,6 +20,7 @@
 
 #include "common/scoped_fd.h"
 #include "recorder/capture/capture_backend.h"
+#include "recorder/capture/lock_waits.h"
 #include "recorder/perf/ring_buffer.h"
 #include "recorder/perf/sched_switch.h"
 
@@ -139,11 +140,14 @@ class PerfBackend : public CaptureBackend {
   // Copies the paused off-CPU rings into snap's intervals and accounting.
   void SnapshotOffCpu(Snapshot* snap);
   nlohmann::json DescribeOffCpu() const;
+  nlohmann::json OffCpuCapacity() const;  // null until a switch-out was seen
+  int64_t off_cpu_opened_ns_ = 0;
   // Applies the switch-in log's records up to `until` to last_switch_in_;
   // later ones go to *later (applied once the snapshot is matched).
   void DrainSwitchInLog(uint64_t until, std::vector<std::pair<uint32_t, uint64_t>>* later);
   void ApplySwitchIn(uint32_t tid, uint64_t time_ns);
   std::unordered_map<uint32_t, uint64_t> last_switch_in_;
+  LockWaitTable lock_waits_;
   uint64_t last_switch_in_complete_since_ns_ = UINT64_MAX;
   uint64_t switch_in_log_lost_ = 0;
   SchedSwitchFormat sched_switch_;

@@ -32,6 +32,11 @@ namespace flightrec::recorder::perf {
 namespace {
 
 constexpr uint64_t kInSampleType = kSampleTypeNoChain | PERF_SAMPLE_RAW;
+// The log's records: also the blocking switch-outs, with the blocked task's
+// first syscall argument (rdi; a futex wait's futex word) for lock owners.
+constexpr uint64_t kLogSampleType = kInSampleType | PERF_SAMPLE_REGS_USER;
+constexpr uint64_t kLogRegsMask = 1ull << PERF_REG_X86_DI;
+constexpr const char* kLogFilter = "next_pid != 0 || prev_state & 3";
 // Switch-in records are ~120 bytes: 2 MiB per CPU hold ~17 000, and the
 // switch-in log tells about threads whose switch-in is older. The log's
 // forward ring is as large: at 10 000 switches a second per CPU (seen on a
@@ -124,7 +129,11 @@ Status PerfBackend::OpenOffCpu(int cpu, Cpu* c) {
                                   &c->in_ring));
   // The log: forward, read as sideband (woken at a quarter full, else the
   // daemon's 200 ms timer), with sample_id_all so that a LOST record says when.
+  // Blocking switch-outs too, with rdi: a wait's mutex is read while the
+  // process lives (LockWaitTable), since a SIGKILL leaves no memory to read.
   perf_event_attr log = in;
+  log.sample_type = kLogSampleType;
+  log.sample_regs_user = kLogRegsMask;
   log.write_backward = 0;
   log.sample_id_all = 1;
   log.watermark = 1;
@@ -132,7 +141,7 @@ Status PerfBackend::OpenOffCpu(int cpu, Cpu* c) {
   log.disabled = 1;
   const std::string what = fmt::format("sched_switch (switch-in log) on cpu {}", cpu);
   ASSIGN_OR_RETURN(c->log_fd, OpenPerfEvent(log, -1, cpu, -1, what));
-  if (ioctl(c->log_fd.get(), PERF_EVENT_IOC_SET_FILTER, "next_pid != 0") != 0) {
+  if (ioctl(c->log_fd.get(), PERF_EVENT_IOC_SET_FILTER, kLogFilter) != 0) {
     return ErrnoStatus(what + ": setting filter");
   }
   ASSIGN_OR_RETURN(auto r, PerfRingBuffer::Allocate(c->log_fd.get(), kSwitchInPages, false));
@@ -140,6 +149,7 @@ Status PerfBackend::OpenOffCpu(int cpu, Cpu* c) {
   if (ioctl(c->log_fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0) return ErrnoStatus("enabling " + what);
   // Complete once every CPU's log is enabled (the last CPU opened sets it).
   last_switch_in_complete_since_ns_ = static_cast<uint64_t>(MonotonicNs());
+  off_cpu_opened_ns_ = MonotonicNs();
   return OkStatus();
 }
 
@@ -153,6 +163,7 @@ void PerfBackend::ApplySwitchIn(uint32_t tid, uint64_t time_ns) {
   }
   uint64_t& t = last_switch_in_[tid];
   t = std::max(t, time_ns);
+  lock_waits_.Ran(tid, time_ns);
 }
 
 void PerfBackend::DrainSwitchInLog(uint64_t until,
@@ -160,7 +171,8 @@ void PerfBackend::DrainSwitchInLog(uint64_t until,
   for (auto& c : cpus_) {
     if (!c.log_ring) continue;
     c.log_ring->ReadForward([&](std::string_view rec) {
-      ParseResult p = ParsePerfRecord(rec, kInSampleType, static_cast<uint32_t>(c.cpu));
+      ParseResult p =
+          ParsePerfRecord(rec, kLogSampleType, static_cast<uint32_t>(c.cpu), kLogRegsMask);
       if (!p.event) return;
       if (auto* l = std::get_if<LostEvent>(&*p.event)) {
         // Some switch-in before now is missing: the log is complete only
@@ -172,6 +184,10 @@ void PerfBackend::DrainSwitchInLog(uint64_t until,
       auto* s = std::get_if<Sample>(&*p.event);
       SchedSwitchFormat::Values v;
       if (s == nullptr || !sched_switch_.Read(p.raw, &v)) return;
+      if (BlockedState(v.prev_state) != 0 && s->user_stack.regs.size() == 1) {
+        lock_waits_.Blocked(s->pid, s->tid, s->time_ns, s->user_stack.regs[0]);
+      }
+      if (v.next_pid == 0) return;
       if (s->time_ns <= until || later == nullptr) {
         ApplySwitchIn(v.next_pid, s->time_ns);
       } else {
@@ -179,6 +195,7 @@ void PerfBackend::DrainSwitchInLog(uint64_t until,
       }
     });
   }
+  lock_waits_.Resolve(static_cast<uint64_t>(MonotonicNs()), ReadProcMem, IsThreadOf);
 }
 
 void PerfBackend::PauseOffCpu(bool paused) {
@@ -243,6 +260,7 @@ void PerfBackend::SnapshotOffCpu(Snapshot* snap) {
   snap->off_cpu = true;
   snap->off_cpu_threshold_ns = config_.off_cpu_threshold_ns;
   snap->off_cpu_intervals = MatchOffCpu(std::move(outs), std::move(ins), m, &intervals);
+  snap->lock_waits = lock_waits_.ToJson({}, snap->window_start_ns);
   snap->off_cpu_loss = {{"switch_out", out_ledger.ToJson()},
                         {"switch_in", in_ledger.ToJson()},
                         {"intervals", intervals.ToJson()},
@@ -255,13 +273,36 @@ void PerfBackend::SnapshotOffCpu(Snapshot* snap) {
   for (const auto& [tid, t] : later) ApplySwitchIn(tid, t);
 }
 
+nlohmann::json PerfBackend::OffCpuCapacity() const {
+  // Since the rings opened: blocking switch-outs per second per CPU, the
+  // bytes each took (call chain and stack copy included), and so how many
+  // seconds of them the ring holds at this rate.
+  uint64_t produced = 0, bytes = 0;
+  for (const auto& c : cpus_) {
+    if (!c.out_fd) continue;
+    produced += ReadCounts(c.out_fd.get(), true).value;
+    bytes += c.out_ring->BytesWritten();
+  }
+  const double elapsed_s = static_cast<double>(MonotonicNs() - off_cpu_opened_ns_) / 1e9;
+  if (cpus_.empty() || produced == 0 || elapsed_s <= 0) return nullptr;
+  const double rate = static_cast<double>(produced) / elapsed_s / static_cast<double>(cpus_.size());
+  const double per = static_cast<double>(bytes) / static_cast<double>(produced);
+  const double ring = static_cast<double>(cpus_[0].out_ring->data_size());
+  return {{"measured_over_s", elapsed_s},
+          {"switch_outs_per_s_per_cpu", rate},
+          {"bytes_per_switch_out", per},
+          {"ring_holds_s", ring / per / rate}};
+}
+
 nlohmann::json PerfBackend::DescribeOffCpu() const {
   if (!config_.off_cpu) return {{"enabled", false}};
   return {{"enabled", true},
+          {"capacity", OffCpuCapacity()},
           {"event", "sched:sched_switch"},
           {"threshold_ns", config_.off_cpu_threshold_ns},
           {"ring_bytes_per_cpu", cpus_.empty() ? 0 : cpus_[0].out_ring->data_size()},
           {"switch_in_ring_bytes_per_cpu", cpus_.empty() ? 0 : cpus_[0].in_ring->data_size()},
+          {"lock_waits", lock_waits_.Stats()},
           {"user_stack_bytes", config_.dwarf_stack_bytes == 0 ? 0
                                : config_.off_cpu_stack_bytes  ? config_.off_cpu_stack_bytes
                                                               : config_.dwarf_stack_bytes}};

@@ -17,6 +17,7 @@
 #include "recorder/attribution/vdso.h"
 #include "recorder/capture/snapshot.h"
 #include "recorder/model/event_codec.h"
+#include "recorder/record/lock_waits_section.h"
 #include "recorder/record/off_cpu_section.h"
 #include "recorder/record/sections.h"
 #include "recorder/unwind/dwarf_unwinder.h"
@@ -365,6 +366,8 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
     OffCpuSections off = EncodeOffCpu(snap.off_cpu_intervals, snap.off_cpu_threshold_ns);
     RETURN_IF_ERROR(rec->writer().AddSection(kSectionOffCpu, off.events));
     RETURN_IF_ERROR(rec->writer().AddSection(kSectionOffCpuInfo, off.info));
+    RETURN_IF_ERROR(rec->writer().AddSection(kSectionLockWaits,
+                                             json::Dump(LockWaitsOf(snap.lock_waits, pids))));
   }
   RETURN_IF_ERROR(rec->writer().AddSection(kSectionConfig, json::Dump(config)));
   RETURN_IF_ERROR(rec->writer().AddSection(kSectionLoss, loss.dump()));

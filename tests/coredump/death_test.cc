@@ -17,12 +17,15 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/units.h"
 #include "tests/coredump/coredump_fixture.h"
 
 namespace flightrec::testing {
@@ -272,6 +275,104 @@ TEST_F(DeathTest, ACoreDumpingCrashStaysOneCrashRecord) {
       << Deaths(*daemon_).dump(2);
   for (pid_t pid : crashed) EXPECT_EQ(RecordsOf(*daemon_, pid).size(), 1u) << pid;
   EXPECT_EQ(daemon_->Cli({"coredump", "uninstall"}).exit_code, 0);
+}
+
+// fr_abba's "blocked TID MONOTONIC_NS" lines, by tid.
+std::map<uint32_t, int64_t> BlockedAt(const std::string& out) {
+  std::map<uint32_t, int64_t> r;
+  std::istringstream in(out);
+  std::string word;
+  while (in >> word) {
+    uint32_t tid = 0;
+    int64_t ns = 0;
+    if (word == "blocked" && in >> tid >> ns) r[tid] = ns;
+  }
+  return r;
+}
+
+// An ABBA deadlock that a watchdog kills 4 s in: with SIGABRT (the real
+// core hook stores a crash, its history asked for by the hook) and with
+// SIGKILL (no core: a death record). Either record shows both threads
+// blocked in pthread_mutex_lock <- transfer_* for as long as they were,
+// the owner of each one's mutex (the other thread), and the cycle. On main
+// the records had the blocked stacks but no owner and no deadlock.
+TEST(AbbaDeathTest, AWatchdogKilledDeadlockNamesEachLocksOwnerAndTheCycle) {
+  TempDir dir;
+  // DWARF for pthread_mutex_lock's caller. The death's record is taken after
+  // the kill, 4 s after the threads blocked: the switch-out ring must hold
+  // 4+ s of this loaded machine's blocking switches (~3000/s per CPU seen,
+  // ~1.3 KiB each with 1 KiB stack copies): 32 MiB per CPU.
+  Daemon d(dir.path(), {"--deaths", "on", "--backend", "perf", "--off-cpu", "--call-graph", "dwarf",
+                        "--off-cpu-stack-bytes", "1024", "--off-cpu-ring-pages", "8192"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  PatternGuard restore;
+  auto inst =
+      d.Cli({"coredump", "install", "--hook", BuildPath("coredump-hook/recorder-coredump")});
+  ASSERT_EQ(inst.exit_code, 0) << inst.err;
+  for (int sig : {SIGABRT, SIGKILL}) {
+    SCOPED_TRACE(sig == SIGABRT ? "SIGABRT" : "SIGKILL");
+    const std::string out = dir.path() + "/abba" + std::to_string(sig) + ".out";
+    // At nice 0 whatever the test's: off-CPU time runs to the switch-in, and
+    // a niced thread woken by the kill waits longer for a CPU on a loaded
+    // machine (seen: 0.8 s at nice 10, load 19 on 2 CPUs).
+    pid_t pid = Spawn({"/bin/sh", "-c",
+                       "ulimit -c unlimited; renice --priority 0 -p $$ > /dev/null; exec " +
+                           BuildPath("tests/programs/fr_abba") + " > " + out});
+    std::map<uint32_t, int64_t> blocked;
+    ASSERT_TRUE(WaitFor([&] { return (blocked = BlockedAt(ReadFile(out))).size() == 2; }, 20s))
+        << ReadFile(out);
+    // The watchdog: 4 s after the later of the two blocked.
+    const int64_t last = std::max(blocked.begin()->second, blocked.rbegin()->second);
+    while (MonotonicNs() < last + 4'000'000'000) std::this_thread::sleep_for(10ms);
+    const int64_t killed = MonotonicNs();
+    ASSERT_EQ(kill(pid, sig), 0);
+    EXPECT_EQ(WTERMSIG(WaitStatus(pid)), sig);
+    nlohmann::json rows;
+    ASSERT_TRUE(WaitFor([&] { return !(rows = RecordsOf(d, pid)).empty(); }, 60s)) << d.Log();
+    ASSERT_EQ(rows.size(), 1u) << rows.dump(2);
+    EXPECT_EQ(rows[0]["kind"], sig == SIGABRT ? "crash" : "death") << rows.dump(1);
+    auto info = CrashInfo(d.store(), rows[0]["id"]);
+    ASSERT_TRUE(info["history"].is_object()) << info.dump(2);
+    const auto& h = info["history"];
+    std::map<uint32_t, nlohmann::json> threads;
+    for (const auto& t : h["threads"]) threads[t.value("tid", 0u)] = t;
+    for (const auto& [tid, at] : blocked) {
+      SCOPED_TRACE("tid " + std::to_string(tid));
+      ASSERT_TRUE(threads.count(tid)) << h["threads"].dump(1);
+      const auto& t = threads[tid];
+      EXPECT_NE(t.value("blocked_in", "").find("pthread_mutex_lock <- transfer_"),
+                std::string::npos)
+          << t;
+      const double truth = static_cast<double>(killed - at);
+      EXPECT_NEAR(t.value("longest_off_cpu_ns", 0.0), truth, truth * 0.05) << t;
+    }
+    // Each waits for the mutex the other holds.
+    ASSERT_TRUE(h.contains("locks")) << "no lock owners in the record: " << h.dump(1);
+    const nlohmann::json locks = h["locks"];
+    std::map<uint32_t, uint32_t> owner;
+    for (const auto& w : locks["waits"]) {
+      owner[w.value("tid", 0u)] = w.value("owner", 0u);
+      EXPECT_TRUE(w.value("owner_in_process", false)) << w;
+    }
+    const uint32_t a = blocked.begin()->first, b = blocked.rbegin()->first;
+    EXPECT_EQ(owner[a], b) << locks.dump(1);
+    EXPECT_EQ(owner[b], a) << locks.dump(1);
+    ASSERT_EQ(locks["deadlocks"].size(), 1u) << locks.dump(1);
+    const auto& cycle = locks["deadlocks"][0];
+    EXPECT_EQ(cycle["threads"].size(), 2u);
+    const std::string text = cycle.value("text", "");
+    for (uint32_t tid : {a, b}) {
+      EXPECT_NE(text.find(fmt::format("{} waits for {} (mutex 0x", tid, tid == a ? b : a)),
+                std::string::npos)
+          << text;
+    }
+    auto shown = d.Cli({"crash", "info", rows[0]["id"]});
+    EXPECT_NE(shown.out.find(text), std::string::npos) << shown.out;
+    EXPECT_NE(shown.out.find(fmt::format("held by {} ({})", b, threads[b].value("comm", ""))),
+              std::string::npos)
+        << shown.out;
+  }
+  EXPECT_EQ(d.Cli({"coredump", "uninstall"}).exit_code, 0);
 }
 
 // The netlink port of pid's NETLINK_CONNECTOR socket (0: none), matched by
