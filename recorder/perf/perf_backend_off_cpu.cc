@@ -124,6 +124,8 @@ Status PerfBackend::OpenOffCpu(int cpu, Cpu* c) {
                                   &c->in_ring));
   // The log: forward, read as sideband (woken at a quarter full, else the
   // daemon's 200 ms timer), with sample_id_all so that a LOST record says when.
+  // It also takes a blocking thread's switch to idle, so that every block
+  // is seen as it begins (BlockedThreads, for hang triggers).
   perf_event_attr log = in;
   log.write_backward = 0;
   log.sample_id_all = 1;
@@ -132,7 +134,7 @@ Status PerfBackend::OpenOffCpu(int cpu, Cpu* c) {
   log.disabled = 1;
   const std::string what = fmt::format("sched_switch (switch-in log) on cpu {}", cpu);
   ASSIGN_OR_RETURN(c->log_fd, OpenPerfEvent(log, -1, cpu, -1, what));
-  if (ioctl(c->log_fd.get(), PERF_EVENT_IOC_SET_FILTER, "next_pid != 0") != 0) {
+  if (ioctl(c->log_fd.get(), PERF_EVENT_IOC_SET_FILTER, "next_pid != 0 || prev_state & 3") != 0) {
     return ErrnoStatus(what + ": setting filter");
   }
   ASSIGN_OR_RETURN(auto r, PerfRingBuffer::Allocate(c->log_fd.get(), kSwitchInPages, false));
@@ -167,11 +169,14 @@ void PerfBackend::DrainSwitchInLog(uint64_t until,
         // from here on.
         switch_in_log_lost_ += l->count;
         last_switch_in_complete_since_ns_ = static_cast<uint64_t>(MonotonicNs());
+        blocked_.Reset();
         return;
       }
       auto* s = std::get_if<Sample>(&*p.event);
       SchedSwitchFormat::Values v;
       if (s == nullptr || !sched_switch_.Read(p.raw, &v)) return;
+      blocked_.OnSwitch(s->time_ns, v.prev_pid, v.prev_state, v.next_pid);
+      if (v.next_pid == 0) return;  // a switch to idle: only its switch-out counts
       if (s->time_ns <= until || later == nullptr) {
         ApplySwitchIn(v.next_pid, s->time_ns);
       } else {
@@ -179,6 +184,8 @@ void PerfBackend::DrainSwitchInLog(uint64_t until,
       }
     });
   }
+  // Threads that ran and exited leave entries behind.
+  blocked_.Prune(static_cast<uint64_t>(MonotonicNs()), 10'000'000'000);
 }
 
 void PerfBackend::PauseOffCpu(bool paused) {
