@@ -280,5 +280,54 @@ TEST(OffCpuTest, LossAccountingIsExactAndAnOverwrittenRingSaysSinceWhenItIsCompl
   }
 }
 
+// pprof: a record with off-CPU history has an off_cpu sample type
+// (nanoseconds) beside the on-CPU ones, read by the real `go tool pprof`;
+// its total is the record's own `report --off-cpu` total, and the on-CPU
+// default stays the samples' count.
+TEST(OffCpuTest, PprofHasAnOffCpuSampleTypeThatAddsUpToTheReport) {
+  testing::TempDir dir;
+  Daemon d(dir.path(), {"--backend", "perf", "--off-cpu"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  const std::string out = dir.path() + "/abba.out";
+  pid_t pid = testing::Spawn(
+      {"/bin/sh", "-c", "exec " + BuildPath("tests/programs/fr_abba") + " > " + out});
+  ASSERT_TRUE(testing::WaitFor([&] { return BlockedAt(testing::ReadFile(out)).size() == 2; }, 20s));
+  const int64_t since = MonotonicNs();
+  ASSERT_TRUE(testing::WaitFor([&] { return MonotonicNs() >= since + 1'000'000'000; }, 5s, 10ms));
+  const nlohmann::json dump = Json(d.Cli({"dump", "--json"}));
+  kill(pid, SIGKILL);
+  testing::WaitStatus(pid);
+  const std::string id = dump.value("id", "");
+  ASSERT_FALSE(id.empty()) << d.Log();
+  // The record's own totals: blocked nanoseconds, on-CPU samples.
+  auto off = Json(d.Cli({"report", "--json", "--off-cpu", id}));
+  auto on = Json(d.Cli({"report", "--json", id}));
+  const uint64_t off_ns = off.value("off_cpu_ns", uint64_t{0});
+  const uint64_t on_samples = on.value("samples", uint64_t{0});
+  ASSERT_GT(off_ns, 2'000'000'000u) << off.dump();  // fr_abba's threads alone
+
+  const std::string pb = dir.path() + "/p.pb.gz";
+  auto ex = d.Cli({"export", "-f", "pprof", "-o", pb, id});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  // "Showing nodes accounting for N..., 100% of N total": the total.
+  auto pprof_total = [&](const std::string& index) -> uint64_t {
+    auto r = testing::RunCommand(
+        {"/usr/bin/go", "tool", "pprof", "-sample_index=" + index, "-top", "-unit=ns", pb});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t of = r.out.find("% of ");
+    if (of == std::string::npos) return 0;
+    return std::strtoull(r.out.c_str() + of + 5, nullptr, 10);
+  };
+  EXPECT_EQ(pprof_total("off_cpu"), off_ns);
+  EXPECT_EQ(pprof_total("samples"), on_samples);
+  // Without -sample_index, pprof shows on-CPU time (the default type).
+  auto def = testing::RunCommand({"/usr/bin/go", "tool", "pprof", "-top", pb});
+  EXPECT_NE(def.out.find("Type: cpu"), std::string::npos) << def.out;
+  // Each blocked interval says its state; the blocked threads are in S.
+  auto tags =
+      testing::RunCommand({"/usr/bin/go", "tool", "pprof", "-sample_index=off_cpu", "-tags", pb});
+  EXPECT_NE(tags.out.find("state: Total"), std::string::npos) << tags.out;
+}
+
 }  // namespace
 }  // namespace flightrec
