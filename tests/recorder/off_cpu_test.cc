@@ -283,8 +283,9 @@ TEST(OffCpuTest, LossAccountingIsExactAndAnOverwrittenRingSaysSinceWhenItIsCompl
 // pprof: a record with off-CPU history has an off_cpu sample type
 // (nanoseconds) beside the on-CPU ones, read by the real `go tool pprof`;
 // its total is the record's own `report --off-cpu` total, and the on-CPU
-// default stays the samples' count.
-TEST(OffCpuTest, PprofHasAnOffCpuSampleTypeThatAddsUpToTheReport) {
+// default stays the samples' count. `timeline` shows each thread's off-CPU
+// spans, per thread as the report counts them.
+TEST(OffCpuTest, PprofAndTimelineShowOffCpuTimeAsTheReportCountsIt) {
   testing::TempDir dir;
   Daemon d(dir.path(), {"--backend", "perf", "--off-cpu"});
   ASSERT_TRUE(d.ready()) << d.Log();
@@ -327,6 +328,33 @@ TEST(OffCpuTest, PprofHasAnOffCpuSampleTypeThatAddsUpToTheReport) {
   auto tags =
       testing::RunCommand({"/usr/bin/go", "tool", "pprof", "-sample_index=off_cpu", "-tags", pb});
   EXPECT_NE(tags.out.find("state: Total"), std::string::npos) << tags.out;
+
+  // timeline --json: every blocked thread's off-CPU time is report's row
+  // for its tid; fr_abba's two threads, with no sample at all, end blocked
+  // (S) in the last bins, also when the timeline is of their process alone.
+  std::map<std::string, uint64_t> by_tid;
+  auto rows = Json(d.Cli({"report", "--json", "--off-cpu", "--sort", "tid", "--limit", "0", id}));
+  for (const auto& row : rows["rows"])
+    by_tid[row.value("key", "")] = row.value("self", uint64_t{0});
+  auto tl = Json(d.Cli({"timeline", "--json", "--bins", "20", id}));
+  EXPECT_TRUE(tl.value("off_cpu", false));
+  ASSERT_EQ(tl["off_cpu_threads"].size(), by_tid.size()) << tl["off_cpu_threads"].dump();
+  for (const auto& t : tl["off_cpu_threads"]) {
+    EXPECT_EQ(t.value("off_cpu_ns", uint64_t{0}), by_tid[std::to_string(t.value("tid", 0u))]) << t;
+  }
+  auto mine = Json(d.Cli({"timeline", "--json", "--bins", "20", "--pid", std::to_string(pid), id}));
+  const auto blocked = BlockedAt(testing::ReadFile(out));
+  int seen = 0;
+  for (const auto& t : mine["off_cpu_threads"]) {
+    if (!blocked.count(t.value("tid", 0u))) continue;
+    ++seen;
+    EXPECT_EQ(t.value("bins", "").back(), 'S') << t;
+    EXPECT_TRUE(t["spans"].back().value("ongoing", false)) << t;
+  }
+  EXPECT_EQ(seen, 2) << mine.dump();
+  auto text = d.Cli({"timeline", "--bins", "20", "--pid", std::to_string(pid), id});
+  EXPECT_NE(text.out.find("OFF CPU"), std::string::npos) << text.out << text.err;
+  EXPECT_NE(text.out.find("xfer_a"), std::string::npos) << text.out;
 }
 
 }  // namespace
