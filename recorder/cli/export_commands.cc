@@ -67,8 +67,9 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
         "--off-cpu (the blocked intervals alone) is written by -f folded and pprof; pprof "
         "has an off_cpu sample type beside the on-CPU ones without it");
   }
-  // pprof takes a record's off-CPU intervals as a sample type of their own.
-  opts.off_cpu = a.off_cpu || a.format == "pprof";
+  // pprof takes a record's off-CPU intervals as a sample type of their own,
+  // Perfetto as thread states.
+  opts.off_cpu = a.off_cpu || a.format == "pprof" || a.format == "perfetto";
   const bool to_stdout = a.output == "-";
   if (to_stdout && a.json) {
     return InvalidArgument("--json prints a summary on stdout: give the output a file with -o");

@@ -23,6 +23,7 @@
 #include "store/record_file.h"
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
+#include "tests/support/protoc.h"
 #include "tests/support/run.h"
 #include "tests/support/wait.h"
 
@@ -284,8 +285,9 @@ TEST(OffCpuTest, LossAccountingIsExactAndAnOverwrittenRingSaysSinceWhenItIsCompl
 // (nanoseconds) beside the on-CPU ones, read by the real `go tool pprof`;
 // its total is the record's own `report --off-cpu` total, and the on-CPU
 // default stays the samples' count. `timeline` shows each thread's off-CPU
-// spans, per thread as the report counts them.
-TEST(OffCpuTest, PprofAndTimelineShowOffCpuTimeAsTheReportCountsIt) {
+// spans, and the Perfetto trace thread states (S/D slices on the thread's
+// track, read back with protoc), per thread as the report counts them.
+TEST(OffCpuTest, PprofPerfettoAndTimelineShowOffCpuTimeAsTheReportCountsIt) {
   testing::TempDir dir;
   Daemon d(dir.path(), {"--backend", "perf", "--off-cpu"});
   ASSERT_TRUE(d.ready()) << d.Log();
@@ -355,6 +357,34 @@ TEST(OffCpuTest, PprofAndTimelineShowOffCpuTimeAsTheReportCountsIt) {
   auto text = d.Cli({"timeline", "--bins", "20", "--pid", std::to_string(pid), id});
   EXPECT_NE(text.out.find("OFF CPU"), std::string::npos) << text.out << text.err;
   EXPECT_NE(text.out.find("xfer_a"), std::string::npos) << text.out;
+
+  // Perfetto: on each blocked thread's track (uuid 0x466c.. | tid), the
+  // "S (sleeping)" slices add up to the thread's off-CPU time.
+  const std::string pf = dir.path() + "/t.pftrace";
+  ex = d.Cli({"export", "-f", "perfetto", "-o", pf, id});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  auto raw = testing::ProtocDecodeRaw(pf);
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  const testing::Node trace = testing::ParseText(raw.out);
+  std::map<uint64_t, std::vector<std::pair<std::string, uint64_t>>> open;  // track -> stack
+  std::map<uint64_t, std::map<std::string, uint64_t>> state_ns;            // track -> state -> ns
+  for (const testing::Node* packet : trace.All(1)) {
+    const testing::Node* te = packet->One(11);
+    const testing::Node* ts = packet->One(8);
+    if (te == nullptr || ts == nullptr || te->One(11) == nullptr || te->One(9) == nullptr) continue;
+    auto& stack = open[te->One(11)->U()];
+    if (te->One(9)->U() == 1) {
+      stack.emplace_back(te->One(23) ? te->One(23)->text : "", ts->U());
+    } else if (!stack.empty()) {
+      state_ns[te->One(11)->U()][stack.back().first] += ts->U() - stack.back().second;
+      stack.pop_back();
+    }
+  }
+  for (const auto& [tid, at] : blocked) {
+    const uint64_t track = 0x466c000000000000ULL | tid;
+    EXPECT_EQ(state_ns[track]["S (sleeping)"], by_tid[std::to_string(tid)]) << "tid " << tid;
+    EXPECT_EQ(state_ns[track]["D (uninterruptible)"], 0u) << "tid " << tid;
+  }
 }
 
 }  // namespace
