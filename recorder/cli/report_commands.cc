@@ -244,9 +244,10 @@ struct OffSpan {
 // most kMaxOffCpuLanes threads: each lane costs memory per bin, and a
 // record may hold 2^22 intervals; the others are counted in *left_out.
 constexpr size_t kMaxOffCpuLanes = 4096;
-std::map<std::pair<uint32_t, uint32_t>, analysis::OffCpuLane> OffCpuLanes(
-    const analysis::Timeline& timeline, const std::vector<OffSpan>& spans, uint64_t* left_out) {
-  std::map<std::pair<uint32_t, uint32_t>, analysis::OffCpuLane> lanes;
+using OffCpuLaneMap = std::map<std::pair<uint32_t, uint32_t>, analysis::OffCpuLane>;
+OffCpuLaneMap OffCpuLanes(const analysis::Timeline& timeline, const std::vector<OffSpan>& spans,
+                          uint64_t* left_out) {
+  OffCpuLaneMap lanes;
   if (timeline.empty) return lanes;
   for (const OffSpan& o : spans) {
     const std::pair<uint32_t, uint32_t> key{o.pid, o.tid};
@@ -259,6 +260,38 @@ std::map<std::pair<uint32_t, uint32_t>, analysis::OffCpuLane> OffCpuLanes(
     analysis::AddOffCpuSpan(timeline.bins.front(), &lane, o.t, o.ns, o.state, o.ongoing);
   }
   return lanes;
+}
+
+nlohmann::json OffCpuJson(const analysis::TimelineBins& tb, const OffCpuLaneMap& lanes) {
+  nlohmann::json threads = nlohmann::json::array();
+  for (const auto& [key, lane] : lanes) {
+    threads.push_back({{"pid", key.first},
+                       {"tid", key.second},
+                       {"comm", lane.comm},
+                       {"off_cpu_ns", lane.off_cpu_ns},
+                       {"intervals", lane.intervals},
+                       {"spans", lane.spans},
+                       {"bins", analysis::OffCpuLaneText(tb, lane)}});
+  }
+  return threads;
+}
+
+void PrintOffCpuLanes(const analysis::TimelineBins& tb, const OffCpuLaneMap& lanes,
+                      uint64_t left_out) {
+  if (!lanes.empty()) {
+    std::printf("\nOFF CPU (S sleeping, D uninterruptible: blocked half the bin or more)\n");
+  }
+  if (left_out > 0) {
+    std::printf("  (%llu intervals of threads past the first %zu left out)\n",
+                static_cast<unsigned long long>(left_out), kMaxOffCpuLanes);
+  }
+  for (const auto& [key, lane] : lanes) {
+    std::string title = fmt::format("{} {}/{}", lane.comm, key.first, key.second);
+    if (title.size() > 24) title = title.substr(0, 24);
+    std::printf("  %-24s |%s| %s\n", EscapeForTerminal(title).c_str(),
+                analysis::OffCpuLaneText(tb, lane).c_str(),
+                FormatDurationNs(static_cast<int64_t>(lane.off_cpu_ns)).c_str());
+  }
 }
 
 Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
@@ -339,17 +372,8 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
                                 {"bins", tb.LaneJson(lane)}});
     }
     out["off_cpu"] = info.off_cpu;
-    out["off_cpu_threads"] = nlohmann::json::array();
+    out["off_cpu_threads"] = OffCpuJson(tb, off_lanes);
     out["off_cpu_intervals_left_out"] = off_left_out;
-    for (const auto& [key, lane] : off_lanes) {
-      out["off_cpu_threads"].push_back({{"pid", key.first},
-                                        {"tid", key.second},
-                                        {"comm", lane.comm},
-                                        {"off_cpu_ns", lane.off_cpu_ns},
-                                        {"intervals", lane.intervals},
-                                        {"spans", lane.spans},
-                                        {"bins", analysis::OffCpuLaneText(tb, lane)}});
-    }
     std::printf("%s\n", json::Dump(out, 2).c_str());
     return AllExecutablesGone(reader->meta(), stats.pids);
   }
@@ -379,20 +403,7 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
     std::printf("  %-24s |%s| %llu\n", title.c_str(), lane_text(lane).c_str(),
                 static_cast<unsigned long long>(lane.samples));
   }
-  if (!off_lanes.empty()) {
-    std::printf("\nOFF CPU (S sleeping, D uninterruptible: blocked half the bin or more)\n");
-  }
-  if (off_left_out > 0) {
-    std::printf("  (%llu intervals of threads past the first %zu left out)\n",
-                static_cast<unsigned long long>(off_left_out), kMaxOffCpuLanes);
-  }
-  for (const auto& [key, lane] : off_lanes) {
-    std::string title = fmt::format("{} {}/{}", lane.comm, key.first, key.second);
-    if (title.size() > 24) title = title.substr(0, 24);
-    std::printf("  %-24s |%s| %s\n", EscapeForTerminal(title).c_str(),
-                analysis::OffCpuLaneText(tb, lane).c_str(),
-                FormatDurationNs(static_cast<int64_t>(lane.off_cpu_ns)).c_str());
-  }
+  PrintOffCpuLanes(tb, off_lanes, off_left_out);
   std::printf("\nLEGEND (letter = what ran most in the bin)\n");
   for (const auto& [label, n] : legend.order()) {
     std::printf("  %c  %s  (%llu samples)\n", legend.Letter(label),
