@@ -42,6 +42,27 @@ class TimelineBins {
   double width_;
 };
 
+// One thread's off-CPU spans over a timeline (records of recorderd
+// --off-cpu): its blocked time per bin, in S and in D, and the spans
+// themselves (the first kMaxSpans).
+struct OffCpuLane {
+  static constexpr size_t kMaxSpans = 1000;
+  std::string comm;
+  uint64_t off_cpu_ns = 0;  // whole intervals, as report --off-cpu counts them
+  uint64_t intervals = 0;
+  nlohmann::json spans = nlohmann::json::array();
+  // Per bin: partial coverage in ns, and whole bins in difference form (so
+  // that a span costs O(1) whatever it covers).
+  std::vector<double> part_s, part_d;
+  std::vector<int64_t> whole_s, whole_d;
+};
+// Adds the interval [t, t + ns) in state 'S' or 'D' to `lane`.
+void AddOffCpuSpan(const TimelineBins& tb, OffCpuLane* lane, uint64_t t, uint64_t ns, char state,
+                   bool ongoing);
+// A character per bin: 'S' or 'D' where the thread was off CPU at least half
+// the bin (the state it spent longer in), '.' elsewhere.
+std::string OffCpuLaneText(const TimelineBins& tb, const OffCpuLane& lane);
+
 // The label with most samples in a bin (ties: the first in label order).
 std::pair<std::string, uint64_t> TopLabel(const std::map<std::string, uint64_t>& bin);
 
@@ -78,8 +99,10 @@ struct Timeline {
   std::map<uint32_t, TimelineLane> cpus;
   std::map<std::pair<uint32_t, uint32_t>, TimelineLane> threads;
 };
+// bins_without_points: bins over the record's window even without a point
+// (a record whose threads were all off CPU).
 Timeline BuildTimeline(const std::vector<TimelinePoint>& points, uint64_t window_start_ns,
                        uint64_t window_end_ns, std::optional<int64_t> since_ns,
-                       std::optional<int64_t> until_ns, int bins);
+                       std::optional<int64_t> until_ns, int bins, bool bins_without_points = false);
 
 }  // namespace flightrec::recorder::analysis

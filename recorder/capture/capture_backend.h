@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "recorder/capture/blocked_threads.h"
 #include "recorder/capture/snapshot.h"
 #include "recorder/model/events.h"
 
@@ -53,6 +54,10 @@ class CaptureBackend {
   }
   // Live counters and how many seconds of history the rings hold now.
   virtual nlohmann::json Stats() = 0;
+  // The threads blocked now, and since when, as far as the switches drained
+  // with the sideband tell (off-CPU capture); nullptr: this backend does not
+  // follow context switches as they happen.
+  virtual const BlockedThreads* blocked_threads() const { return nullptr; }
   // Known before any sample: nullopt where the rate is not (a fixed period
   // of a counted event) or the rings are another program's (the module's).
   virtual std::optional<HistoryPlan> PlannedHistory() const { return std::nullopt; }

@@ -113,7 +113,8 @@ StatusOr<analysis::ReplayStats> QueryArgs::Replay(const store::RecordReader& rea
                                      on_info(i);
                                    },
                                    on_sample));
-  if (stats.samples > 0 || stats.filtered == 0) return stats;
+  // Off-CPU intervals match too: a process blocked throughout has no sample.
+  if (stats.samples > 0 || stats.off_cpu_intervals > 0 || stats.filtered == 0) return stats;
   // Enough pids to see the mistake, not a screenful.
   constexpr size_t kShown = 8;
   std::vector<uint32_t> pids(stats.filtered_pids.begin(), stats.filtered_pids.end());

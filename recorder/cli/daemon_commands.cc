@@ -84,6 +84,12 @@ void PrintFleetStatus(const nlohmann::json& f) {
   }
 }
 
+// "uprobe /bin/x:f" or "blocked 2.00 s in D, pid 42".
+std::string TriggerWhat(const nlohmann::json& t) {
+  if (t.contains("uprobe")) return "uprobe " + EscapeForTerminal(t.value("uprobe", ""));
+  return EscapeForTerminal(t.value("what", ""));
+}
+
 Status RunStatus(const CliContext& ctx, bool json) {
   ASSIGN_OR_RETURN(auto s, Call(ctx, "status", nlohmann::json::object()));
   if (json) {
@@ -185,9 +191,8 @@ Status RunStatus(const CliContext& ctx, bool json) {
     }
   }
   for (const auto& t : s["triggers"]) {
-    std::printf("  trigger %llu: uprobe %s, fired %llu, dumps %llu, suppressed %llu\n",
-                static_cast<unsigned long long>(t.value("id", uint64_t{0})),
-                t.value("uprobe", "").c_str(),
+    std::printf("  trigger %llu: %s, fired %llu, dumps %llu, suppressed %llu\n",
+                static_cast<unsigned long long>(t.value("id", uint64_t{0})), TriggerWhat(t).c_str(),
                 static_cast<unsigned long long>(t.value("fired", uint64_t{0})),
                 static_cast<unsigned long long>(t.value("dumps", uint64_t{0})),
                 static_cast<unsigned long long>(t.value("suppressed", uint64_t{0})));
@@ -200,23 +205,54 @@ Status RunStatus(const CliContext& ctx, bool json) {
 
 struct TriggerArgs {
   std::string uprobe;
+  std::string blocked;  // a duration
+  bool hung_task = false;
+  std::string state;
+  int64_t pid = 0;
+  std::string exe, cgroup;
   std::string last = "5s";
   uint32_t max_per_hour = 6;
   uint64_t id = 0;
   bool json = false;
 };
 
-Status RunTriggerAdd(const CliContext& ctx, const TriggerArgs& a) {
+// The request's kind and selector; the daemon checks them (a peer's input).
+StatusOr<nlohmann::json> TriggerRequest(const TriggerArgs& a) {
+  if (!a.uprobe.empty() + !a.blocked.empty() + a.hung_task != 1) {
+    return InvalidArgument("give one of --uprobe, --blocked, --hung-task");
+  }
   ASSIGN_OR_RETURN(int64_t last, ParseDurationNs(a.last));
-  ASSIGN_OR_RETURN(
-      auto r, Call(ctx, "trigger_add",
-                   {{"uprobe", a.uprobe}, {"last_ns", last}, {"max_per_hour", a.max_per_hour}}));
+  nlohmann::json req = {{"last_ns", last}, {"max_per_hour", a.max_per_hour}};
+  if (!a.uprobe.empty()) {
+    if (!a.state.empty() || a.pid != 0 || !a.exe.empty() || !a.cgroup.empty()) {
+      return InvalidArgument("--state, --pid, --exe and --cgroup go with --blocked or --hung-task");
+    }
+    req["uprobe"] = a.uprobe;
+    return req;
+  }
+  if (!a.blocked.empty()) {
+    auto ns = ParseDurationNs(a.blocked);
+    if (!ns.ok()) return ns.status().Annotate("--blocked");
+    req["blocked_ns"] = *ns;
+  } else {
+    req["hung_task"] = true;
+  }
+  if (!a.state.empty()) req["state"] = a.state;
+  if (a.pid != 0) req["pid"] = a.pid;
+  if (!a.exe.empty()) req["exe"] = a.exe;
+  if (!a.cgroup.empty()) req["cgroup"] = a.cgroup;
+  return req;
+}
+
+Status RunTriggerAdd(const CliContext& ctx, const TriggerArgs& a) {
+  ASSIGN_OR_RETURN(nlohmann::json req, TriggerRequest(a));
+  ASSIGN_OR_RETURN(auto r, Call(ctx, "trigger_add", req));
   if (a.json)
     std::printf("%s\n", r.dump(2).c_str());
   else
     std::printf("trigger %llu armed: %s (at most %u dumps per hour)\n",
-                static_cast<unsigned long long>(r.value("id", uint64_t{0})), a.uprobe.c_str(),
-                a.max_per_hour);
+                static_cast<unsigned long long>(r.value("id", uint64_t{0})),
+                EscapeForTerminal(r.value("what", a.uprobe)).c_str(), a.max_per_hour);
   return OkStatus();
 }
 
@@ -247,9 +283,26 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx) {
   auto ta = std::make_shared<TriggerArgs>();
   auto* add = trigger->add_subcommand(
       "add",
-      "Dump the preceding history whenever a function runs (a uprobe, system-wide, re-armed); "
-      "recorderd opens the binary with your credentials");
-  add->add_option("--uprobe", ta->uprobe, "/path/to/binary:function")->required();
+      "Dump the preceding history whenever a function runs (--uprobe, system-wide, re-armed; "
+      "recorderd opens the binary with your credentials), or once per hang when a thread has "
+      "been blocked off CPU for a while (--blocked, needs recorderd --off-cpu) or the kernel "
+      "reports a hung task (--hung-task)");
+  add->add_option("--uprobe", ta->uprobe, "/path/to/binary:function");
+  add->add_option("--blocked", ta->blocked,
+                  "Dump when a selected thread has been off CPU this long (e.g. 5s) in --state; "
+                  "once per hang of its process, however long it lasts");
+  add->add_flag("--hung-task", ta->hung_task,
+                "Dump when the kernel's hung-task detector reports a selected task (blocked in D, "
+                "not killable, for kernel.hung_task_timeout_secs; needs CONFIG_DETECT_HUNG_TASK)");
+  add->add_option("--state", ta->state,
+                  "With --blocked: D (uninterruptible, the default), S (interruptible sleep: "
+                  "a mutex or futex wait, poll; needs --pid, --exe or --cgroup) or DS");
+  add->add_option("--pid", ta->pid, "Only threads of this process");
+  add->add_option("--exe", ta->exe,
+                  "Only threads of processes running this executable (absolute path)");
+  add->add_option(
+      "--cgroup", ta->cgroup,
+      "Only threads of processes in this cgroup (its path, or below it) or systemd unit");
   add->add_option("--last", ta->last, "History to dump")->capture_default_str();
   add->add_option("--max-per-hour", ta->max_per_hour, "Rate limit")->capture_default_str();
   add->add_flag("--json", ta->json, "Machine-readable output");
@@ -266,9 +319,9 @@ void AddDaemonCommands(CLI::App& app, CliContext& ctx) {
       }
       if (r.empty()) std::printf("no triggers\n");
       for (const auto& t : r) {
-        std::printf("trigger %llu: uprobe %s, fired %llu, dumps %llu, suppressed %llu\n",
+        std::printf("trigger %llu: %s, fired %llu, dumps %llu, suppressed %llu\n",
                     static_cast<unsigned long long>(t.value("id", uint64_t{0})),
-                    EscapeForTerminal(t.value("uprobe", "")).c_str(),
+                    TriggerWhat(t).c_str(),
                     static_cast<unsigned long long>(t.value("fired", uint64_t{0})),
                     static_cast<unsigned long long>(t.value("dumps", uint64_t{0})),
                     static_cast<unsigned long long>(t.value("suppressed", uint64_t{0})));

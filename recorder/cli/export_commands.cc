@@ -62,12 +62,14 @@ Status RunExport(const CliContext& ctx, const ExportArgs& a) {
   ASSIGN_OR_RETURN(auto ex, exporter::MakeExporter(a.format, eo));
   ASSIGN_OR_RETURN(auto opts, a.Options());
   if (a.output.empty()) return InvalidArgument("give an output file with -o (or -o - for stdout)");
-  if (a.off_cpu && a.format != "folded") {
+  if (a.off_cpu && a.format != "folded" && a.format != "pprof") {
     return InvalidArgument(
-        "--off-cpu is written only by -f folded so far (pprof's off_cpu sample type and "
-        "Perfetto thread states are not)");
+        "--off-cpu (the blocked intervals alone) is written by -f folded and pprof; pprof "
+        "has an off_cpu sample type beside the on-CPU ones without it");
   }
-  opts.off_cpu = a.off_cpu;
+  // pprof takes a record's off-CPU intervals as a sample type of their own,
+  // Perfetto as thread states.
+  opts.off_cpu = a.off_cpu || a.format == "pprof" || a.format == "perfetto";
   const bool to_stdout = a.output == "-";
   if (to_stdout && a.json) {
     return InvalidArgument("--json prints a summary on stdout: give the output a file with -o");
@@ -171,7 +173,9 @@ void AddExportCommands(CLI::App& app, CliContext& ctx) {
   exp->add_flag("--off-cpu", ea->off_cpu,
                 "Export the blocked intervals instead of the samples (records of recorderd "
                 "--off-cpu; -f folded: each stack under an [off-cpu:S] or [off-cpu:D] frame, "
-                "counted in microseconds off CPU)");
+                "counted in microseconds off CPU; -f pprof: the off_cpu sample type alone). "
+                "Without it, -f pprof of such a record has both: -sample_index=off_cpu "
+                "(nanoseconds, with a state label S or D) beside the on-CPU samples");
   exp->callback([&ctx, ea] { ctx.action = [&ctx, ea] { return RunExport(ctx, *ea); }; });
 
   auto fa = std::make_shared<ExportArgs>();

@@ -232,6 +232,69 @@ Status RunTimeline(const CliContext& ctx, const TimelineArgs& a) {
   return TimelineOn(reader.get(), a, opts, bins);
 }
 
+// An off-CPU interval as the timeline bins it.
+struct OffSpan {
+  uint32_t pid, tid;
+  uint64_t t, ns;
+  char state;
+  bool ongoing;
+  std::string comm;
+};
+
+// One lane per blocked thread (none before the window is known), for at
+// most kMaxOffCpuLanes threads: each lane costs memory per bin, and a
+// record may hold 2^22 intervals; the others are counted in *left_out.
+constexpr size_t kMaxOffCpuLanes = 4096;
+using OffCpuLaneMap = std::map<std::pair<uint32_t, uint32_t>, analysis::OffCpuLane>;
+OffCpuLaneMap OffCpuLanes(const analysis::Timeline& timeline, const std::vector<OffSpan>& spans,
+                          uint64_t* left_out) {
+  OffCpuLaneMap lanes;
+  if (timeline.empty) return lanes;
+  for (const OffSpan& o : spans) {
+    const std::pair<uint32_t, uint32_t> key{o.pid, o.tid};
+    if (lanes.size() >= kMaxOffCpuLanes && lanes.count(key) == 0) {
+      ++*left_out;
+      continue;
+    }
+    auto& lane = lanes[key];
+    lane.comm = o.comm;
+    analysis::AddOffCpuSpan(timeline.bins.front(), &lane, o.t, o.ns, o.state, o.ongoing);
+  }
+  return lanes;
+}
+
+nlohmann::json OffCpuJson(const analysis::TimelineBins& tb, const OffCpuLaneMap& lanes) {
+  nlohmann::json threads = nlohmann::json::array();
+  for (const auto& [key, lane] : lanes) {
+    threads.push_back({{"pid", key.first},
+                       {"tid", key.second},
+                       {"comm", lane.comm},
+                       {"off_cpu_ns", lane.off_cpu_ns},
+                       {"intervals", lane.intervals},
+                       {"spans", lane.spans},
+                       {"bins", analysis::OffCpuLaneText(tb, lane)}});
+  }
+  return threads;
+}
+
+void PrintOffCpuLanes(const analysis::TimelineBins& tb, const OffCpuLaneMap& lanes,
+                      uint64_t left_out) {
+  if (!lanes.empty()) {
+    std::printf("\nOFF CPU (S sleeping, D uninterruptible: blocked half the bin or more)\n");
+  }
+  if (left_out > 0) {
+    std::printf("  (%llu intervals of threads past the first %zu left out)\n",
+                static_cast<unsigned long long>(left_out), kMaxOffCpuLanes);
+  }
+  for (const auto& [key, lane] : lanes) {
+    std::string title = fmt::format("{} {}/{}", lane.comm, key.first, key.second);
+    if (title.size() > 24) title = title.substr(0, 24);
+    std::printf("  %-24s |%s| %s\n", EscapeForTerminal(title).c_str(),
+                analysis::OffCpuLaneText(tb, lane).c_str(),
+                FormatDurationNs(static_cast<int64_t>(lane.off_cpu_ns)).c_str());
+  }
+}
+
 Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
                   analysis::ReplayOptions opts, int bins) {
   analysis::RecordInfo info;
@@ -240,23 +303,35 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
   std::vector<analysis::TimelinePoint> points;
   std::set<std::string> labels;
   std::map<std::pair<uint32_t, uint32_t>, std::string> comm_of;
-  ASSIGN_OR_RETURN(auto stats, a.Replay(
-                                   *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
-                                   [&](const analysis::ResolvedSample& rs) {
-                                     const auto& s = *rs.sample;
-                                     std::string label;
-                                     if (a.by == "comm") {
-                                       label = s.comm.empty() ? std::to_string(s.pid) : s.comm;
-                                     } else {
-                                       label = rs.stack.empty() ? "[no frames]"
-                                                                : rs.stack[0]->Display();
-                                     }
-                                     auto it = labels.insert(std::move(label)).first;
-                                     comm_of[{s.pid, s.tid}] = s.comm;
-                                     points.push_back({s.time_ns, s.cpu, s.pid, s.tid, &*it});
-                                   }));
-  const analysis::Timeline timeline = analysis::BuildTimeline(
-      points, info.window_start_ns, info.window_end_ns, opts.since_ns, opts.until_ns, bins);
+  // Off-CPU intervals (records of recorderd --off-cpu), binned once the
+  // window is known.
+  std::vector<OffSpan> off_spans;
+  opts.off_cpu = true;
+  ASSIGN_OR_RETURN(auto stats,
+                   a.Replay(
+                       *reader, opts, [&](const analysis::RecordInfo& i) { info = i; },
+                       [&](const analysis::ResolvedSample& rs) {
+                         const auto& s = *rs.sample;
+                         if (rs.off_cpu != nullptr) {
+                           off_spans.push_back({s.pid, s.tid, s.time_ns, s.period,
+                                                rs.off_cpu->state, rs.off_cpu->ongoing, s.comm});
+                           return;
+                         }
+                         std::string label;
+                         if (a.by == "comm") {
+                           label = s.comm.empty() ? std::to_string(s.pid) : s.comm;
+                         } else {
+                           label = rs.stack.empty() ? "[no frames]" : rs.stack[0]->Display();
+                         }
+                         auto it = labels.insert(std::move(label)).first;
+                         comm_of[{s.pid, s.tid}] = s.comm;
+                         points.push_back({s.time_ns, s.cpu, s.pid, s.tid, &*it});
+                       }));
+  const analysis::Timeline timeline =
+      analysis::BuildTimeline(points, info.window_start_ns, info.window_end_ns, opts.since_ns,
+                              opts.until_ns, bins, !off_spans.empty());
+  uint64_t off_left_out = 0;
+  const auto off_lanes = OffCpuLanes(timeline, off_spans, &off_left_out);
   const uint64_t start = timeline.start_ns, end = timeline.end_ns;
   if (timeline.empty) {
     if (a.json) {
@@ -297,6 +372,9 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
                                 {"samples", lane.samples},
                                 {"bins", tb.LaneJson(lane)}});
     }
+    out["off_cpu"] = info.off_cpu;
+    out["off_cpu_threads"] = OffCpuJson(tb, off_lanes);
+    out["off_cpu_intervals_left_out"] = off_left_out;
     std::printf("%s\n", json::Dump(out, 2).c_str());
     return AllExecutablesGone(reader->meta(), stats.pids);
   }
@@ -326,6 +404,7 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
     std::printf("  %-24s |%s| %llu\n", title.c_str(), lane_text(lane).c_str(),
                 static_cast<unsigned long long>(lane.samples));
   }
+  PrintOffCpuLanes(tb, off_lanes, off_left_out);
   std::printf("\nLEGEND (letter = what ran most in the bin)\n");
   for (const auto& [label, n] : legend.order()) {
     std::printf("  %c  %s  (%llu samples)\n", legend.Letter(label),

@@ -279,8 +279,11 @@ void Daemon::Tick() {
     // A hit that landed between the last drain and re-arming the wait has
     // no edge left to report it: pick it up here, 200 ms late at most.
     for (auto& t : triggers_) {
-      if (t->uprobe->Pending()) OnTrigger(t.get());
+      if ((t->uprobe && t->uprobe->Pending()) || (t->hung_task && t->hung_task->Pending())) {
+        OnTrigger(t.get());
+      }
     }
+    CheckBlocked();
     // Mapping changes (and exited processes) stay replayable for twice the
     // history window: a dump may ask for more than --history when the rings
     // were sized larger (--ring-pages).
@@ -558,16 +561,22 @@ nlohmann::json Daemon::TriggersJson() const {
   nlohmann::json triggers = nlohmann::json::array();
   for (const auto& t : triggers_) {
     if (triggers.size() >= kMaxTriggersInStatus) break;
-    triggers.push_back({{"id", t->id},
+    nlohmann::json j = {{"id", t->id},
                         {"owner_uid", t->owner},
-                        {"uprobe", t->spec},
+                        {"kind", t->uprobe                                   ? "uprobe"
+                                 : t->hang->kind == HangSpec::Kind::kBlocked ? "blocked"
+                                                                             : "hung_task"},
+                        {"what", t->spec},
                         {"last_ns", t->last_ns},
                         {"max_per_hour", t->limiter->max_events()},
                         {"fired", t->fired},
                         {"dumps", t->dumps},
                         {"suppressed", t->limiter->suppressed()},
                         {"records", t->records},
-                        {"records_total", t->records_total}});
+                        {"records_total", t->records_total}};
+    if (t->uprobe) j["uprobe"] = t->spec;
+    if (t->hang) j.update(t->hang->ToJson());
+    triggers.push_back(std::move(j));
   }
   return triggers;
 }
@@ -658,15 +667,31 @@ StatusOr<nlohmann::json> Daemon::AddTrigger(const ipc::Peer& peer, const nlohman
   }
   auto t = std::make_unique<Trigger>();
   t->owner = peer.uid;
-  t->spec = p.at("uprobe").get<std::string>();
-  if (t->spec.size() > kMaxTriggerSpec) {
-    return InvalidArgument(
-        fmt::format("uprobe spec of {} bytes (at most {})", t->spec.size(), kMaxTriggerSpec));
+  const bool is_hang = p.contains("blocked_ns") || p.contains("hung_task");
+  if (is_hang == p.contains("uprobe")) {
+    return InvalidArgument("a trigger takes exactly one of uprobe, blocked_ns, hung_task");
   }
-  t->last_ns = p.value("last_ns", options_.default_last_ns);
-  uint32_t per_hour = p.value("max_per_hour", 6u);
-  ASSIGN_OR_RETURN(UprobeTarget target, ResolveForPeer(peer, t->spec));
-  ASSIGN_OR_RETURN(t->uprobe, UprobeTrigger::Create(std::move(target), t->spec));
+  t->last_ns =
+      p.contains("last_ns") ? json::As<int64_t>(p["last_ns"], -1) : options_.default_last_ns;
+  if (t->last_ns <= 0) return InvalidArgument("last_ns must be a positive number of nanoseconds");
+  const int64_t per_hour_asked =
+      p.contains("max_per_hour") ? json::As<int64_t>(p["max_per_hour"], -1) : 6;
+  if (per_hour_asked < 0 || per_hour_asked > 3600) {
+    return InvalidArgument("max_per_hour must be an integer from 0 to 3600");
+  }
+  const auto per_hour = static_cast<uint32_t>(per_hour_asked);
+  if (is_hang) {
+    RETURN_IF_ERROR(ArmHangTrigger(t.get(), p));
+  } else {
+    if (!p["uprobe"].is_string()) return InvalidArgument("uprobe must be a string");
+    t->spec = p["uprobe"].get<std::string>();
+    if (t->spec.size() > kMaxTriggerSpec) {
+      return InvalidArgument(
+          fmt::format("uprobe spec of {} bytes (at most {})", t->spec.size(), kMaxTriggerSpec));
+    }
+    ASSIGN_OR_RETURN(UprobeTarget target, ResolveForPeer(peer, t->spec));
+    ASSIGN_OR_RETURN(t->uprobe, UprobeTrigger::Create(std::move(target), t->spec));
+  }
   rlimit nofile{};
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
     size_t open_fds = OpenFdCount();
@@ -682,15 +707,36 @@ StatusOr<nlohmann::json> Daemon::AddTrigger(const ipc::Peer& peer, const nlohman
   t->limiter = std::make_unique<RateLimiter>(per_hour, 3600'000'000'000LL);
   t->id = next_trigger_id_++;
   Trigger* raw = t.get();
-  for (int fd : t->uprobe->fds()) {
-    t->fds.push_back(std::make_unique<asio::posix::stream_descriptor>(io_, fd));
-  }
+  const std::vector<int> fds = raw->uprobe      ? raw->uprobe->fds()
+                               : raw->hung_task ? raw->hung_task->fds()
+                                                : std::vector<int>{};
+  for (int fd : fds) t->fds.push_back(std::make_unique<asio::posix::stream_descriptor>(io_, fd));
   triggers_.push_back(std::move(t));
   for (size_t i = 0; i < raw->fds.size(); ++i) ArmTrigger(raw, i);
-  return nlohmann::json{{"id", raw->id},
-                        {"uprobe", raw->spec},
-                        {"file_offset", raw->uprobe->target().file_offset},
-                        {"max_per_hour", per_hour}};
+  nlohmann::json j = {{"id", raw->id}, {"what", raw->spec}, {"max_per_hour", per_hour}};
+  if (raw->uprobe) {
+    j["uprobe"] = raw->spec;
+    j["file_offset"] = raw->uprobe->target().file_offset;
+  }
+  if (raw->hang) j.update(raw->hang->ToJson());
+  return j;
+}
+
+// A --blocked trigger reads the threads the backend sees blocked (off-CPU
+// capture); a --hung-task trigger opens the kernel's hung-task tracepoint.
+Status Daemon::ArmHangTrigger(Trigger* t, const nlohmann::json& p) {
+  ASSIGN_OR_RETURN(HangSpec spec, ParseHangSpec(p));
+  if (spec.kind == HangSpec::Kind::kBlocked && backend_->blocked_threads() == nullptr) {
+    return Unsupported(
+        "a --blocked trigger needs recorderd --off-cpu (the perf backend's sched_switch "
+        "capture tells which threads are blocked, and since when)");
+  }
+  if (spec.kind == HangSpec::Kind::kHungTask) {
+    ASSIGN_OR_RETURN(t->hung_task, HungTaskEvents::Create());
+  }
+  t->spec = spec.Describe();
+  t->hang = std::move(spec);
+  return OkStatus();
 }
 
 // A trigger's file is opened and parsed with the asking peer's credentials
@@ -734,6 +780,12 @@ void Daemon::ArmTrigger(Trigger* t, size_t i) {
 // ms) raise their readiness edge while no wait is armed, and asio's
 // edge-triggered epoll would not report them again until the next hit.
 void Daemon::OnTrigger(Trigger* t) {
+  if (t->hung_task) {
+    for (auto tids = t->hung_task->Drain(); !tids.empty(); tids = t->hung_task->Drain()) {
+      OnHungTasks(t, tids);
+    }
+    return;
+  }
   for (auto hits = t->uprobe->Drain(); !hits.empty(); hits = t->uprobe->Drain()) {
     OnHits(t, hits);
   }
@@ -744,23 +796,69 @@ void Daemon::OnHits(Trigger* t, const std::vector<UprobeHit>& hits) {
     ++t->fired;
     if (!t->limiter->Allow(MonotonicNs())) continue;
     DumpRequest req;
-    req.last_ns = t->last_ns;
     req.reason = fmt::format("uprobe {} hit by pid {} tid {}", t->spec, h.pid, h.tid);
-    // A trigger added by a non-root group member writes records for that
-    // user: owned by them, and without kernel addresses.
-    req.owner_uid = t->owner;
-    if (t->owner != 0) req.kernel_frames = options_.kernel_frames_for_users;
-    auto r = Dump(req, t->owner);
-    if (r.ok()) {
-      ++t->dumps;
-      ++t->records_total;
-      if (t->records.size() >= kMaxTriggerRecords) t->records.erase(t->records.begin());
-      t->records.push_back(r->row.id);
-      spdlog::info("trigger {}: {}", t->id, r->Summary());
-    } else {
-      spdlog::error("trigger {}: dump failed: {}", t->id, r.status().message());
-    }
+    TriggerDump(t, std::move(req));
   }
+}
+
+void Daemon::TriggerDump(Trigger* t, DumpRequest req) {
+  req.last_ns = t->last_ns;
+  // A trigger added by a non-root group member writes records for that
+  // user: owned by them, and without kernel addresses.
+  req.owner_uid = t->owner;
+  if (t->owner != 0) req.kernel_frames = options_.kernel_frames_for_users;
+  auto r = Dump(req, t->owner);
+  if (r.ok()) {
+    ++t->dumps;
+    ++t->records_total;
+    if (t->records.size() >= kMaxTriggerRecords) t->records.erase(t->records.begin());
+    t->records.push_back(r->row.id);
+    spdlog::info("trigger {}: {}", t->id, r->Summary());
+  } else {
+    spdlog::error("trigger {}: dump failed: {}", t->id, r.status().message());
+  }
+}
+
+void Daemon::CheckBlocked() {
+  const BlockedThreads* blocked = backend_->blocked_threads();
+  if (blocked == nullptr) return;
+  const auto now = static_cast<uint64_t>(MonotonicNs());
+  for (auto& t : triggers_) {
+    if (!t->hang || t->hang->kind != HangSpec::Kind::kBlocked) continue;
+    const HangSelector& sel = t->hang->select;
+    auto list = blocked->BlockedFor(now, t->hang->blocked_ns, t->hang->states.c_str());
+    auto hangs = t->hangs.Update(
+        list, [&sel](uint32_t tid) { return sel.Match(tid); }, true);
+    for (const Hang& h : hangs) FireHang(t.get(), h);
+  }
+}
+
+// The kernel reports a hung task at every check while it stays hung: one
+// hang is one count of its context switches.
+void Daemon::OnHungTasks(Trigger* t, const std::vector<uint32_t>& tids) {
+  std::vector<BlockedThread> reported;
+  for (uint32_t tid : tids) {
+    if (auto n = ContextSwitches(tid)) reported.push_back({tid, *n, 'D'});
+  }
+  const HangSelector& sel = t->hang->select;
+  auto hangs = t->hangs.Update(
+      reported, [&sel](uint32_t tid) { return sel.Match(tid); }, false);
+  for (const Hang& h : hangs) FireHang(t, h);
+}
+
+void Daemon::FireHang(Trigger* t, const Hang& h) {
+  ++t->fired;
+  if (!t->limiter->Allow(MonotonicNs())) return;
+  DumpRequest req;
+  req.pids = {h.pid};
+  if (t->hang->kind == HangSpec::Kind::kHungTask) {
+    req.reason = fmt::format("hung task pid {} tid {} (kernel hung-task detector)", h.pid, h.tid);
+  } else {
+    req.reason =
+        fmt::format("pid {} tid {} blocked in {} for {} (trigger {})", h.pid, h.tid, h.state,
+                    FormatDurationNs(MonotonicNs() - static_cast<int64_t>(h.since_ns)), t->spec);
+  }
+  TriggerDump(t, std::move(req));
 }
 
 void Daemon::Stop() { io_.stop(); }

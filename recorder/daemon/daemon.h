@@ -11,6 +11,7 @@
 #include <boost/asio.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@
 #include "recorder/capture/backend_factory.h"
 #include "recorder/capture/capture_backend.h"
 #include "recorder/daemon/death_watch.h"
+#include "recorder/daemon/hang_trigger.h"
+#include "recorder/daemon/hung_task_events.h"
 #include "recorder/daemon/rate_limiter.h"
 #include "recorder/daemon/uprobe_trigger.h"
 #include "recorder/ipc/ipc.h"
@@ -77,7 +80,12 @@ class Daemon {
     uid_t owner = 0;  // charged for the trigger and its dumps
     std::string spec;
     int64_t last_ns = 0;
+    // One of: a uprobe; a hang (--blocked, checked on the timer against
+    // the backend's blocked threads; --hung-task, the kernel's reports).
     std::unique_ptr<UprobeTrigger> uprobe;
+    std::optional<HangSpec> hang;
+    HangTracker hangs;
+    std::unique_ptr<HungTaskEvents> hung_task;
     std::unique_ptr<RateLimiter> limiter;
     std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> fds;
     uint64_t fired = 0;
@@ -91,6 +99,14 @@ class Daemon {
   void ArmTrigger(Trigger* t, size_t i);
   void OnTrigger(Trigger* t);
   void OnHits(Trigger* t, const std::vector<UprobeHit>& hits);
+  // --blocked triggers: the backend's blocked threads against each trigger
+  // (on the timer: a hang is learnt while it lasts).
+  void CheckBlocked();
+  void OnHungTasks(Trigger* t, const std::vector<uint32_t>& tids);
+  void FireHang(Trigger* t, const Hang& h);
+  // Dumps for trigger t (charged to its owner) and keeps the record's id.
+  void TriggerDump(Trigger* t, DumpRequest req);
+  Status ArmHangTrigger(Trigger* t, const nlohmann::json& params);
   void Drain();
   void Tick();
   void ArmDeaths(size_t i);

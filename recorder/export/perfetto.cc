@@ -5,7 +5,11 @@
 // ClockSnapshot relating the samples' CLOCK_MONOTONIC to REALTIME and
 // BOOTTIME as the record measured them; process, thread and CPU tracks named
 // by TrackDescriptors; and, on those tracks, slices that show each sample
-// for exactly the CPU time it stands for (see AddSlices).
+// for exactly the CPU time it stands for (see AddSlices). A record with
+// off-CPU history adds its blocked intervals as thread states: a slice
+// "S (sleeping)" or "D (uninterruptible)" on the thread's track for exactly
+// the time it was off CPU, with its blocking stack nested under it (no
+// PerfSample: it took no CPU time).
 //
 // Field numbers, from google/perfetto (the file and commit each was read at):
 //   protos/perfetto/trace/trace_packet.proto @ 02603952ce0ca9a1f4728ec3153663e8b4b05e06
@@ -111,6 +115,10 @@ class Perfetto : public Exporter {
     if (!snapshot_written_) WriteClockSnapshot(s.time_ns);
     ProcessTrack(s.pid, ProcessName(rs));
     ThreadTrack(s.pid, s.tid, s.comm);
+    if (rs.off_cpu != nullptr) {
+      AddOffCpu(rs);
+      return;
+    }
     ProtoWriter interned;
     ProtoWriter sample;
     sample.Varint(1, s.cpu);
@@ -165,6 +173,24 @@ class Perfetto : public Exporter {
     Event(1, cuuid, SliceBegin(s.time_ns, len, cprev), &who);
     Event(2, cuuid, s.time_ns, nullptr);
     cprev = s.time_ns;
+  }
+  // An off-CPU interval: the thread's state over [switch-out, switch-in or
+  // freeze), its stack beneath; later samples of the thread begin after it.
+  void AddOffCpu(const analysis::ResolvedSample& rs) {
+    const auto& s = *rs.sample;
+    std::vector<std::string> names = {rs.off_cpu->state == 'D' ? "D (uninterruptible)"
+                                                               : "S (sleeping)"};
+    for (auto it = rs.stack.rbegin(); it != rs.stack.rend(); ++it) {
+      names.push_back(FrameName(**it));
+    }
+    uint64_t& tprev = thread_last_[s.tid];
+    const uint64_t begin = std::max({s.time_ns, tprev, snapshot_mono_});
+    const uint64_t end =
+        std::max(begin, s.period > UINT64_MAX - s.time_ns ? UINT64_MAX : s.time_ns + s.period);
+    const uint64_t tuuid = ThreadUuid(s.tid);
+    for (const auto& n : names) Event(1, tuuid, begin, &n);
+    for (size_t i = 0; i < names.size(); ++i) Event(2, tuuid, end, nullptr);
+    tprev = end;
   }
   uint64_t SliceBegin(uint64_t t, uint64_t len, uint64_t prev) const {
     uint64_t begin = t > len ? t - len : 0;

@@ -2,7 +2,7 @@
 // as `go tool pprof` expects. Field numbers used (profile.proto):
 //   Profile: sample_type 1, sample 2, mapping 3, location 4, function 5,
 //            string_table 6, time_nanos 9, duration_nanos 10, period_type 11,
-//            period 12, comment 13
+//            period 12, comment 13, default_sample_type 14
 //   ValueType: type 1, unit 2          Sample: location_id 1, value 2, label 3
 //   Label: key 1, str 2, num 3, num_unit 4
 //   Mapping: id 1, memory_start 2, memory_limit 3, file_offset 4,
@@ -10,6 +10,10 @@
 //            has_line_numbers 9, has_inline_frames 10
 //   Location: id 1, mapping_id 2, address 3, line 4     Line: function_id 1, line 2
 //   Function: id 1, name 2, system_name 3, filename 4
+// A record with off-CPU history gets a third sample type, off_cpu in
+// nanoseconds: each blocked interval is a sample of value (0, 0, ns) beside
+// the on-CPU samples' (1, period, 0), so `-sample_index=off_cpu` shows where
+// threads waited and the default (cpu) where they ran.
 // Each recorded sample stays one pprof sample so its timestamp survives as a
 // label (pprof aggregates them itself); the leaf is location_id[0], and an
 // inlined call is several Lines of one Location, the caller last.
@@ -64,6 +68,8 @@ class Pprof : public Exporter {
     } else {
       ValueType(&head, 1, event_.c_str(), "count");
     }
+    off_cpu_ = info.off_cpu;
+    if (off_cpu_) ValueType(&head, 1, "off_cpu", "nanoseconds");
     Deflate(head.data(), Z_NO_FLUSH);
   }
 
@@ -86,7 +92,13 @@ class Pprof : public Exporter {
     }
     ProtoWriter sample;
     sample.Packed(1, locs);
-    sample.Packed(2, {1, s.period});
+    if (rs.off_cpu != nullptr) {
+      sample.Packed(2, {0, 0, s.period});
+    } else if (off_cpu_) {
+      sample.Packed(2, {1, s.period, 0});
+    } else {
+      sample.Packed(2, {1, s.period});
+    }
     // Identifiers are numeric labels, so `-tagfocus=pid=1234` and ranges
     // work. Each has a unit: pprof drops a numeric label whose value is 0
     // only when it has no unit (profile/encode.go), and CPU 0 and the idle
@@ -102,6 +114,10 @@ class Pprof : public Exporter {
     // (pprof would print it as ~500 000 hours).
     Label(&sample, "timestamp_ns", static_cast<uint64_t>(s.time_ns + info_.mono_to_wall_ns),
           "ns_since_epoch");
+    if (rs.off_cpu != nullptr) {
+      StrLabel(&sample, "state", std::string(1, rs.off_cpu->state));
+      if (rs.off_cpu->ongoing) StrLabel(&sample, "ongoing", "true");
+    }
     if (!marker.empty()) {
       StrLabel(&sample, "unwind", s.unwind.status);
       StrLabel(&sample, "unwind_where", s.unwind.where);
@@ -139,6 +155,8 @@ class Pprof : public Exporter {
     ValueType(&p, 11, clock_ ? "cpu" : event_.c_str(), clock_ ? "nanoseconds" : "count");
     if (clock_ && hz_) p.Varint(12, 1'000'000'000 / hz_);
     p.Varint(13, Str(fmt::format("flightrec record {}", info_.id)));
+    // pprof shows the last sample type unless told: keep on-CPU the default.
+    if (off_cpu_) p.Varint(14, Str(clock_ ? "cpu" : event_));
     // The string table last: every index above has been handed out by now.
     for (const auto& s : strings_) p.Bytes(6, s);
     Deflate(p.data(), Z_FINISH);
@@ -296,6 +314,7 @@ class Pprof : public Exporter {
   analysis::RecordInfo info_;
   std::string event_;
   uint64_t hz_ = 0;
+  bool off_cpu_ = false;
   bool clock_ = true;
   std::vector<std::string> strings_;
   std::unordered_map<std::string, uint64_t> string_ids_;

@@ -99,6 +99,9 @@ class PerfBackend : public CaptureBackend {
   StatusOr<Snapshot> TakeSnapshot(int64_t last_ns) override;
   nlohmann::json Stats() override;
   std::optional<HistoryPlan> PlannedHistory() const override;
+  const BlockedThreads* blocked_threads() const override {
+    return config_.off_cpu ? &blocked_ : nullptr;
+  }
 
   // PERF_EVENT_IOC_PAUSE_OUTPUT on every CPU's sampling event: while paused
   // the counter keeps counting and every sample it cannot write is counted in
@@ -148,6 +151,9 @@ class PerfBackend : public CaptureBackend {
   void ApplySwitchIn(uint32_t tid, uint64_t time_ns);
   std::unordered_map<uint32_t, uint64_t> last_switch_in_;
   LockWaitTable lock_waits_;
+  // Who is blocked now, from the same log (its records also carry the
+  // switch-out of a blocking thread to idle: see OpenOffCpu).
+  BlockedThreads blocked_;
   uint64_t last_switch_in_complete_since_ns_ = UINT64_MAX;
   uint64_t switch_in_log_lost_ = 0;
   SchedSwitchFormat sched_switch_;

@@ -131,6 +131,8 @@ Status PerfBackend::OpenOffCpu(int cpu, Cpu* c) {
   // daemon's 200 ms timer), with sample_id_all so that a LOST record says when.
   // Blocking switch-outs too, with rdi: a wait's mutex is read while the
   // process lives (LockWaitTable), since a SIGKILL leaves no memory to read.
+  // It also takes a blocking thread's switch to idle, so that every block
+  // is seen as it begins (BlockedThreads, for hang triggers).
   perf_event_attr log = in;
   log.sample_type = kLogSampleType;
   log.sample_regs_user = kLogRegsMask;
@@ -179,6 +181,7 @@ void PerfBackend::DrainSwitchInLog(uint64_t until,
         // from here on.
         switch_in_log_lost_ += l->count;
         last_switch_in_complete_since_ns_ = static_cast<uint64_t>(MonotonicNs());
+        blocked_.Reset();
         return;
       }
       auto* s = std::get_if<Sample>(&*p.event);
@@ -187,7 +190,8 @@ void PerfBackend::DrainSwitchInLog(uint64_t until,
       if (BlockedState(v.prev_state) != 0 && s->user_stack.regs.size() == 1) {
         lock_waits_.Blocked(s->pid, s->tid, s->time_ns, s->user_stack.regs[0]);
       }
-      if (v.next_pid == 0) return;
+      blocked_.OnSwitch(s->time_ns, v.prev_pid, v.prev_state, v.next_pid);
+      if (v.next_pid == 0) return;  // a switch to idle: only its switch-out counts
       if (s->time_ns <= until || later == nullptr) {
         ApplySwitchIn(v.next_pid, s->time_ns);
       } else {
@@ -196,6 +200,8 @@ void PerfBackend::DrainSwitchInLog(uint64_t until,
     });
   }
   lock_waits_.Resolve(static_cast<uint64_t>(MonotonicNs()), ReadProcMem, IsThreadOf);
+  // Threads that ran and exited leave entries behind.
+  blocked_.Prune(static_cast<uint64_t>(MonotonicNs()), 10'000'000'000);
 }
 
 void PerfBackend::PauseOffCpu(bool paused) {

@@ -43,6 +43,14 @@ bool ParseFieldLine(std::string_view line, std::string* name, uint32_t* offset, 
   return number("offset:", offset) && number("size:", size);
 }
 
+// "ID: 123": the tracepoint's id (attr.config).
+bool ParseIdLine(const std::string& line, uint32_t* id) {
+  char* end = nullptr;
+  unsigned long v = std::strtoul(line.c_str() + 3, &end, 10);
+  *id = static_cast<uint32_t>(v);
+  return end != line.c_str() + 3 && v > 0 && v < UINT32_MAX;
+}
+
 template <typename T>
 T Load(std::string_view raw, uint32_t offset) {
   T v{};
@@ -59,10 +67,7 @@ StatusOr<SchedSwitchFormat> ParseSchedSwitchFormat(std::string_view text) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("ID:", 0) == 0) {
-      char* end = nullptr;
-      unsigned long id = std::strtoul(line.c_str() + 3, &end, 10);
-      have_id = end != line.c_str() + 3 && id > 0 && id < UINT32_MAX;
-      f.id = static_cast<uint32_t>(id);
+      have_id = ParseIdLine(line, &f.id);
       continue;
     }
     std::string name;
@@ -85,6 +90,27 @@ StatusOr<SchedSwitchFormat> ParseSchedSwitchFormat(std::string_view text) {
     return bad("no 4- or 8-byte field prev_state");
   }
   return f;
+}
+
+StatusOr<TracepointField> ParseTracepointField(std::string_view text, std::string_view name) {
+  TracepointField r;
+  bool have_id = false, have_field = false;
+  std::istringstream in{std::string(text)};
+  std::string line, field_name;
+  while (std::getline(in, line)) {
+    if (line.rfind("ID:", 0) == 0) {
+      have_id = ParseIdLine(line, &r.id);
+      continue;
+    }
+    SchedSwitchFormat::Field f;
+    if (ParseFieldLine(line, &field_name, &f.offset, &f.size) && field_name == name) {
+      r.field = f;
+      have_field = true;
+    }
+  }
+  if (!have_id) return Corrupt("tracepoint format: no valid ID line");
+  if (!have_field) return Corrupt(fmt::format("tracepoint format: no field {}", name));
+  return r;
 }
 
 bool SchedSwitchFormat::Read(std::string_view raw, Values* out) const {

@@ -49,6 +49,15 @@ struct SchedSwitchFormat {
 // offset past 64 KiB is an error naming the field.
 StatusOr<SchedSwitchFormat> ParseSchedSwitchFormat(std::string_view text);
 
+// Another tracepoint's id and the offset and size of one of its fields,
+// from its format text (bounded as for sched_switch); an error names what
+// is missing.
+struct TracepointField {
+  uint32_t id = 0;
+  SchedSwitchFormat::Field field;
+};
+StatusOr<TracepointField> ParseTracepointField(std::string_view text, std::string_view name);
+
 // The tracefs mount point: the first tracefs in /proc/self/mounts, else
 // tracefs is mounted on /sys/kernel/tracing (as perf's tracefs__mount does,
 // tools/lib/api/fs/tracing_path.c); root only.

@@ -83,4 +83,29 @@ TEST(SchedSwitchFormatTest, ThisKernelsTracepointParses) {
 }
 
 }  // namespace
+// Another tracepoint's field (sched_process_hang's pid, for hung-task
+// triggers; Linux 6.18's text, where comm is a __data_loc and pid sits at 12,
+// not after a 16-byte comm as in 6.1): read from its format text; a missing
+// field or ID is an error.
+TEST(TracepointFieldTest, ReadsOneFieldAndRefusesWhatIsMissing) {
+  const std::string hang =
+      "name: sched_process_hang\nID: 361\nformat:\n"
+      "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+      "\tfield:__data_loc char[] comm;\toffset:8;\tsize:4;\tsigned:0;\n"
+      "\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n";
+  auto f = ParseTracepointField(hang, "pid");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->id, 361u);
+  EXPECT_EQ(f->field.offset, 12u);
+  EXPECT_EQ(f->field.size, 4u);
+  auto missing = ParseTracepointField(hang, "prev_pid");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no field prev_pid"), std::string::npos);
+  EXPECT_FALSE(ParseTracepointField("format:\n", "pid").ok());
+  // A huge offset is no field.
+  EXPECT_FALSE(ParseTracepointField(
+                   "ID: 1\n\tfield:pid_t pid;\toffset:99999999;\tsize:4;\tsigned:1;\n", "pid")
+                   .ok());
+}
+
 }  // namespace flightrec::recorder::perf

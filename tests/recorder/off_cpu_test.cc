@@ -23,6 +23,7 @@
 #include "store/record_file.h"
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
+#include "tests/support/protoc.h"
 #include "tests/support/run.h"
 #include "tests/support/wait.h"
 
@@ -277,6 +278,112 @@ TEST(OffCpuTest, LossAccountingIsExactAndAnOverwrittenRingSaysSinceWhenItIsCompl
     } else {
       EXPECT_EQ(complete, 0u);
     }
+  }
+}
+
+// pprof: a record with off-CPU history has an off_cpu sample type
+// (nanoseconds) beside the on-CPU ones, read by the real `go tool pprof`;
+// its total is the record's own `report --off-cpu` total, and the on-CPU
+// default stays the samples' count. `timeline` shows each thread's off-CPU
+// spans, and the Perfetto trace thread states (S/D slices on the thread's
+// track, read back with protoc), per thread as the report counts them.
+TEST(OffCpuTest, PprofPerfettoAndTimelineShowOffCpuTimeAsTheReportCountsIt) {
+  testing::TempDir dir;
+  Daemon d(dir.path(), {"--backend", "perf", "--off-cpu"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  const std::string out = dir.path() + "/abba.out";
+  pid_t pid = testing::Spawn(
+      {"/bin/sh", "-c", "exec " + BuildPath("tests/programs/fr_abba") + " > " + out});
+  ASSERT_TRUE(testing::WaitFor([&] { return BlockedAt(testing::ReadFile(out)).size() == 2; }, 20s));
+  const int64_t since = MonotonicNs();
+  ASSERT_TRUE(testing::WaitFor([&] { return MonotonicNs() >= since + 1'000'000'000; }, 5s, 10ms));
+  const nlohmann::json dump = Json(d.Cli({"dump", "--json"}));
+  kill(pid, SIGKILL);
+  testing::WaitStatus(pid);
+  const std::string id = dump.value("id", "");
+  ASSERT_FALSE(id.empty()) << d.Log();
+  // The record's own totals: blocked nanoseconds, on-CPU samples.
+  auto off = Json(d.Cli({"report", "--json", "--off-cpu", id}));
+  auto on = Json(d.Cli({"report", "--json", id}));
+  const uint64_t off_ns = off.value("off_cpu_ns", uint64_t{0});
+  const uint64_t on_samples = on.value("samples", uint64_t{0});
+  ASSERT_GT(off_ns, 2'000'000'000u) << off.dump();  // fr_abba's threads alone
+
+  const std::string pb = dir.path() + "/p.pb.gz";
+  auto ex = d.Cli({"export", "-f", "pprof", "-o", pb, id});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  // "Showing nodes accounting for N..., 100% of N total": the total.
+  auto pprof_total = [&](const std::string& index) -> uint64_t {
+    auto r = testing::RunCommand(
+        {"/usr/bin/go", "tool", "pprof", "-sample_index=" + index, "-top", "-unit=ns", pb});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t of = r.out.find("% of ");
+    if (of == std::string::npos) return 0;
+    return std::strtoull(r.out.c_str() + of + 5, nullptr, 10);
+  };
+  EXPECT_EQ(pprof_total("off_cpu"), off_ns);
+  EXPECT_EQ(pprof_total("samples"), on_samples);
+  // Without -sample_index, pprof shows on-CPU time (the default type).
+  auto def = testing::RunCommand({"/usr/bin/go", "tool", "pprof", "-top", pb});
+  EXPECT_NE(def.out.find("Type: cpu"), std::string::npos) << def.out;
+  // Each blocked interval says its state; the blocked threads are in S.
+  auto tags =
+      testing::RunCommand({"/usr/bin/go", "tool", "pprof", "-sample_index=off_cpu", "-tags", pb});
+  EXPECT_NE(tags.out.find("state: Total"), std::string::npos) << tags.out;
+
+  // timeline --json: every blocked thread's off-CPU time is report's row
+  // for its tid; fr_abba's two threads, with no sample at all, end blocked
+  // (S) in the last bins, also when the timeline is of their process alone.
+  std::map<std::string, uint64_t> by_tid;
+  auto rows = Json(d.Cli({"report", "--json", "--off-cpu", "--sort", "tid", "--limit", "0", id}));
+  for (const auto& row : rows["rows"])
+    by_tid[row.value("key", "")] = row.value("self", uint64_t{0});
+  auto tl = Json(d.Cli({"timeline", "--json", "--bins", "20", id}));
+  EXPECT_TRUE(tl.value("off_cpu", false));
+  ASSERT_EQ(tl["off_cpu_threads"].size(), by_tid.size()) << tl["off_cpu_threads"].dump();
+  for (const auto& t : tl["off_cpu_threads"]) {
+    EXPECT_EQ(t.value("off_cpu_ns", uint64_t{0}), by_tid[std::to_string(t.value("tid", 0u))]) << t;
+  }
+  auto mine = Json(d.Cli({"timeline", "--json", "--bins", "20", "--pid", std::to_string(pid), id}));
+  const auto blocked = BlockedAt(testing::ReadFile(out));
+  int seen = 0;
+  for (const auto& t : mine["off_cpu_threads"]) {
+    if (!blocked.count(t.value("tid", 0u))) continue;
+    ++seen;
+    EXPECT_EQ(t.value("bins", "").back(), 'S') << t;
+    EXPECT_TRUE(t["spans"].back().value("ongoing", false)) << t;
+  }
+  EXPECT_EQ(seen, 2) << mine.dump();
+  auto text = d.Cli({"timeline", "--bins", "20", "--pid", std::to_string(pid), id});
+  EXPECT_NE(text.out.find("OFF CPU"), std::string::npos) << text.out << text.err;
+  EXPECT_NE(text.out.find("xfer_a"), std::string::npos) << text.out;
+
+  // Perfetto: on each blocked thread's track (uuid 0x466c.. | tid), the
+  // "S (sleeping)" slices add up to the thread's off-CPU time.
+  const std::string pf = dir.path() + "/t.pftrace";
+  ex = d.Cli({"export", "-f", "perfetto", "-o", pf, id});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  auto raw = testing::ProtocDecodeRaw(pf);
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  const testing::Node trace = testing::ParseText(raw.out);
+  std::map<uint64_t, std::vector<std::pair<std::string, uint64_t>>> open;  // track -> stack
+  std::map<uint64_t, std::map<std::string, uint64_t>> state_ns;            // track -> state -> ns
+  for (const testing::Node* packet : trace.All(1)) {
+    const testing::Node* te = packet->One(11);
+    const testing::Node* ts = packet->One(8);
+    if (te == nullptr || ts == nullptr || te->One(11) == nullptr || te->One(9) == nullptr) continue;
+    auto& stack = open[te->One(11)->U()];
+    if (te->One(9)->U() == 1) {
+      stack.emplace_back(te->One(23) ? te->One(23)->text : "", ts->U());
+    } else if (!stack.empty()) {
+      state_ns[te->One(11)->U()][stack.back().first] += ts->U() - stack.back().second;
+      stack.pop_back();
+    }
+  }
+  for (const auto& [tid, at] : blocked) {
+    const uint64_t track = 0x466c000000000000ULL | tid;
+    EXPECT_EQ(state_ns[track]["S (sleeping)"], by_tid[std::to_string(tid)]) << "tid " << tid;
+    EXPECT_EQ(state_ns[track]["D (uninterruptible)"], 0u) << "tid " << tid;
   }
 }
 
