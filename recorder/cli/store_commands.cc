@@ -14,6 +14,7 @@
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/cli/cli.h"
+#include "recorder/record/record_kind.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -143,7 +144,7 @@ Status RunList(const CliContext& ctx, const ListArgs& a) {
   if (a.pid >= 0) q.pid = static_cast<uint32_t>(a.pid);
   // An unprivileged user sees crashes of their own processes only
   // (docs/ARCHITECTURE.md, "Access").
-  if (geteuid() != 0 && (!a.kind.empty() && a.kind == "crash")) q.uid = geteuid();
+  if (geteuid() != 0 && ParseRecordKind(a.kind) == RecordKind::kCrash) q.uid = geteuid();
   q.newest_first = a.reverse || a.newest_only;
   if (a.newest_only) q.limit = 1;
   std::vector<store::RecordRow> rows;

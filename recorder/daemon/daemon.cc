@@ -411,7 +411,7 @@ bool Daemon::CrashRecorded(const Death& d) {
     return true;
   }
   store::ListQuery q;
-  q.kind = kKindCrash;
+  q.kind = RecordKindName(RecordKind::kCrash);
   q.pid = static_cast<uint32_t>(d.pid);
   q.since_ns = WallClockNs() - kCrashMatchNs;
   auto rows = store_->List(q);
@@ -448,7 +448,7 @@ void Daemon::RecordDeath(const Death& d) {
   StatusOr<DumpResult> r = snap.status();
   if (snap.ok()) {
     DumpRequest req;
-    req.kind = kKindDeath;
+    req.kind = RecordKind::kDeath;
     req.last_ns = options_.default_last_ns;
     req.pids = {static_cast<uint32_t>(d.pid)};
     req.reason = ToValidUtf8(DeathReason(d));

@@ -273,7 +273,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   // (the sections keep their order).
   const bool stream_events = !req.live_attribution;
   constexpr size_t kEventsChunk = 1 << 20;
-  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
+  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(RecordKindName(req.kind)));
   if (stream_events) RETURN_IF_ERROR(rec->writer().BeginSection(kSectionEvents));
   EventEncoder enc;
   size_t next_side = 0;
