@@ -20,7 +20,7 @@
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "journal/journal_entry.h"
-#include "recorder/capture/backend_factory.h"
+#include "recorder/backends/backend_factory.h"
 #include "recorder/daemon/death_record.h"
 #include "recorder/daemon/panic_record.h"
 #include "recorder/daemon/resolve_as_peer.h"
