@@ -17,6 +17,7 @@
 #include "recorder/attribution/vdso.h"
 #include "recorder/capture/snapshot.h"
 #include "recorder/model/event_codec.h"
+#include "recorder/record/loss_report.h"
 #include "recorder/record/off_cpu_section.h"
 #include "recorder/record/sections.h"
 #include "recorder/unwind/dwarf_unwinder.h"
@@ -325,7 +326,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   const int64_t to_wall = req.mono_to_wall_ns.value_or(MonotonicToWallOffset());
   snap.counters.Set(LossCounter::kFilteredPid, filtered);
   nlohmann::json loss = snap.counters.ToJson();
-  if (snap.off_cpu) loss["off_cpu"] = snap.off_cpu_loss;
+  if (snap.off_cpu) loss[kLossOffCpu] = snap.off_cpu_loss;
   loss["unaccounted"] = snap.unaccounted;
   loss["per_cpu"] = snap.per_cpu;
   // The loss inside the requested window when the backend measures it (the
