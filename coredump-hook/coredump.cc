@@ -20,6 +20,7 @@
 #include "coredump-hook/rate_limit.h"
 #include "coredump-hook/sandbox.h"
 #include "coredump-hook/submit.h"
+#include "recorder/record/record_kind.h"
 #include "store/store.h"
 
 namespace flightrec::coredump {
@@ -86,7 +87,7 @@ int RunHook(const HookArgs& kernel_args, const HookOptions& o, int core_fd) {
   if (c.limited) c.notes.push_back(limited_why);
   if (!c.limited) RequestHistory(o, &c);
 
-  auto rec = (*st)->BeginRecord("crash");
+  auto rec = (*st)->BeginRecord(recorder::RecordKindName(recorder::RecordKind::kCrash));
   if (!rec.ok()) return NotStored(c, "crash", rec.status().message());
   // The core's own write: when it fails (a full disk, a quota), the rest of
   // the crash is still stored, without the core.

@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "journal/journal_entry.h"
 #include "recorder/ipc/ipc.h"
+#include "recorder/record/record_kind.h"
 
 namespace flightrec::coredump {
 namespace {
@@ -223,7 +224,8 @@ StatusOr<store::RecordRow> CommitCrash(store::Store& st, std::unique_ptr<store::
     c->notes.push_back(CoreMissing(why, c->core_size));
     *core_stored = false;
     rec.reset();
-    ASSIGN_OR_RETURN(auto fresh, st.BeginRecord("crash"));
+    ASSIGN_OR_RETURN(auto fresh,
+                     st.BeginRecord(recorder::RecordKindName(recorder::RecordKind::kCrash)));
     return Finish(st, std::move(fresh), false, *c);
   };
   StatusOr<store::RecordRow> row =

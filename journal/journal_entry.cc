@@ -66,25 +66,13 @@ void Add(std::vector<std::string>* f, std::string_view name, std::string_view va
 
 }  // namespace
 
-std::string_view KindName(RecordKind kind) {
-  switch (kind) {
-    case RecordKind::kCrash:
-      return "crash";
-    case RecordKind::kDeath:
-      return "death";
-    case RecordKind::kPanic:
-      return "panic";
-  }
-  return "crash";
-}
-
 std::vector<std::string> JournalFields(const JournalEntry& e) {
   std::vector<std::string> f;
   Add(&f, "MESSAGE_ID", kRecordMessageId);
   Add(&f, "MESSAGE", Message(e));
   // LOG_CRIT, as systemd-coredump logs a core.
   Add(&f, "PRIORITY", "2");
-  Add(&f, "FLIGHTREC_KIND", KindName(e.kind));
+  Add(&f, "FLIGHTREC_KIND", recorder::RecordKindName(e.kind));
   Add(&f, "FLIGHTREC_RECORD_ID", Bounded(e.record_id, kMaxId));
   Add(&f, "FLIGHTREC_HISTORY_ID", Bounded(e.history_id, kMaxId));
   if (e.pid > 0) Add(&f, "FLIGHTREC_PID", std::to_string(e.pid));

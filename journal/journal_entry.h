@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "recorder/record/record_kind.h"
 
 namespace flightrec::journal {
 
@@ -27,9 +28,8 @@ namespace flightrec::journal {
 // `systemd-id128 new`; docs/ARCHITECTURE.md and journal/flightrec.catalog).
 inline constexpr std::string_view kRecordMessageId = "3f6c137aee6a487bbccc368e30b24fb9";
 
-enum class RecordKind { kCrash, kDeath, kPanic };
-// "crash", "death", "panic": the record kinds of the store.
-std::string_view KindName(RecordKind kind);
+// The store's record kinds, spelled by their one table.
+using recorder::RecordKind;
 
 struct JournalEntry {
   RecordKind kind = RecordKind::kCrash;

@@ -66,11 +66,4 @@ AttributedSample Attribute(const Sample& sample, const ProcessTable& table,
   return a;
 }
 
-std::string Symbol::Display() const {
-  if (!function.empty()) return function;
-  if (status == SymbolCode::kFileChanged)
-    return fmt::format("{}+0x{:x} (file changed)", dso, offset);
-  return fmt::format("{}+0x{:x}", dso, offset);
-}
-
 }  // namespace flightrec::recorder::attribution

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "common/text_enum.h"
 #include "recorder/attribution/process_table.h"
 #include "recorder/model/events.h"
+#include "recorder/model/frame_status.h"
 
 namespace flightrec::recorder::attribution {
 
@@ -19,28 +19,14 @@ struct Frame {
   std::string special;  // "[vdso]", "[anon]", "[unknown]"
 };
 
-// How DWARF unwinding of a sample's user stack ended.
-enum class UnwindCode : uint8_t {
-  kNone,          // "": not unwound (frame-pointer chain)
-  kOk,            // the whole stack
-  kTruncated,     // the frame limit
-  kMissingFile,   // a frame in a file that is gone, changed, or no file ([vdso], JIT)
-  kNoUnwindInfo,  // a file without usable CFI
-  kError,         // anything else (unmapped address, bad CFI, libunwind errors)
-};
-struct UnwindCodeTraits {
-  using Enum = UnwindCode;
-  static constexpr std::string_view kNames[] = {
-      "", "ok", "truncated", "missing_file", "no_unwind_info", "error"};
-  static constexpr Enum kUnknown = UnwindCode::kError;
-};
-using UnwindStatus = TextEnum<UnwindCodeTraits>;
-
-// Why a sample's user stack is incomplete (empty = complete or not unwound).
-struct UnwindNote {
-  UnwindStatus status;
-  std::string where;  // the frame/file where unwinding stopped
-};
+// The frame statuses and the symbolized frame live in model/, below the
+// unwinder and the symbolizer that fill them; attribution:: names them too.
+using recorder::Symbol;
+using recorder::SymbolCode;
+using recorder::SymbolStatus;
+using recorder::UnwindCode;
+using recorder::UnwindNote;
+using recorder::UnwindStatus;
 
 struct AttributedSample : SampleHead {
   std::string comm;
@@ -83,32 +69,6 @@ class Attributor {
   CookieTable cookies_;
   ProcessTable table_;
   uint64_t no_mapping_ = 0;
-};
-
-// Whether a frame could be named, and if not why: kNone "" (an inline
-// chain's entry that takes its caller's), kOk, kNoSymbol (no symbol covers
-// the address), kFileChanged (another build on disk: build-id or inode
-// differs), kFileMissing (gone or unreadable), kUnmapped (not in a file:
-// [anon], [unknown], [vdso] without an image).
-enum class SymbolCode : uint8_t { kNone, kOk, kNoSymbol, kFileChanged, kFileMissing, kUnmapped };
-struct SymbolCodeTraits {
-  using Enum = SymbolCode;
-  static constexpr Enum kUnknown = SymbolCode::kNoSymbol;  // text from outside names no code
-  static constexpr std::string_view kNames[] = {
-      "", "ok", "no_symbol", "file_changed", "file_missing", "unmapped"};
-};
-using SymbolStatus = TextEnum<SymbolCodeTraits>;
-
-// Symbolized frame, for reports.
-struct Symbol {
-  std::string function;  // demangled; "" if unknown
-  std::string dso;       // path or [kernel.kallsyms]
-  uint64_t offset = 0;   // file offset (user) or address (kernel)
-  SymbolStatus status;
-  std::string file;      // source file where DWARF line info exists, else ""
-  uint32_t line = 0;     // source line (0 = unknown)
-  bool inlined = false;  // an inlined function; the next symbol is its caller
-  std::string Display() const;
 };
 
 }  // namespace flightrec::recorder::attribution

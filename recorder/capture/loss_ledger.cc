@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/checked_json.h"
+
 namespace flightrec::recorder {
 
 // Indexed by LossCounter; the names are the record format's (docs/FORMAT.md).
@@ -68,6 +70,16 @@ nlohmann::json LossLedger::ToJson() const {
     if (present_[i]) j[ToString(static_cast<LossCounter>(i))] = values_[i];
   }
   return j;
+}
+
+LossLedger LossLedger::FromJson(const nlohmann::json& j) {
+  LossLedger l;
+  if (!j.is_object()) return l;
+  for (size_t i = 0; i < std::size(kNames); ++i) {
+    if (j.contains(kNames[i]))
+      l.Set(static_cast<LossCounter>(i), json::Get<uint64_t>(j, kNames[i], 0));
+  }
+  return l;
 }
 
 uint64_t LossLedger::LostInWindow() const {

@@ -60,6 +60,10 @@ class LossLedger {
   LossLedger& operator+=(const LossLedger& o);
   // {name: value} of the present counters.
   nlohmann::json ToJson() const;
+  // The inverse, for readers of a record: a counter is present when its name
+  // is (a value that is no unsigned number reads as 0); other keys are not
+  // counters and are skipped.
+  static LossLedger FromJson(const nlohmann::json& j);
   // The samples of the window that never reached the record: the window's
   // own estimate when the backend makes one (perf), else every loss the
   // backend counted over the ring's life (paused + overwritten + ring lost).

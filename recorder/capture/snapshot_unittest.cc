@@ -118,5 +118,30 @@ TEST(MergeSampleRunsTest, OneRunIsTakenWhole) {
   EXPECT_EQ(Keys(snap.samples), Keys(runs[0]));
 }
 
+// The loss section comes back from record files, which may be old or
+// hostile: FromJson keeps exactly what ToJson wrote and never throws.
+TEST(LossLedgerTest, FromJsonReadsBackWhatToJsonWrote) {
+  LossLedger l;
+  l.Set(LossCounter::kProduced, 10);
+  l.Set(LossCounter::kPaused, 0);  // present though 0: a counter the backend keeps
+  l.Add(LossCounter::kEndUnknown, 3);
+  LossLedger back = LossLedger::FromJson(l.ToJson());
+  EXPECT_EQ(back.ToJson(), l.ToJson());
+  EXPECT_TRUE(back.Has(LossCounter::kPaused));
+  EXPECT_FALSE(back.Has(LossCounter::kOverwritten));
+}
+
+TEST(LossLedgerTest, FromJsonOfHostileTextNeverThrows) {
+  EXPECT_EQ(LossLedger::FromJson(nlohmann::json::array({1, 2})).ToJson(), nlohmann::json::object());
+  EXPECT_EQ(LossLedger::FromJson(nlohmann::json("paused")).ToJson(), nlohmann::json::object());
+  // A counter that is no unsigned number reads as present, 0; a key that
+  // names no counter is skipped.
+  auto l = LossLedger::FromJson({{"paused", -5}, {"overwritten", "many"}, {"bogus", 7}});
+  EXPECT_TRUE(l.Has(LossCounter::kPaused));
+  EXPECT_EQ(l.Get(LossCounter::kPaused), 0u);
+  EXPECT_EQ(l.Get(LossCounter::kOverwritten), 0u);
+  EXPECT_EQ(l.ToJson().size(), 2u);
+}
+
 }  // namespace
 }  // namespace flightrec::recorder

@@ -16,7 +16,7 @@ Status ExerciseCrashCommands(const store::RecordReader& reader, int pick) {
   RETURN_IF_ERROR(PrintCrashList({{h.id, h.created_ns, reader.file_size(), reader.meta()}}, true));
   for (bool as_json : {false, true}) {
     RETURN_IF_ERROR(PrintCrashList(
-        {{h.id, h.created_ns, reader.file_size(), reader.meta(), "panic"}}, as_json));
+        {{h.id, h.created_ns, reader.file_size(), reader.meta(), RecordKind::kPanic}}, as_json));
   }
   Status first;
   for (bool as_json : {false, true}) {

@@ -23,7 +23,7 @@ Status WriteCore(const CliContext& ctx, const std::string& id_arg, int fd, std::
   ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, id_arg));
   auto& [row, reader] = found;
   const std::string id = row.id;
-  if (row.kind == kKindPanic) {
+  if (row.kind == RecordKind::kPanic) {
     return InvalidArgument(
         fmt::format("{} is a kernel panic: it has no core (see recorder crash info {})", id, id));
   }

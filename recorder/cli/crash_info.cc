@@ -124,9 +124,12 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
   }
   if (as_json) {
     nlohmann::json out = {
-        {"id", id},        {"kind", crash.contains("sender") ? kKindDeath : kKindCrash},
-        {"crash", crash},  {"metadata", md},
-        {"backtrace", bt}, {"history", history},
+        {"id", id},
+        {"kind", crash.contains("sender") ? RecordKind::kDeath : RecordKind::kCrash},
+        {"crash", crash},
+        {"metadata", md},
+        {"backtrace", bt},
+        {"history", history},
         {"maps", maps}};
     if (!history_error.empty()) out["history_error"] = history_error;
     std::printf("%s\n", json::Dump(out, 2).c_str());
@@ -274,11 +277,12 @@ Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args) {
   if (args.bins < 1 || args.bins > 1000) return InvalidArgument("--bins must be 1 to 1000");
   ASSIGN_OR_RETURN(auto found, OpenCrash(ctx, args.id));
   auto& [row, reader] = found;
-  if (row.kind == kKindPanic) return PrintPanicInfo(row.id, *reader, args.json, args.bins);
+  if (row.kind == RecordKind::kPanic) return PrintPanicInfo(row.id, *reader, args.json, args.bins);
   RETURN_IF_ERROR(CheckAccess(row.meta));
   // A death record holds its history itself.
-  const std::string hid =
-      row.kind == kKindDeath ? row.id : json::Str(json::Object(row.meta, "crash"), "history");
+  const std::string hid = row.kind == RecordKind::kDeath
+                              ? row.id
+                              : json::Str(json::Object(row.meta, "crash"), "history");
   std::unique_ptr<store::RecordReader> hreader;
   std::string history_error;
   if (!hid.empty()) {

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/label_filter.h"
+#include "recorder/record/record_kind.h"
 #include "store/store.h"
 
 namespace flightrec::recorder::cli {
@@ -32,7 +33,8 @@ struct CrashRow {
   int64_t created_ns = 0;
   uint64_t file_size = 0;
   nlohmann::json meta;
-  std::string kind = "crash";  // or "death", or "panic": a kernel panic's record (root only)
+  // or kDeath, or kPanic: a kernel panic's record (root only)
+  RecordKind kind = RecordKind::kCrash;
 };
 
 StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::ListQuery& q);

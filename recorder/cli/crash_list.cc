@@ -46,11 +46,11 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
     // Deaths without a core are listed with the crashes (their `crash`
     // object is indexed like a crash's), and kernel panics too (--pid/--exe
     // name a process: no panic matches them).
-    if (q.kind == kKindCrash) {
-      for (const char* kind : {kKindDeath, kKindPanic}) {
-        if (kind == kKindPanic && (q.pid || q.exe)) continue;
+    if (q.kind && ParseRecordKind(*q.kind) == RecordKind::kCrash) {
+      for (RecordKind kind : {RecordKind::kDeath, RecordKind::kPanic}) {
+        if (kind == RecordKind::kPanic && (q.pid || q.exe)) continue;
         store::ListQuery pq = q;
-        pq.kind = kind;
+        pq.kind = RecordKindName(kind);
         ASSIGN_OR_RETURN(auto more, store->List(pq));
         for (auto& r : more) rows.push_back(std::move(r));
       }
@@ -58,7 +58,7 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
                        [](const auto& a, const auto& b) { return a.created_ns < b.created_ns; });
     }
     for (auto& r : rows)
-      out.push_back({r.id, r.created_ns, r.file_size, std::move(r.meta), r.kind});
+      out.push_back({r.id, r.created_ns, r.file_size, std::move(r.meta), ParseRecordKind(r.kind)});
     return out;
   }
   // The store is not listable by others: the hook links each user's
@@ -69,8 +69,8 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
     if (!reader.ok()) continue;  // another user's, or root's
     const auto& meta = (*reader)->meta();
     const auto& c = json::Object(meta, "crash");
-    const std::string& kind = (*reader)->header().kind;
-    if ((kind != kKindCrash && kind != kKindDeath) ||
+    const RecordKind kind = ParseRecordKind((*reader)->header().kind);
+    if ((kind != RecordKind::kCrash && kind != RecordKind::kDeath) ||
         json::Get<uint32_t>(c, "uid", UINT32_MAX) != *VisibleUid())
       continue;
     if (q.pid && json::Get<uint32_t>(c, "pid", 0) != *q.pid) continue;
@@ -91,17 +91,18 @@ StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
     std::string want = id;
     if (id == "-1") {
       store::ListQuery q;
-      q.kind = kKindCrash;
+      q.kind = RecordKindName(RecordKind::kCrash);
       ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
       if (rows.empty()) return NotFound("no crashes in the store");
       want = rows.back().id;
     }
     ASSIGN_OR_RETURN(auto row, store->Get(want));
-    if (row.kind != kKindCrash && row.kind != kKindPanic && row.kind != kKindDeath) {
+    const RecordKind kind = ParseRecordKind(row.kind);
+    if (kind != RecordKind::kCrash && kind != RecordKind::kPanic && kind != RecordKind::kDeath) {
       return InvalidArgument(fmt::format("{} is a {}, not a crash", want, row.kind));
     }
     ASSIGN_OR_RETURN(auto reader, store->OpenRecord(want));
-    return std::make_pair(CrashRow{row.id, row.created_ns, row.file_size, row.meta, row.kind},
+    return std::make_pair(CrashRow{row.id, row.created_ns, row.file_size, row.meta, kind},
                           std::move(reader));
   }
   store::ListQuery q;
@@ -161,7 +162,7 @@ cgroup::CgroupInfo CrashedProcessCgroup(const nlohmann::json& meta, const nlohma
 
 Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
   store::ListQuery q;
-  q.kind = kKindCrash;
+  q.kind = RecordKindName(RecordKind::kCrash);
   if (a.pid >= 0) q.pid = static_cast<uint32_t>(a.pid);
   if (!a.exe.empty()) q.exe = a.exe;
   if (!a.since.empty()) {
@@ -208,7 +209,7 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
   if (as_json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) {
-      if (r.kind == kKindPanic) {
+      if (r.kind == RecordKind::kPanic) {
         out.push_back(PanicListJson(r.id, r.created_ns, r.file_size, r.meta));
         continue;
       }
@@ -226,7 +227,7 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
   // (FormatTable escapes every cell for the terminal.)
   std::vector<std::vector<std::string>> table;
   for (const auto& r : rows) {
-    if (r.kind == kKindPanic) {
+    if (r.kind == RecordKind::kPanic) {
       table.push_back(PanicListCells(r.id, r.created_ns, r.meta));
       continue;
     }
@@ -236,8 +237,8 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
                                  (json::Get<bool>(c, "truncated", false) ? " (truncated)" : "")
                            : "none";
     // A death record is its own history.
-    const std::string history = r.kind == kKindDeath ? r.id : json::Str(c, "history");
-    table.push_back({r.id, r.kind, FormatTimeNs(r.created_ns), PidCell(r.meta, c),
+    const std::string history = r.kind == RecordKind::kDeath ? r.id : json::Str(c, "history");
+    table.push_back({r.id, RecordKindName(r.kind), FormatTimeNs(r.created_ns), PidCell(r.meta, c),
                      std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
                      ExecutableForDisplay(c), core, history.empty() ? "-" : history});
   }

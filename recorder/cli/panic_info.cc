@@ -54,12 +54,13 @@ std::vector<std::string> PanicListCells(const std::string& id, int64_t created_n
     if (m.size() > 60) m = m.substr(0, 57) + "...";
     what += ": " + m;
   }
-  return {id, kKindPanic, FormatTimeNs(t), "-", "-", "panic", what, "-", id};
+  return {id, RecordKindName(RecordKind::kPanic), FormatTimeNs(t), "-", "-", "panic", what, "-",
+          id};
 }
 
 nlohmann::json PanicListJson(const std::string& id, int64_t created_ns, uint64_t stored_bytes,
                              const nlohmann::json& meta) {
-  return {{"kind", kKindPanic},
+  return {{"kind", RecordKind::kPanic},
           {"id", id},
           {"created_ns", created_ns},
           {"stored_bytes", stored_bytes},
@@ -200,7 +201,7 @@ Status PrintPanicInfo(const std::string& id, const store::RecordReader& reader, 
                                {"end_mono_ns", tb.end_ns()},
                                {"legend", legend_json}};
     nlohmann::json out = {{"id", id},
-                          {"kind", kKindPanic},
+                          {"kind", RecordKind::kPanic},
                           {"panic", panic},
                           {"samples", points.size()},
                           {"panicking_cpu", std::move(pc)},

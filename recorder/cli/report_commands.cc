@@ -23,24 +23,25 @@
 #include "recorder/analysis/timeline.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/query_args.h"
+#include "recorder/record/loss_report.h"
 
 namespace flightrec::recorder::cli {
 namespace {
 
-std::string LossLine(const nlohmann::json& loss) {
-  if (!loss.is_object()) return "";
+std::string LossLine(const LossReport& loss) {
+  if (!loss.present) return "";
+  const LossLedger& w = loss.window;
   // Records that measure the loss inside their window say that; older ones
   // (and flightrec.ko's) have only the backend's lifetime counters.
-  if (loss.contains("lost_in_window")) {
+  if (w.Has(LossCounter::kLostInWindow)) {
     return fmt::format(", lost in the window: {} paused, {} overwritten, {} ring-lost",
-                       json::Get<uint64_t>(loss, "paused_in_window", 0),
-                       json::Get<uint64_t>(loss, "overwritten_in_window", 0),
-                       json::Get<uint64_t>(loss, "ring_lost_in_window", 0));
+                       w.Get(LossCounter::kPausedInWindow),
+                       w.Get(LossCounter::kOverwrittenInWindow),
+                       w.Get(LossCounter::kRingLostInWindow));
   }
   return fmt::format(", lost: {} paused, {} overwritten, {} outside window",
-                     json::Get<uint64_t>(loss, "paused", 0),
-                     json::Get<uint64_t>(loss, "overwritten", 0),
-                     json::Get<uint64_t>(loss, "outside_window", 0));
+                     w.Get(LossCounter::kPaused), w.Get(LossCounter::kOverwritten),
+                     w.Get(LossCounter::kOutsideWindow));
 }
 
 // "# DWARF unwinding: ..." lines: how many user stacks were complete, and
@@ -62,17 +63,15 @@ struct ReportArgs : QueryArgs {
 // "# off-CPU: ..." : the off-CPU history's own accounting (loss section,
 // key off_cpu): what the kernel produced, what the rings lost, and what the
 // record left out (threshold, ends unknown).
-std::string OffCpuLossLine(const nlohmann::json& loss) {
-  const auto& off = json::Object(loss, "off_cpu");
-  const auto& out = json::Object(off, "switch_out");
-  const auto& in = json::Object(off, "switch_in");
-  const auto& iv = json::Object(off, "intervals");
-  auto u = [](const nlohmann::json& j, const char* k) { return json::Get<uint64_t>(j, k, 0); };
+std::string OffCpuLossLine(const LossReport& loss) {
+  const LossReport::OffCpu off = loss.off_cpu.value_or(LossReport::OffCpu{});
+  using enum LossCounter;
   return fmt::format(
       "off-CPU: {} blocking switch-outs ({} in the rings, {} overwritten, {} paused), {} "
       "switch-ins ({} overwritten); {} below the threshold, {} whose end was overwritten",
-      u(out, "produced"), u(out, "in_ring"), u(out, "overwritten"), u(out, "paused"),
-      u(in, "produced"), u(in, "overwritten"), u(iv, "below_threshold"), u(iv, "end_unknown"));
+      off.switch_out.Get(kProduced), off.switch_out.Get(kInRing), off.switch_out.Get(kOverwritten),
+      off.switch_out.Get(kPaused), off.switch_in.Get(kProduced), off.switch_in.Get(kOverwritten),
+      off.intervals.Get(kBelowThreshold), off.intervals.Get(kEndUnknown));
 }
 
 Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
@@ -156,10 +155,11 @@ Status ReportOn(const store::RecordReader* reader, const ReportArgs& a) {
                 static_cast<unsigned long long>(stats.off_cpu_intervals),
                 FormatDurationNs(info.off_cpu_threshold_ns).c_str(),
                 FormatDurationNs(static_cast<int64_t>(total)).c_str());
-    std::printf("# %s\n", OffCpuLossLine(info.loss).c_str());
+    std::printf("# %s\n", OffCpuLossLine(LossReport::FromJson(info.loss)).c_str());
   } else {
     std::printf("# record %s: %llu samples%s\n", EscapeForTerminal(info.id).c_str(),
-                static_cast<unsigned long long>(total), LossLine(info.loss).c_str());
+                static_cast<unsigned long long>(total),
+                LossLine(LossReport::FromJson(info.loss)).c_str());
   }
   if (stats.filtered) {
     std::printf(

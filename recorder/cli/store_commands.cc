@@ -15,6 +15,7 @@
 #include "common/units.h"
 #include "recorder/cli/cli.h"
 #include "recorder/cli/label_filter.h"
+#include "recorder/record/record_kind.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -145,7 +146,7 @@ Status RunList(const CliContext& ctx, const ListArgs& a) {
   if (a.pid >= 0) q.pid = static_cast<uint32_t>(a.pid);
   // An unprivileged user sees crashes of their own processes only
   // (docs/ARCHITECTURE.md, "Access").
-  if (geteuid() != 0 && (!a.kind.empty() && a.kind == "crash")) q.uid = geteuid();
+  if (geteuid() != 0 && ParseRecordKind(a.kind) == RecordKind::kCrash) q.uid = geteuid();
   q.newest_first = a.reverse || a.newest_only;
   // Labels are in each record's meta, not in the index: -1 is taken after
   // they filtered.

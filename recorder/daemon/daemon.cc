@@ -20,7 +20,7 @@
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "journal/journal_entry.h"
-#include "recorder/capture/backend_factory.h"
+#include "recorder/backends/backend_factory.h"
 #include "recorder/daemon/death_record.h"
 #include "recorder/daemon/panic_record.h"
 #include "recorder/daemon/resolve_as_peer.h"
@@ -469,7 +469,7 @@ bool Daemon::CrashRecorded(const Death& d) {
     return true;
   }
   store::ListQuery q;
-  q.kind = kKindCrash;
+  q.kind = RecordKindName(RecordKind::kCrash);
   q.pid = static_cast<uint32_t>(d.pid);
   q.since_ns = WallClockNs() - kCrashMatchNs;
   auto rows = store_->List(q);
@@ -506,7 +506,7 @@ void Daemon::RecordDeath(const Death& d) {
   StatusOr<DumpResult> r = snap.status();
   if (snap.ok()) {
     DumpRequest req;
-    req.kind = kKindDeath;
+    req.kind = RecordKind::kDeath;
     req.last_ns = options_.default_last_ns;
     req.pids = {static_cast<uint32_t>(d.pid)};
     req.reason = ToValidUtf8(DeathReason(d));

@@ -18,7 +18,7 @@
 #include "common/units.h"
 #include "recorder/attribution/attribution.h"
 #include "recorder/attribution/process_labels.h"
-#include "recorder/capture/backend_factory.h"
+#include "recorder/backends/backend_factory.h"
 #include "recorder/capture/capture_backend.h"
 #include "recorder/daemon/death_watch.h"
 #include "recorder/daemon/hang_trigger.h"

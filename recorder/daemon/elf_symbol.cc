@@ -10,33 +10,21 @@
 
 #include "common/regular_file.h"
 #include "recorder/elf/elf_handle.h"
+#include "recorder/elf/symbols.h"
 
 namespace flightrec::recorder {
 namespace {
 
 // Finds the symbol's virtual address in one symbol table section type.
 bool FindSymbol(Elf* elf, Elf64_Word type, const std::string& name, uint64_t* vaddr) {
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != type || shdr.sh_entsize == 0) {
-      continue;
-    }
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr) continue;
-    size_t count = shdr.sh_size / shdr.sh_entsize;
-    for (size_t i = 0; i < count; ++i) {
-      GElf_Sym sym;
-      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
-      if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
-      const char* n = elf_strptr(elf, shdr.sh_link, sym.st_name);
-      if (n != nullptr && name == n) {
-        *vaddr = sym.st_value;
-        return true;
-      }
-    }
-  }
-  return false;
+  bool found = false;
+  elf::ForEachFunctionSymbol(elf, type, [&](const GElf_Sym& sym, const char* n) {
+    if (name != n) return true;
+    *vaddr = sym.st_value;
+    found = true;
+    return false;
+  });
+  return found;
 }
 
 }  // namespace

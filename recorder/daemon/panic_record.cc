@@ -11,7 +11,7 @@ namespace flightrec::recorder {
 
 StatusOr<DumpResult> WritePanicRecord(store::Store& store, module::PanicDump& dump) {
   DumpRequest req;
-  req.kind = kKindPanic;
+  req.kind = RecordKind::kPanic;
   req.reason = "kernel panic";
   req.last_ns = dump.last_ns;
   // Root's record, like the kernel's own log: kernel addresses and the
@@ -21,7 +21,7 @@ StatusOr<DumpResult> WritePanicRecord(store::Store& store, module::PanicDump& du
   req.mono_to_wall_ns = dump.mono_to_wall_ns;
   req.mono_to_boot_ns = dump.mono_to_boot_ns;
   req.extra_sections.emplace_back(kSectionPanic, json::Dump(dump.panic));
-  req.extra_meta = {{kKindPanic, dump.summary}};
+  req.extra_meta = {{kMetaPanic, dump.summary}};
   auto r = WriteDump(store, req, std::move(dump.snap), *dump.history, dump.ksyms, dump.backend,
                      MonotonicNs());
   if (r.ok()) {

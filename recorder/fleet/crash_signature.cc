@@ -10,6 +10,7 @@
 #include "common/terminal_escape.h"
 #include "recorder/fleet/digest_pg.h"
 #include "recorder/fleet/fleet_index.h"
+#include "recorder/record/record_kind.h"
 #include "store/record_file.h"
 
 namespace flightrec::fleet {
@@ -184,7 +185,7 @@ CrashSignature ComputeSignature(const nlohmann::json& backtrace, const std::stri
 }
 
 StatusOr<IndexCrash> CrashFromRecord(const store::RecordReader& reader) {
-  if (reader.header().kind != "crash") {
+  if (recorder::ParseRecordKind(reader.header().kind) != recorder::RecordKind::kCrash) {
     return InvalidArgument(fmt::format("record {} is a {}, not a crash",
                                        BoundedText(reader.header().id, 64),
                                        BoundedText(reader.header().kind, 32)));

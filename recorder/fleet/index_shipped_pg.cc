@@ -1,5 +1,6 @@
 #include "recorder/fleet/index_shipped_pg.h"
 
+#include "recorder/record/record_kind.h"
 #include "store/record_file.h"
 
 namespace flightrec::fleet {
@@ -23,7 +24,7 @@ StatusOr<IndexItem> ItemFor(const ShippedRecord& shipped) {
   rec.object_key = shipped.object_key;
   rec.sha256 = shipped.sha256;
   rec.bytes = shipped.bytes;
-  if (h.kind == "crash") {
+  if (recorder::ParseRecordKind(h.kind) == recorder::RecordKind::kCrash) {
     ASSIGN_OR_RETURN(IndexCrash crash, CrashFromRecord(*reader));
     item.crash = std::move(crash);
   }

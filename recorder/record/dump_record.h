@@ -38,7 +38,7 @@ struct DumpRequest {
   int64_t last_ns = 5'000'000'000;
   std::vector<uint32_t> pids;  // empty = every process
   std::string reason = "manual";
-  std::string kind = kKindDump;
+  RecordKind kind = RecordKind::kDump;
   // The coredump hook's request: the history of this crashed process, from
   // its crash marker when the backend keeps them (0: none).
   uint32_t crash_pid = 0;

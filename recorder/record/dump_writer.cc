@@ -18,6 +18,7 @@
 #include "recorder/capture/snapshot.h"
 #include "recorder/model/event_codec.h"
 #include "recorder/record/lock_waits_section.h"
+#include "recorder/record/loss_report.h"
 #include "recorder/record/off_cpu_section.h"
 #include "recorder/record/sections.h"
 #include "recorder/unwind/dwarf_unwinder.h"
@@ -274,7 +275,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   // (the sections keep their order).
   const bool stream_events = !req.live_attribution;
   constexpr size_t kEventsChunk = 1 << 20;
-  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(req.kind));
+  ASSIGN_OR_RETURN(auto rec, store.BeginRecord(RecordKindName(req.kind)));
   if (stream_events) RETURN_IF_ERROR(rec->writer().BeginSection(kSectionEvents));
   EventEncoder enc;
   size_t next_side = 0;
@@ -326,7 +327,7 @@ StatusOr<DumpResult> WriteDump(store::Store& store, const DumpRequest& req, Snap
   const int64_t to_wall = req.mono_to_wall_ns.value_or(MonotonicToWallOffset());
   snap.counters.Set(LossCounter::kFilteredPid, filtered);
   nlohmann::json loss = snap.counters.ToJson();
-  if (snap.off_cpu) loss["off_cpu"] = snap.off_cpu_loss;
+  if (snap.off_cpu) loss[kLossOffCpu] = snap.off_cpu_loss;
   loss["unaccounted"] = snap.unaccounted;
   loss["per_cpu"] = snap.per_cpu;
   // The loss inside the requested window when the backend measures it (the

@@ -99,7 +99,7 @@ TEST_F(FetchDebugFileTest, ATruncatedFileWithTheRightBuildIdIsReadWithinItsBytes
     SymTuples own;
     ASSERT_TRUE(ReadElfSymbols(self_, &own, nullptr, nullptr));
     for (size_t i = 0; i < own.size() && i < 500; i += 5) {
-      std::vector<attribution::Symbol> chain;
+      std::vector<Symbol> chain;
       dwarf->Frames(std::get<0>(own[i]), true, &chain);
     }
   }

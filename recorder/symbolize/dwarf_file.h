@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "recorder/attribution/attributor.h"
+#include "recorder/model/frame_status.h"
 
 namespace flightrec::recorder::symbolize {
 
-using attribution::Symbol;
-using attribution::SymbolCode;
+using recorder::Symbol;
+using recorder::SymbolCode;
 
 class DwarfFile {
  public:

@@ -9,6 +9,7 @@
 
 #include "recorder/elf/build_id.h"
 #include "recorder/elf/elf_handle.h"
+#include "recorder/elf/symbols.h"
 
 namespace flightrec::recorder::symbolize {
 
@@ -59,23 +60,13 @@ bool ReadElfSymbolsFrom(Elf* elf, SymTuples* out, SegTuples* segs, ElfFacts* fac
             (sh.sh_flags & SHF_COMPRESSED) != 0 || std::strcmp(name, ".zdebug_info") == 0;
       }
     }
-    if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) continue;
     if (sh.sh_type == SHT_SYMTAB) facts->has_symtab = true;
-    if (out == nullptr) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr || sh.sh_entsize == 0) continue;
-    size_t count = sh.sh_size / sh.sh_entsize;
-    for (size_t i = 0; i < count; ++i) {
-      GElf_Sym sym;
-      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
-      if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || sym.st_value == 0) {
-        continue;
-      }
-      const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
-      if (name == nullptr || *name == '\0') continue;
-      out->emplace_back(sym.st_value, sym.st_size, name);
-    }
   }
+  if (out == nullptr) return true;
+  elf::ForEachFunctionSymbol(elf, SHT_NULL, [&](const GElf_Sym& sym, const char* name) {
+    if (sym.st_value != 0 && *name != '\0') out->emplace_back(sym.st_value, sym.st_size, name);
+    return true;
+  });
   return true;
 }
 

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "common/leb128.h"
-#include "recorder/attribution/attributor.h"
 #include "recorder/elf/image.h"
+#include "recorder/model/frame_status.h"
 
 namespace flightrec::recorder::unwind {
 
-using attribution::UnwindCode;
+using recorder::UnwindCode;
 
 // A libunwind remote search table: sorted (initial location, FDE address)
 // pairs of int32s relative to `segbase`, as in .eh_frame_hdr, at link-time
@@ -32,9 +32,8 @@ struct CfiTable {
 
 // One file's mapping and the facts unwinding needs, read once per file.
 struct ElfImage {
-  attribution::UnwindStatus status =
-      attribution::UnwindCode::kOk;  // or missing_file, no_unwind_info
-  std::string detail;                // why, when not ok
+  UnwindStatus status = UnwindCode::kOk;  // or missing_file, no_unwind_info
+  std::string detail;                     // why, when not ok
   std::string path;
   elf::MappedElf file;
   struct Seg {

@@ -1,4 +1,4 @@
-#include "recorder/capture/backend_factory.h"
+#include "recorder/backends/backend_factory.h"
 
 #include <linux/perf_event.h>
 #include <unistd.h>
