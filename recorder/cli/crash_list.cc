@@ -181,7 +181,7 @@ Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
   // columns; a panic names no process, so no label matches it.
   if (!a.labels.empty()) {
     std::erase_if(rows, [&](const CrashRow& r) {
-      return r.kind == kKindPanic ||
+      return r.kind == RecordKind::kPanic ||
              !a.labels.Matches(CrashedProcessCgroup(r.meta, json::Object(r.meta, "crash")));
     });
   }
