@@ -417,8 +417,8 @@ Status TimelineOn(const store::RecordReader* reader, const TimelineArgs& a,
 
 Status ExerciseReportCommands(const store::RecordReader& reader, int pick) {
   Status first;
-  // 12 report variants, then 4 timeline ones.
-  constexpr int kVariants = 16;
+  // 12 report variants, 2 of report --off-cpu, then 4 timeline ones.
+  constexpr int kVariants = 18;
   int variant = 0;
   auto wanted = [&] { return pick < 0 || variant++ == pick % kVariants; };
   auto keep = [&](Status st) {
@@ -434,6 +434,15 @@ Status ExerciseReportCommands(const store::RecordReader& reader, int pick) {
       a.progress = false;
       keep(ReportOn(&reader, a));
     }
+  }
+  for (bool json : {false, true}) {
+    if (!wanted()) continue;
+    ReportArgs a;
+    a.off_cpu = true;
+    a.sort = json ? "tid" : "symbol";
+    a.json = json;
+    a.progress = false;
+    keep(ReportOn(&reader, a));
   }
   for (const char* by : {"function", "comm"}) {
     for (bool json : {false, true}) {

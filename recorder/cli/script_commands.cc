@@ -124,11 +124,14 @@ Status RunScript(const CliContext& ctx, const ScriptArgs& a) {
 Status ExerciseScriptCommand(const store::RecordReader& reader, int pick) {
   Status first;
   int variant = 0;
-  for (bool live : {false, true}) {
+  // live x json, then --off-cpu x json.
+  for (int mode : {0, 1, 2}) {
     for (bool json : {false, true}) {
-      if (pick >= 0 && variant++ != pick % 4) continue;
+      if (mode == 2 && !json) continue;
+      if (pick >= 0 && variant++ != pick % 5) continue;
       ScriptArgs a;
-      a.live = live;
+      a.live = mode == 1;
+      a.off_cpu = mode == 2;
       a.json = json;
       a.progress = false;
       Status st = ScriptOn(&reader, a);
