@@ -47,7 +47,7 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
     // object is indexed like a crash's), and kernel panics too (--pid/--exe
     // name a process: no panic matches them).
     if (q.kind == kKindCrash) {
-      for (const char* kind : {kKindDeath, kKindPanic}) {
+      for (const char* kind : {kKindDeath, kKindOom, kKindPanic}) {
         if (kind == kKindPanic && (q.pid || q.exe)) continue;
         store::ListQuery pq = q;
         pq.kind = kind;
@@ -70,7 +70,7 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
     const auto& meta = (*reader)->meta();
     const auto& c = json::Object(meta, "crash");
     const std::string& kind = (*reader)->header().kind;
-    if ((kind != kKindCrash && kind != kKindDeath) ||
+    if ((kind != kKindCrash && kind != kKindDeath && kind != kKindOom) ||
         json::Get<uint32_t>(c, "uid", UINT32_MAX) != *VisibleUid())
       continue;
     if (q.pid && json::Get<uint32_t>(c, "pid", 0) != *q.pid) continue;
@@ -97,7 +97,8 @@ StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
       want = rows.back().id;
     }
     ASSIGN_OR_RETURN(auto row, store->Get(want));
-    if (row.kind != kKindCrash && row.kind != kKindPanic && row.kind != kKindDeath) {
+    if (row.kind != kKindCrash && row.kind != kKindPanic && row.kind != kKindDeath &&
+        row.kind != kKindOom) {
       return InvalidArgument(fmt::format("{} is a {}, not a crash", want, row.kind));
     }
     ASSIGN_OR_RETURN(auto reader, store->OpenRecord(want));
@@ -223,8 +224,9 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
                            ? FormatBytes(json::Get<uint64_t>(c, "core_size", 0)) +
                                  (json::Get<bool>(c, "truncated", false) ? " (truncated)" : "")
                            : "none";
-    // A death record is its own history.
-    const std::string history = r.kind == kKindDeath ? r.id : json::Str(c, "history");
+    // A death (or OOM kill) record is its own history.
+    const std::string history =
+        r.kind == kKindDeath || r.kind == kKindOom ? r.id : json::Str(c, "history");
     table.push_back({r.id, r.kind, FormatTimeNs(r.created_ns), PidCell(r.meta, c),
                      std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
                      ExecutableForDisplay(c), core, history.empty() ? "-" : history});

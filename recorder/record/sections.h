@@ -14,6 +14,9 @@ inline constexpr const char* kKindPanic = "panic";
 // A process killed by a signal without a crash record (SIGKILL, a core the
 // hook never got): a dump record of its history plus a crash's metadata.
 inline constexpr const char* kKindDeath = "death";
+// A death by the OOM killer: a death record plus sections `oom` and
+// `mem_growth` (recorder/record/mem_growth_section.h).
+inline constexpr const char* kKindOom = "oom";
 
 // A dump record (recorder/record/dump_record.h); the crash record's sections
 // are named in recorder/record/crash_record.h.
