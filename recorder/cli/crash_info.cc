@@ -118,8 +118,9 @@ void PrintOom(const nlohmann::json& o) {
   std::printf("  RSS over the window:");
   for (size_t i = rss.size() > 32 ? rss.size() - 32 : 0; i < rss.size(); ++i) {
     const double ago = (static_cast<double>(kill) - Get<double>(rss[i], "time_mono_ns", 0)) / 1e9;
-    std::printf(" %s (%.2f s before)", FormatBytes(Get<uint64_t>(rss[i], "rss_bytes", 0)).c_str(),
-                ago);
+    const std::string when = ago > 0 ? fmt::format("{:.2f} s before", ago) : "at the kill";
+    std::printf(" %s (%s)", FormatBytes(Get<uint64_t>(rss[i], "rss_bytes", 0)).c_str(),
+                when.c_str());
   }
   std::printf("\n");
 }

@@ -539,7 +539,9 @@ void Daemon::AddOomSections(const Death& d, const OomKill& k, const Snapshot& sn
                    {"faults_per_sample", kFaultsPerSample},
                    {"samples", samples.size()}});
     req->extra_sections.emplace_back(kSectionMemGrowth, EncodeMemGrowth(samples));
-    for (const RssPoint& p : mem_growth_->Rss(pid, snap.window_start_ns, snap.freeze_time_ns)) {
+    // Up to the kill: later reads are of a process being torn down.
+    const uint64_t end = std::min<uint64_t>(snap.freeze_time_ns, k.victim.time_ns);
+    for (const RssPoint& p : mem_growth_->Rss(pid, snap.window_start_ns, end)) {
       rss.push_back({{"time_mono_ns", p.time_ns}, {"rss_bytes", p.rss_bytes}});
     }
   } else {
