@@ -367,9 +367,14 @@ void OomWatch::OnVictim(std::string_view raw, int32_t pid, int32_t tid, uint64_t
   if (size_t at = status.find("\nUid:\t"); at != std::string::npos) {
     v->trigger_uid = std::strtoll(status.c_str() + at + 6, nullptr, 10);
   }
+  // A victim whose exit never came (the connector overran) must not hold
+  // its slot for ever: the oldest goes, counted.
   if (kills_.size() >= kMaxKills) {
+    auto oldest = std::min_element(kills_.begin(), kills_.end(), [](const auto& a, const auto& b) {
+      return a.second.victim.time_ns < b.second.victim.time_ns;
+    });
+    kills_.erase(oldest);
     ++dropped_;
-    return;
   }
   OomKill k;
   k.victim = std::move(*v);

@@ -2,6 +2,7 @@
 // leaking from one known function, leak_here, in a real 128 MiB memory
 // cgroup the test makes (its limit read back before the leak starts, and
 // RLIMIT_AS as a second cap), killed by the real OOM killer.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -84,14 +85,26 @@ class OomTest : public ::testing::Test {
     const std::string procs = cg.dir + "/cgroup.procs";
     pid_t pid = fork();
     if (pid == 0) {
+      // Only async-signal-safe calls until the exec: another thread of the
+      // test may have held the allocator's lock at the fork.
       rlimit as{512ull << 20, 512ull << 20};
       if (setrlimit(RLIMIT_AS, &as) != 0) _exit(124);
-      if (!WriteText(procs, std::to_string(getpid()))) _exit(125);
+      const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0", 1) != 1) _exit(125);  // 0: the writer itself
+      close(fd);
       // 2 MiB every 40 ms: ~2.5 s to the limit, inside the 5 s window.
       execl(leak.c_str(), leak.c_str(), "2", "40", nullptr);
       _exit(127);
     }
-    const int st = WaitStatus(pid);
+    // Bounded: a leak the OOM killer never stops is a failure, not a hang.
+    int st = 0;
+    const bool ended = WaitFor([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 60s);
+    if (!ended) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      ADD_FAILURE() << "fr_leak was not OOM-killed within 60 s\n"
+                    << ReadFile(cg.dir + "/memory.oom_control");
+    }
     EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
         << "fr_leak was not OOM-killed: status " << st;
     return pid;
