@@ -169,6 +169,7 @@ void DecodeRecordBytes(const uint8_t* data, size_t size, bool every_variant) {
   (void)recorder::cli::ExerciseScriptCommand(r, pick);
   (void)recorder::cli::ExerciseExportCommand(r, pick);
   (void)recorder::cli::ExerciseCrashCommands(r, pick);
+  (void)recorder::cli::ExerciseTraceCommand(r, pick);
   std::fflush(stdout);
 }
 

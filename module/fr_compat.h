@@ -50,9 +50,4 @@
 #define FR_MOD_TEXT_SIZE(m)	((m)->core_layout.text_size)
 #endif
 
-/* PF_USER_WORKER (io_uring and vhost workers with user state) exists from 6.4. */
-#ifndef PF_USER_WORKER
-#define PF_USER_WORKER	0
-#endif
-
 #endif /* FR_COMPAT_H */

@@ -54,12 +54,14 @@ static void fr_snap_ring(struct fr_ring *rb, void *dst, u64 *first, u64 head, u6
  * @sn must have room for a pad, one record and one blob past its copy
  * (2 * FR_REC_MAX DATA bytes: a pad is shorter than FR_REC_MAX).
  * User memory is read with fr_copy_user_nmi(), the sample path's helper;
- * the frame words go to @scratch, a local: this runs on the crashing task's
- * stack, which usercopy hardening checks by bounds alone (check_stack_object()).
+ * the frame words go to @scratch, the slot's own direct-map page (the hook
+ * owns the slot while it is BUSY; fr_copy_user_nmi() takes no stack address).
+ * At most FR_CRASH_STACK bytes of user stack are copied: this runs with
+ * preemption off, interrupts off under the tracepoint (module/README.md,
+ * "Work per crash", has the measured cost).
  */
-static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
+static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu, void *scratch)
 {
-	u64 scratch[2];
 	struct pt_regs *uregs;
 	struct flightrec_sample *s;
 	struct flightrec_aux *a;
@@ -93,7 +95,7 @@ static void fr_crash_record(struct fr_snap *sn, u64 time_ns, int cpu)
 
 	memset(a, 0, sizeof(*a));
 	slen = round_down(fr_copy_user_nmi(a + 1, user_stack_pointer(uregs),
-					   round_down(fr_param.stack_bytes, 8)), 8);
+					   round_down(fr_crash_stack_bytes(), 8)), 8);
 	a->seq = s->seq;
 	a->len = sizeof(*a) + slen;
 	a->stack_len = slen;
@@ -223,7 +225,7 @@ static void fr_take_marker(int signo)
 	mk->crash.a_end = mk->crash.a_first;
 	mk->crash.d_off = 0;
 	mk->crash.a_off = 0;
-	fr_crash_record(&mk->crash, mk->m.time_ns, this_cpu);
+	fr_crash_record(&mk->crash, mk->m.time_ns, this_cpu, mk->scratch);
 	mk->m.id = atomic64_inc_return(&fr.marker_ids);
 	mk->m.hook_ns = min_t(u64, ktime_get_mono_fast_ns() - t0, U32_MAX);
 	mk->hook_t0 = t0;
@@ -420,6 +422,8 @@ void fr_free_markers(void)
 			flush_work(&fr.markers[i].work);
 		vfree(fr.markers[i].crash.data);
 		vfree(fr.markers[i].crash.aux);
+		if (fr.markers[i].scratch)
+			free_page((unsigned long)fr.markers[i].scratch);
 		if (!fr.markers[i].snaps)
 			continue;
 		for_each_possible_cpu(cpu) {
@@ -437,6 +441,8 @@ int fr_alloc_markers(void)
 	size_t dlen = ((size_t)fr_param.data_ring_kb << 10) + 2 * FR_REC_MAX;
 	size_t alen = ((size_t)fr_param.aux_ring_kb << 10) + sizeof(struct flightrec_aux) +
 		      round_down(fr_param.stack_bytes, 8);
+	/* the crash record's AUX blob: registers and at most FR_CRASH_STACK of stack */
+	size_t blob = sizeof(struct flightrec_aux) + round_down(fr_crash_stack_bytes(), 8);
 	int i, cpu;
 
 	fr.markers = kcalloc(fr_param.markers ? fr_param.markers : 1, sizeof(*fr.markers),
@@ -445,13 +451,16 @@ int fr_alloc_markers(void)
 		return -ENOMEM;
 	for (i = 0; i < fr_param.markers; i++) {
 		struct fr_marker *mk = &fr.markers[i];
+		/* direct map, order 0: see fr_copy_user_nmi() */
+		struct page *pg = alloc_page(GFP_KERNEL | __GFP_ZERO);
 
+		mk->scratch = pg ? page_address(pg) : NULL;
 		INIT_WORK(&mk->work, fr_marker_work);
 		/* zeroed: a pad's bytes past its header reach user space */
 		mk->crash.data = vzalloc(2 * FR_REC_MAX);
-		mk->crash.aux = vmalloc(alen - ((size_t)fr_param.aux_ring_kb << 10));
+		mk->crash.aux = vmalloc(blob);
 		mk->snaps = kcalloc(nr_cpu_ids, sizeof(*mk->snaps), GFP_KERNEL);
-		if (!mk->snaps || !mk->crash.data || !mk->crash.aux)
+		if (!mk->snaps || !mk->crash.data || !mk->crash.aux || !mk->scratch)
 			goto fail;
 		for_each_possible_cpu(cpu) {
 			mk->snaps[cpu].data = vmalloc(dlen);

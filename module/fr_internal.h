@@ -49,19 +49,26 @@
 #define FR_CHUNK	FLIGHTREC_DATA_CHUNK
 #define FR_SB_REC	sizeof(struct flightrec_sideband)
 #define FR_MAX_STACK	65536U
+/*
+ * The crash record's user stack bytes, copied by the crash hook with
+ * preemption off (interrupts off under the tracepoint): perf record's
+ * default dump size for --call-graph dwarf (8192, perf-record(1)), so that
+ * stack_bytes up to 64 KiB does not set the hook's latency.
+ */
+#define FR_CRASH_STACK	8192U
 
 /*
  * Tasks that share a user mm but have no user state of their own: perf skips
  * their user registers (kernel/events/core.c, perf_sample_regs_user()).
  * PF_USER_WORKER (6.4+) covers io_uring and vhost workers; before it,
- * PF_IO_WORKER marked the io_uring ones.
+ * PF_IO_WORKER marked the io_uring ones (6.1: create_io_thread() in
+ * kernel/fork.c; vhost workers were kernel threads, PF_KTHREAD).  The
+ * build fails if neither exists (fr_init() checks it is not 0 either).
  */
 #if defined(PF_USER_WORKER)
 #define FR_PF_USER_WORKER	PF_USER_WORKER
-#elif defined(PF_IO_WORKER)
-#define FR_PF_USER_WORKER	PF_IO_WORKER
 #else
-#define FR_PF_USER_WORKER	0
+#define FR_PF_USER_WORKER	PF_IO_WORKER
 #endif
 
 /*
@@ -78,10 +85,10 @@ struct fr_params {
 	uint stack_bytes;
 	uint markers;
 	uint markers_per_uid;
+	uint max_mem_mb;
 	char *crash_hook;
 	char *coredump_symbol;
 	bool autostart;
-	bool test_nmi;
 };
 
 extern struct fr_params fr_param;
@@ -161,6 +168,7 @@ struct fr_marker {
 	struct flightrec_marker m;
 	struct fr_snap *snaps;	/* [nr_cpu_ids] */
 	struct fr_snap crash;	/* the crash record and its AUX blob, built by the hook */
+	void *scratch;		/* direct-map page: the crash record's frame words */
 	struct work_struct work;
 	pid_t tgid;
 	u64 start_time;
@@ -313,6 +321,11 @@ int fr_sideband_register(void);
 void fr_sideband_unregister(void);
 
 /* fr_crash.c: crash markers */
+static inline u32 fr_crash_stack_bytes(void)
+{
+	return min(fr_param.stack_bytes, FR_CRASH_STACK);
+}
+
 int fr_alloc_markers(void);
 void fr_free_markers(void);
 int fr_register_crash_hook(void);
@@ -338,7 +351,24 @@ int fr_panic_read(struct flightrec_panic_read *r);
 int fr_panic_release(void);
 void fr_kernel_frames(struct flightrec_sample *s, struct pt_regs *regs);
 
-/* fr_test.c: the test-only NMI entry point (test_nmi=1) */
+/*
+ * tests/vm/fr_test_hooks.c, in the test build only (FR_TEST_HOOKS): no
+ * counters (test_nmi=1), a CPU whose counter fails to open (test_fail_cpu).
+ */
+#ifdef FR_TEST_HOOKS
+bool fr_test_no_counters(void);
+bool fr_test_counter_fails(unsigned int cpu);
 int flightrec_test_sample(struct pt_regs *regs);
+#else
+static inline bool fr_test_no_counters(void)
+{
+	return false;
+}
+
+static inline bool fr_test_counter_fails(unsigned int cpu)
+{
+	return false;
+}
+#endif
 
 #endif /* FR_INTERNAL_H */

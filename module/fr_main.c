@@ -19,6 +19,8 @@
 #define pr_fmt(fmt) "flightrec: " fmt
 
 #include "fr_internal.h"
+/* The uapi's size and offsets, asserted at build time (also built -m32 by the tests). */
+#include "fr_uapi_layout.h"
 
 struct fr_params fr_param = {
 	.event = "auto",
@@ -55,20 +57,10 @@ module_param_named(crash_hook, fr_param.crash_hook, charp, 0444);
 MODULE_PARM_DESC(crash_hook, "auto (signal_deliver tracepoint, else kprobe), tracepoint, kprobe, none");
 module_param_named(coredump_symbol, fr_param.coredump_symbol, charp, 0444);
 MODULE_PARM_DESC(coredump_symbol, "kprobe hook symbol (default: vfs_coredump, then do_coredump)");
+module_param_named(max_mem_mb, fr_param.max_mem_mb, uint, 0444);
+MODULE_PARM_DESC(max_mem_mb, "refuse to load if rings and marker copies need more MiB than this (0: a quarter of RAM)");
 module_param_named(autostart, fr_param.autostart, bool, 0444);
 MODULE_PARM_DESC(autostart, "record from load; if 0 start frozen until FLIGHTREC_IOC_THAW");
-module_param_named(test_nmi, fr_param.test_nmi, bool, 0444);
-MODULE_PARM_DESC(test_nmi, "TESTS ONLY: no counters; samples come from flightrec_test_sample() in NMI");
-
-/*
- * Tests only: the counter of this CPU fails to open (-ENODEV, as on a CPU
- * whose PMU is missing), at load and whenever the CPU comes online; -1: none.
- * Writable, so that a test can let the CPU's counter open again.
- */
-static int fr_test_fail_cpu = -1;
-module_param_named(test_fail_cpu, fr_test_fail_cpu, int, 0644);
-MODULE_PARM_DESC(test_fail_cpu, "TESTS ONLY: this CPU's counter fails to open (-1: none)");
-
 struct fr_state fr = {
 	.sb_lock = __RAW_SPIN_LOCK_UNLOCKED(fr.sb_lock),
 	.marker_ids = ATOMIC64_INIT(0),
@@ -104,12 +96,12 @@ static int fr_cpu_online(unsigned int cpu)
 	struct fr_cpu *c = fr.cpus[cpu];
 	struct perf_event *ev;
 
-	/* test_nmi: the NMI torture driver is the rings' one writer (fr_test.c). */
-	if (fr_param.test_nmi) {
+	/* test build, test_nmi=1: the NMI torture driver is the rings' one writer */
+	if (fr_test_no_counters()) {
 		WRITE_ONCE(c->online, true);
 		return 0;
 	}
-	if (READ_ONCE(fr_test_fail_cpu) == (int)cpu)
+	if (fr_test_counter_fails(cpu))
 		ev = ERR_PTR(-ENODEV);
 	else
 		ev = perf_event_create_kernel_counter(&attr, cpu, NULL, fr_overflow, c);
@@ -224,6 +216,47 @@ static int fr_alloc_cpus(void)
 	return 0;
 }
 
+/*
+ * fr_mem_needed - the bytes fr_init() allocates: per possible CPU its rings,
+ * chunk counts and scratch page, and in each marker slot a copy of every
+ * possible CPU's rings (fr_alloc_markers()), plus the sideband ring.
+ */
+static u64 fr_mem_needed(void)
+{
+	u64 data = (u64)fr_param.data_ring_kb << 10, aux = (u64)fr_param.aux_ring_kb << 10;
+	u64 blob = sizeof(struct flightrec_aux) + round_down(fr_param.stack_bytes, 8);
+	u64 cpu = data + aux + data / FR_CHUNK * sizeof(u16) + PAGE_SIZE + sizeof(struct fr_cpu);
+	u64 copy = data + 2 * FR_REC_MAX + aux + blob + sizeof(struct fr_snap);
+	u64 slot = sizeof(struct fr_marker) + PAGE_SIZE + 2 * FR_REC_MAX + blob;
+
+	return num_possible_cpus() * (cpu + fr_param.markers * copy) + fr_param.markers * slot +
+	       ((u64)fr_param.sideband_kb << 10);
+}
+
+/*
+ * fr_check_mem - refuse, before allocating anything, rings and marker copies
+ * that need more than max_mem_mb (default a quarter of RAM) or than RAM.
+ * Everything scales with the possible CPUs (up to 1 GiB per ring each, times
+ * 1 + markers), so defaults fine on a laptop can ask a large machine for
+ * more memory than it has.
+ */
+static int fr_check_mem(void)
+{
+	u64 ram_mb = ((u64)totalram_pages() << PAGE_SHIFT) >> 20;
+	u64 cap_mb = fr_param.max_mem_mb ? fr_param.max_mem_mb : ram_mb / 4;
+	u64 need_mb = DIV_ROUND_UP_ULL(fr_mem_needed(), 1ULL << 20);
+
+	if (need_mb <= cap_mb && need_mb <= ram_mb)
+		return 0;
+	pr_err("rings and marker copies need %llu MiB (%u possible CPUs x (%u KiB DATA + %u KiB AUX) x (1 + %u markers) + %u KiB sideband), more than %s (%llu MiB): lower data_ring_kb, aux_ring_kb or markers%s\n",
+	       need_mb, num_possible_cpus(), fr_param.data_ring_kb, fr_param.aux_ring_kb,
+	       fr_param.markers, fr_param.sideband_kb,
+	       need_mb > ram_mb ? "RAM" : fr_param.max_mem_mb ? "max_mem_mb" :
+	       "max_mem_mb (default: a quarter of RAM)",
+	       need_mb > ram_mb ? ram_mb : cap_mb, need_mb > ram_mb ? "" : ", or raise max_mem_mb");
+	return -ENOMEM;
+}
+
 static bool fr_valid_kb(uint kb)
 {
 	return kb >= 4 && kb <= (1U << 20) && is_power_of_2(kb);
@@ -241,10 +274,15 @@ static int __init fr_init(void)
 	BUILD_BUG_ON(!is_power_of_2(FR_SB_REC) || !is_power_of_2(FR_CHUNK) || FR_CHUNK > 4096);
 	BUILD_BUG_ON(FR_REC_MAX % 8 || FR_REC_MAX > FR_CHUNK);
 	BUILD_BUG_ON(FR_HDR != 64);
+	/* io_uring workers (and from 6.4 vhost workers) have no user state of their own */
+	BUILD_BUG_ON(!FR_PF_USER_WORKER);
 	if (!fr_valid_kb(fr_param.data_ring_kb) || !fr_valid_kb(fr_param.aux_ring_kb) ||
 	    !fr_valid_kb(fr_param.sideband_kb) || fr_param.stack_bytes > FR_MAX_STACK ||
 	    fr_param.markers > 64 || (!fr_param.freq && !fr_param.period))
 		return -EINVAL;
+	ret = fr_check_mem();
+	if (ret)
+		return ret;
 	ret = fr_pick_event();
 	if (ret)
 		return ret;
@@ -290,7 +328,7 @@ static int __init fr_init(void)
 		fr_param.data_ring_kb, fr_param.aux_ring_kb, fr_param.autostart ? "" : " (frozen)",
 		fr.hook == FLIGHTREC_HOOK_TRACEPOINT ? "signal_deliver" :
 		fr.hook == FLIGHTREC_HOOK_KPROBE ? fr_coredump_symbol() : "none");
-	if (fr_param.test_nmi)
+	if (fr_test_no_counters())
 		pr_warn("test_nmi=1: no counters, samples only from flightrec_test_sample()\n");
 	return 0;
 

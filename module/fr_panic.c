@@ -37,14 +37,11 @@
 
 static ulong fr_panic_addr;
 static ulong fr_panic_size;
-static bool fr_test_panic;
 
 module_param_named(panic_addr, fr_panic_addr, ulong, 0444);
 MODULE_PARM_DESC(panic_addr, "physical address of the panic region (memmap=SIZE$ADDR reserved it); 0: no panic region");
 module_param_named(panic_size, fr_panic_size, ulong, 0444);
 MODULE_PARM_DESC(panic_size, "its size in bytes (page multiple, >= 64 KiB, and room for 2 chunks per CPU); 0: no panic region");
-module_param_named(test_panic, fr_test_panic, bool, 0444);
-MODULE_PARM_DESC(test_panic, "TESTS ONLY: writing panic_test_capture runs the panic notifier's body");
 
 #define FR_PANIC_MIN	(64U << 10)
 #define FR_PANIC_MODS	256	/* module table entries */
@@ -384,7 +381,7 @@ static u32 fr_panic_modules(struct flightrec_panic_module *t)
  * ARMED: copy the history into the region and mark it CAPTURED.  HELD (an
  * earlier panic not yet claimed): only count this one in its panics_lost.
  * Anything else: nothing.  Runs once per boot from panic() (see the top of
- * this file), or from the test-only panic_test_capture parameter.
+ * this file), or from the test build's panic_test_capture parameter.
  */
 void fr_panic_capture(const char *msg)
 {
@@ -602,34 +599,3 @@ void fr_panic_exit(void)
 	kfree(fr.panic.rec);
 	free_page((unsigned long)fr.panic.scratch);
 }
-
-/* ---- tests only ---- */
-
-/*
- * Writing anything to /sys/module/flightrec/parameters/panic_test_capture
- * runs the notifier's body now, as a second panic would (loaded with
- * test_panic=1 only): HELD gets panics_lost + 1; ARMED captures the live
- * rings (FREEZE them first for exact counters) and is HELD afterwards, as
- * after a panic.  It freezes the rings like a panic: THAW to record again.
- */
-static int fr_panic_test_set(const char *val, const struct kernel_param *kp)
-{
-	if (!fr_test_panic)
-		return -EPERM;
-	if (!fr.panic.map)
-		return -ENODEV;
-	mutex_lock(&fr.lock);
-	local_irq_disable();
-	fr_panic_capture("flightrec test capture");
-	local_irq_enable();
-	if (atomic_read(&fr.panic.mode) == FR_PANIC_HELD)
-		fr.panic.found = FLIGHTREC_PANIC_HELD;
-	mutex_unlock(&fr.lock);
-	return 0;
-}
-
-static const struct kernel_param_ops fr_panic_test_ops = {
-	.set = fr_panic_test_set,
-};
-module_param_cb(panic_test_capture, &fr_panic_test_ops, NULL, 0200);
-MODULE_PARM_DESC(panic_test_capture, "TESTS ONLY (test_panic=1): write to run the panic notifier's body");

@@ -61,10 +61,11 @@ void fr_ring_put(struct fr_ring *rb, u64 pos, const void *src, u64 len)
 }
 
 /*
- * fr_copy_user_nmi - copy @len bytes of user memory at @src to @dst, a
- * vmalloc address (a ring or a marker snapshot), from any context including
- * NMI.  Returns the bytes copied: a prefix, shorter if the user range faults
- * or user access is not possible right now.
+ * fr_copy_user_nmi - copy @len bytes of user memory at @src to @dst from any
+ * context including NMI.  @dst is a vmalloc address (a ring or a marker
+ * buffer) or a direct-map page (a scratch page from alloc_pages()), never
+ * a stack.  Returns the bytes copied: a prefix, shorter if the user range
+ * faults or user access is not possible right now.
  *
  * The one user-memory copy of the module (the sample path and the crash
  * record use it), built from what perf's own NMI path uses:
@@ -80,24 +81,30 @@ void fr_ring_put(struct fr_ring *rb, u64 pos, const void *src, u64 len)
  * (or the hrtimer interrupt) came in while this CPU held it in vmalloc/vfree.
  *
  * __copy_from_user_inatomic() runs that same check_object_size() on @dst,
- * so @dst is never the vmalloc address itself: each page is written through
- * its direct-map address (vmalloc_to_page(), mm/vmalloc.c: a lockless walk
- * of the kernel page tables of an area we own, which stays mapped until
- * fr_exit()).  For a direct-map, order-0, non-slab page check_heap_object()
- * (mm/usercopy.c) only does arithmetic: no lock, like perf's own ring pages
- * (rb_alloc() -> alloc_pages_node(), kernel/events/ring_buffer.c).  x86
- * caches are physically tagged (the module builds for x86-64 only,
- * fr_compat.h), so the bytes written through the direct map are the bytes
- * readers see through the vmalloc address.
+ * so a vmalloc @dst is written through the direct-map address of each page
+ * (vmalloc_to_page(), mm/vmalloc.c: a lockless walk of the kernel page
+ * tables of an area we own, which stays mapped until fr_exit()).  For a
+ * direct-map, order-0, non-slab page check_heap_object() (mm/usercopy.c)
+ * only does arithmetic: no lock, like perf's own ring pages (rb_alloc() ->
+ * alloc_pages_node(), kernel/events/ring_buffer.c).  A direct-map @dst is
+ * used as it is.  A stack address is refused: vmalloc_to_page() of a stack
+ * is only meaningful with CONFIG_VMAP_STACK, and without it the stack is
+ * neither ours to translate nor a vmalloc area.  x86 caches are physically
+ * tagged (the module builds for x86-64 only, fr_compat.h), so the bytes
+ * written through the direct map are the bytes readers see through the
+ * vmalloc address.
  */
 u32 fr_copy_user_nmi(void *dst, unsigned long src, u32 len)
 {
+	bool vmap = is_vmalloc_addr(dst);
 	u32 done = 0;
 
+	if (WARN_ON_ONCE(object_is_on_stack(dst) || (!vmap && !virt_addr_valid(dst))))
+		return 0;
 	while (done < len) {
 		u32 off = offset_in_page(dst + done);
 		u32 chunk = min_t(u32, len - done, PAGE_SIZE - off);
-		void *to = page_address(vmalloc_to_page(dst + done)) + off;
+		void *to = vmap ? page_address(vmalloc_to_page(dst + done)) + off : dst + done;
 		const void __user *from = (const void __user *)(src + done);
 		unsigned long left = copy_from_user_nmi(to, from, chunk);
 
@@ -217,11 +224,9 @@ struct pt_regs *fr_user_regs(struct pt_regs *regs, u16 *abi)
  * fr_user_frames - walk the user frame-pointer chain (fp -> {saved fp, return
  * address}) in the words of @abi: 4-byte words for a compat task, as
  * perf_callchain_user32() does (arch/x86/events/core.c), 8 otherwise.
- * @scratch: 16 bytes the frames are copied into.  It must be memory
- * fr_copy_user_nmi() may write: a vmalloc or direct-map address (the CPU's
- * scratch page) -- never a local on the IRQ stack, which is vmap'd with
- * CONFIG_VMAP_STACK and would take the check_heap_object() path described
- * at fr_copy_user_nmi().
+ * @scratch: 16 bytes the frames are copied into, in a direct-map page
+ * preallocated for the caller's context (the CPU's, a marker slot's, the
+ * panic kprobe's): fr_copy_user_nmi() refuses a stack address.
  */
 void fr_user_frames(struct flightrec_sample *s, struct pt_regs *uregs, u16 abi, void *scratch)
 {

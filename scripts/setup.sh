@@ -21,6 +21,8 @@ PKGS=(
   libzstd-dev zstd libsqlite3-dev sqlite3 libxxhash-dev
   libboost-dev libboost-system-dev libunwind-dev libdw-dev libelf-dev libdebuginfod-dev debuginfod elfutils zlib1g-dev libacl1-dev
   libseccomp-dev
+  # Intel PT decoding (recorder trace) and the packet encoder its tests use.
+  libipt-dev
   # sd-journal: each stored crash's journal entry; journald itself runs in
   # tests/journal (systemd-journald, journalctl).
   libsystemd-dev systemd

@@ -68,7 +68,7 @@ IndexCrash Crash(int i) {
           {{{"function", fmt::format("handler_{}", i % 50)}, {"dso", "/usr/sbin/svc"}},
            {{"function", "main"}, {"dso", "/usr/sbin/svc"}}}}}}}};
   c.signature = flightrec::fleet::ComputeSignature(bt, "SIGSEGV", c.executable);
-  c.processes = {{c.pid, c.comm, c.executable, c.build_id}};
+  c.processes = {{c.pid, c.comm, c.executable, c.build_id, {}}};
   return c;
 }
 

@@ -49,6 +49,8 @@ void AddScriptCommands(CLI::App& app, CliContext& ctx);
 void AddReportCommands(CLI::App& app, CliContext& ctx);
 // recorder export --format pprof|perfetto|chrome|folded, recorder flamegraph.
 void AddExportCommands(CLI::App& app, CliContext& ctx);
+// recorder trace ID (a record's hardware trace, decoded).
+void AddTraceCommand(CLI::App& app, CliContext& ctx);
 // recorder crash list|info|core|debug.
 void AddCrashCommands(CLI::App& app, CliContext& ctx);
 // recorder coredump install|uninstall (administrative: links the hook's
@@ -77,6 +79,8 @@ Status ExerciseReportCommands(const store::RecordReader& reader, int pick = -1);
 Status ExerciseScriptCommand(const store::RecordReader& reader, int pick = -1);
 Status ExerciseExportCommand(const store::RecordReader& reader, int pick = -1);
 Status ExerciseCrashCommands(const store::RecordReader& reader, int pick = -1);
+// trace: text and --json.
+Status ExerciseTraceCommand(const store::RecordReader& reader, int pick = -1);
 
 // Prints rows as an aligned text table. Cells are escaped for the terminal
 // (EscapeForTerminal), so any text from a record may be put in them.

@@ -41,9 +41,17 @@ std::string QueryArgs::FilterText() const {
   if (tid >= 0) add("--tid", std::to_string(tid));
   if (!since.empty()) add("--since", since);
   if (!until.empty()) add("--until", until);
-  if (!cgroup.empty()) add("--cgroup", cgroup);
-  if (!unit.empty()) add("--unit", unit);
-  if (!container.empty()) add("--container", container);
+  if (!labels.empty()) text += (text.empty() ? "" : " ") + labels.Text();
+  return text;
+}
+
+std::string LabelFilter::Text() const {
+  std::string text;
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--cgroup", cgroup},
+                                    {"--unit", unit},
+                                    {"--container", container}}) {
+    if (!value.empty()) text += fmt::format("{}{} {}", text.empty() ? "" : " ", flag, value);
+  }
   return text;
 }
 
@@ -65,19 +73,28 @@ bool InCgroup(const std::string& path, std::string want) {
 
 }  // namespace
 
+bool LabelFilter::Matches(const cgroup::CgroupInfo& c) const {
+  // "docker://<id>" as report shows it, or the id (any prefix of it).
+  std::string_view id = container;
+  if (size_t sep = id.find("://"); sep != std::string_view::npos) id = id.substr(sep + 3);
+  if (!cgroup.empty() && !InCgroup(c.path, cgroup)) return false;
+  if (!unit.empty() && c.unit != unit) return false;
+  return container.empty() || (!c.container_id.empty() && c.container_id.starts_with(id));
+}
+
+bool LabelFilter::MatchesAnyProcess(const nlohmann::json& meta) const {
+  for (const auto& [pid, l] : attribution::LabelsByPid(meta)) {
+    if (Matches(l.cgroup)) return true;
+  }
+  return false;
+}
+
 std::optional<std::unordered_set<uint32_t>> QueryArgs::LabelledPids(
     const nlohmann::json& meta) const {
-  if (cgroup.empty() && unit.empty() && container.empty()) return std::nullopt;
-  // "docker://<id>" as report shows it, or the id (any prefix of it).
-  std::string id = container;
-  if (size_t sep = id.find("://"); sep != std::string::npos) id = id.substr(sep + 3);
+  if (labels.empty()) return std::nullopt;
   std::unordered_set<uint32_t> pids;
   for (const auto& [pid, l] : attribution::LabelsByPid(meta)) {
-    const auto& c = l.cgroup;
-    if (!cgroup.empty() && !InCgroup(c.path, cgroup)) continue;
-    if (!unit.empty() && c.unit != unit) continue;
-    if (!container.empty() && (c.container_id.empty() || !c.container_id.starts_with(id))) continue;
-    pids.insert(pid);
+    if (labels.Matches(l.cgroup)) pids.insert(pid);
   }
   return pids;
 }

@@ -45,6 +45,7 @@ void AddCrashCommands(CLI::App& app, CliContext& ctx) {
   list->add_option("--since", la->since, "Only crashes at or after T");
   list->add_option("--pid", la->pid, "Only this process id");
   list->add_option("--exe", la->exe, "Only this executable path");
+  la->labels.Register(list);
   list->add_flag("--json", la->json, "Machine-readable output");
   list->callback([&ctx, la] { ctx.action = [&ctx, la] { return RunCrashList(ctx, *la); }; });
 

@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/label_filter.h"
 #include "store/store.h"
 
 namespace flightrec::recorder::cli {
@@ -49,6 +50,7 @@ struct CrashListArgs {
   std::string since;
   int64_t pid = -1;
   std::string exe;
+  LabelFilter labels;  // of the crashed (or killed) process
 };
 Status RunCrashList(const CliContext& ctx, const CrashListArgs& a);
 Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json);

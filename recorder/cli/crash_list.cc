@@ -146,6 +146,20 @@ StatusOr<std::unique_ptr<store::RecordReader>> OpenHistory(const CliContext& ctx
   return reader;
 }
 
+namespace {
+
+// Where the crashed process ran, from its meta.processes entry: the core
+// hook's labels from its /proc/PID/cgroup (none in older records).
+cgroup::CgroupInfo CrashedProcessCgroup(const nlohmann::json& meta, const nlohmann::json& crash) {
+  const int64_t pid = json::Get<int64_t>(crash, "pid", 0);
+  for (const auto& p : json::Array(meta, "processes")) {
+    if (json::Get<int64_t>(p, "pid", -1) == pid) return cgroup::CgroupFromJson(p);
+  }
+  return {};
+}
+
+}  // namespace
+
 Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
   store::ListQuery q;
   q.kind = kKindCrash;
@@ -158,26 +172,24 @@ Status RunCrashList(const CliContext& ctx, const CrashListArgs& a) {
   q.uid = VisibleUid();
   // The newest from the index alone: one row, not every crash read and
   // parsed to keep the last (which grew with the store: issue 17).
-  if (a.newest && !q.uid) {
+  if (a.newest && !q.uid && a.labels.empty()) {
     q.newest_first = true;
     q.limit = 1;
   }
   ASSIGN_OR_RETURN(auto rows, ListCrashes(ctx, q));
+  // Where the process ran is in each record's meta, not in the index's
+  // columns; a panic names no process, so no label matches it.
+  if (!a.labels.empty()) {
+    std::erase_if(rows, [&](const CrashRow& r) {
+      return r.kind == kKindPanic ||
+             !a.labels.Matches(CrashedProcessCgroup(r.meta, json::Object(r.meta, "crash")));
+    });
+  }
   if (a.newest && rows.size() > 1) rows.erase(rows.begin(), rows.end() - 1);
   return PrintCrashList(rows, a.json);
 }
 
 namespace {
-
-// Where the crashed process ran, from its meta.processes entry: the core
-// hook's labels from its /proc/PID/cgroup (none in older records).
-cgroup::CgroupInfo CrashedProcessCgroup(const nlohmann::json& meta, const nlohmann::json& crash) {
-  const int64_t pid = json::Get<int64_t>(crash, "pid", 0);
-  for (const auto& p : json::Array(meta, "processes")) {
-    if (json::Get<int64_t>(p, "pid", -1) == pid) return cgroup::CgroupFromJson(p);
-  }
-  return {};
-}
 
 // The container (runtime://, the id as `docker ps` shortens it) or the
 // systemd unit, which say more than a pid; else the pid.

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/checked_json.h"
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/attribution/attribution.h"
@@ -108,6 +109,15 @@ Status RunStatus(const CliContext& ctx, bool json) {
         FormatBytes(oc.value("switch_in_ring_bytes_per_cpu", uint64_t{0})).c_str());
   } else {
     std::printf("  off-CPU:   off (recorderd --off-cpu)\n");
+  }
+  if (const auto& t = json::Object(s, "aux_trace"); json::Get<bool>(t, "enabled", false)) {
+    std::printf("  hw trace:  on (%s), %s AUX area per CPU, %llu snapshots; cut at a crash: %s\n",
+                EscapeForTerminal(json::Str(t, "pmu")).c_str(),
+                FormatBytes(json::Get<uint64_t>(t, "area_bytes_per_cpu", 0)).c_str(),
+                static_cast<unsigned long long>(json::Get<uint64_t>(t, "snapshots", 0)),
+                EscapeForTerminal(json::Str(t, "crash_cut")).c_str());
+  } else if (t.is_object() && !t.empty()) {
+    std::printf("  hw trace:  %s\n", EscapeForTerminal(json::Str(t, "why_off")).c_str());
   }
   std::printf("  rings:     %s data per CPU, %s sideband per CPU\n",
               FormatBytes(b.value("data_ring_bytes_per_cpu", uint64_t{0})).c_str(),

@@ -16,10 +16,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cgroup.h"
 #include "common/checked_json.h"
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/label_filter.h"
 #include "recorder/cli/usage.h"
 #include "recorder/fleet/fleet_config.h"
 #include "recorder/fleet/fleet_glue.h"
@@ -39,6 +41,7 @@ struct FleetArgs {
   std::string host;
   std::string since;
   int limit = 1000;
+  LabelFilter labels;  // of the crashed process
   // crash info
   std::string id;
 };
@@ -66,6 +69,9 @@ Status CrashList(const FleetArgs& a) {
   fleet::CrashQuery q;
   q.host = a.host;
   q.limit = a.limit;
+  q.unit = a.labels.unit;
+  q.container = a.labels.container;
+  q.cgroup = a.labels.cgroup;
   ASSIGN_OR_RETURN(q.since_ns, SinceNs(a.since));
   if (a.group) {
     ASSIGN_OR_RETURN(auto groups, idx.GroupCrashes(q));
@@ -105,18 +111,29 @@ Status CrashList(const FleetArgs& a) {
                      {"signal_name", c.signal_name},
                      {"exe", c.executable},
                      {"signature", c.signature_id},
-                     {"title", c.title}});
+                     {"title", c.title},
+                     {"unit", c.unit},
+                     {"container_runtime", c.container_runtime},
+                     {"container_id", c.container_id}});
     }
     std::printf("%s\n", json::Dump(out, 2).c_str());
     return OkStatus();
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : crashes) {
+    // The container (as `crash list` shows it) or unit says more than a comm.
+    std::string where = c.unit;
+    if (!c.container_id.empty()) {
+      where = (c.container_runtime.empty() ? "" : c.container_runtime + "://") +
+              c.container_id.substr(0, 12);
+    }
     rows.push_back({FormatTimeNs(c.time_ns), c.host_id, c.record_id, c.signal_name, c.comm,
-                    c.signature_id, c.title});
+                    where.empty() ? "-" : where, c.signature_id, c.title});
   }
   std::fputs(
-      FormatTable({"TIME", "HOST", "ID", "SIGNAL", "COMM", "SIGNATURE", "TITLE"}, rows).c_str(),
+      FormatTable({"TIME", "HOST", "ID", "SIGNAL", "COMM", "UNIT/CONTAINER", "SIGNATURE", "TITLE"},
+                  rows)
+          .c_str(),
       stdout);
   if (rows.empty()) std::printf("(no crashes)\n");
   return OkStatus();
@@ -130,8 +147,10 @@ Status CrashInfo(const FleetArgs& a) {
   if (a.json) {
     nlohmann::json procs = nlohmann::json::array();
     for (const auto& p : c.processes) {
-      procs.push_back(
-          {{"pid", p.pid}, {"comm", p.comm}, {"exe", p.executable}, {"build_id", p.build_id}});
+      nlohmann::json jp = {
+          {"pid", p.pid}, {"comm", p.comm}, {"exe", p.executable}, {"build_id", p.build_id}};
+      cgroup::AddCgroupToJson(p.where, &jp);
+      procs.push_back(std::move(jp));
     }
     nlohmann::json out = {
         {"host", r.host_id},
@@ -148,6 +167,7 @@ Status CrashInfo(const FleetArgs& a) {
         {"signature", c.signature.ToJson()},
         {"group", {{"crashes", d.group_crashes}, {"hosts", d.group_hosts}}},
         {"processes", procs}};
+    cgroup::AddCgroupToJson(c.where, &out["crash"]);
     std::printf("%s\n", json::Dump(out, 2).c_str());
     return OkStatus();
   }
@@ -158,6 +178,15 @@ Status CrashInfo(const FleetArgs& a) {
   std::printf("          PID: %u (%s)\n", c.pid, E(c.comm).c_str());
   std::printf("       Signal: %s (%d)\n", E(c.signal_name).c_str(), c.signal);
   std::printf("   Executable: %s\n", E(c.executable).c_str());
+  if (!c.where.unit.empty()) std::printf("         Unit: %s\n", E(c.where.unit).c_str());
+  if (!c.where.container_id.empty()) {
+    std::printf(
+        "    Container: %s%s\n",
+        E(c.where.container_runtime.empty() ? "" : c.where.container_runtime + "://").c_str(),
+        E(c.where.container_id).c_str());
+  }
+  if (!c.where.pod_uid.empty()) std::printf("          Pod: %s\n", E(c.where.pod_uid).c_str());
+  if (!c.where.path.empty()) std::printf("       Cgroup: %s\n", E(c.where.path).c_str());
   std::printf("     Build-ID: %s\n", E(c.build_id.empty() ? "(unknown)" : c.build_id).c_str());
   std::printf("    Signature: %s, %lld crash%s on %lld host%s\n", E(c.signature.id).c_str(),
               static_cast<long long>(d.group_crashes), d.group_crashes == 1 ? "" : "es",
@@ -246,6 +275,7 @@ int FleetMain(int argc, char** argv) {
   list->add_option("--host", a.host, "Only this host's crashes");
   list->add_option("--since", a.since, "Only crashes in the last DURATION (1h, 7d) or since T");
   list->add_option("--limit", a.limit, "At most N lines")->capture_default_str();
+  a.labels.Register(list);
   list->add_flag("--json", a.json, "JSON output");
   auto* info = crash->add_subcommand("info", "One crash as the index knows it, with its group");
   info->add_option("ID", a.id, "Record id, HOST/ID, or a unique prefix of an id")->required();

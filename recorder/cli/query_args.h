@@ -20,6 +20,7 @@
 #include "common/units.h"
 #include "recorder/analysis/replay.h"
 #include "recorder/attribution/process_labels.h"
+#include "recorder/cli/label_filter.h"
 
 namespace flightrec::recorder::cli {
 
@@ -31,8 +32,7 @@ struct QueryArgs {
   int64_t tid = -1;
   std::string since;  // offset from the window start, e.g. 1.5s
   std::string until;
-  // Processes by where they ran (the record's meta.processes labels).
-  std::string cgroup, unit, container;
+  LabelFilter labels;
   bool json = false;
   bool progress = true;  // off for the fuzz harness (not an option)
 
@@ -46,12 +46,7 @@ struct QueryArgs {
     cmd->add_option("--since", since,
                     "Only samples at least this far into the window (e.g. 1.5s, 200ms)");
     cmd->add_option("--until", until, "Only samples at most this far into the window");
-    cmd->add_option("--cgroup", cgroup,
-                    "Only processes in this cgroup or below it (e.g. /system.slice)");
-    cmd->add_option("--unit", unit, "Only processes of this systemd unit or scope (nginx.service)");
-    cmd->add_option("--container", container,
-                    "Only processes of the container whose id starts with this (docker ps's "
-                    "short id does; runtime://id too)");
+    labels.Register(cmd);
     cmd->add_flag("--json", json, "Machine-readable output");
   }
 

@@ -61,6 +61,7 @@ int RecorderMain(int argc, char** argv) {
   AddReportCommands(app, ctx);
   AddExportCommands(app, ctx);
   AddCrashCommands(app, ctx);
+  AddTraceCommand(app, ctx);
   AddCoredumpCommands(app, ctx);
   try {
     app.parse(argc, argv);

@@ -14,6 +14,7 @@
 #include "common/terminal_escape.h"
 #include "common/units.h"
 #include "recorder/cli/cli.h"
+#include "recorder/cli/label_filter.h"
 
 namespace flightrec::recorder::cli {
 namespace {
@@ -68,6 +69,7 @@ std::string Signal(const store::RecordRow& r) {
 struct ListArgs {
   std::string since, until, kind, exe;
   int64_t pid = -1;
+  LabelFilter labels;  // a record matches when one of its processes does
   bool json = false;
   bool newest_only = false;
   bool reverse = false;
@@ -145,12 +147,19 @@ Status RunList(const CliContext& ctx, const ListArgs& a) {
   // (docs/ARCHITECTURE.md, "Access").
   if (geteuid() != 0 && (!a.kind.empty() && a.kind == "crash")) q.uid = geteuid();
   q.newest_first = a.reverse || a.newest_only;
-  if (a.newest_only) q.limit = 1;
+  // Labels are in each record's meta, not in the index: -1 is taken after
+  // they filtered.
+  if (a.newest_only && a.labels.empty()) q.limit = 1;
   std::vector<store::RecordRow> rows;
   if (own_files_only) {
     ASSIGN_OR_RETURN(rows, ListReadableRecords(ctx, q));
   } else {
     ASSIGN_OR_RETURN(rows, (*s)->List(q));
+  }
+  if (!a.labels.empty()) {
+    std::erase_if(rows,
+                  [&](const store::RecordRow& r) { return !a.labels.MatchesAnyProcess(r.meta); });
+    if (a.newest_only && rows.size() > 1) rows.resize(1);
   }
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -411,6 +420,7 @@ void AddStoreCommands(CLI::App& app, CliContext& ctx) {
   list->add_option("--kind", la->kind, "Only records of this kind (dump, crash)");
   list->add_option("--pid", la->pid, "Only records that involve this process id");
   list->add_option("--exe", la->exe, "Only records that involve this executable path");
+  la->labels.Register(list);
   list->add_flag("-1", la->newest_only, "Only the newest record");
   list->add_flag("-r,--reverse", la->reverse, "Newest first");
   list->add_flag("--json", la->json, "Machine-readable output");

@@ -94,6 +94,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
     }
   }
 
+  d->StartAuxTrace();
+
   ipc::ServerOptions io_opts;
   io_opts.path = options.socket_path;
   io_opts.group = options.socket_group;
@@ -103,6 +105,29 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
 }
 
 Daemon::~Daemon() = default;
+
+void Daemon::StartAuxTrace() {
+  const std::string& spec_text = options_.aux_trace;
+  auto spec = perf::ParseAuxTraceSpec(spec_text.empty() ? "pt" : spec_text);  // checked at parse
+  const perf::TracePmu pmu = perf::ProbeTracePmu(spec.ok() ? spec->kind : "pt");
+  if (spec_text.empty()) {
+    aux_trace_off_ = perf::AuxTraceOffJson(
+        pmu, false,
+        pmu.present ? fmt::format("off: recorderd --aux-trace {} turns it on", spec->kind)
+                    : "off, and " + pmu.why);
+    return;
+  }
+  auto c = spec.ok() ? perf::AuxTraceCapture::Open(*spec)
+                     : StatusOr<std::unique_ptr<perf::AuxTraceCapture>>(spec.status());
+  if (!c.ok()) {
+    // Recording goes on without the trace; status says why.
+    spdlog::warn("--aux-trace {}: hardware trace is off: {}", spec_text, c.status().message());
+    aux_trace_off_ = perf::AuxTraceOffJson(pmu, true, c.status().message());
+    return;
+  }
+  aux_trace_ = std::move(*c);
+  spdlog::info("hardware trace on: {}", json::Dump(aux_trace_->Describe()));
+}
 
 namespace {
 
@@ -366,6 +391,10 @@ Status Daemon::ChargeDump(uid_t uid, int64_t now) {
 StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req, uid_t budget_uid) {
   int64_t t0 = MonotonicNs();
   RETURN_IF_ERROR(ChargeDump(budget_uid, t0));
+  // First: disabling the trace is the cut, and everything the CPUs run until
+  // then (this dump's own work included) pushes older trace out.
+  std::optional<AuxTrace> aux;
+  if (aux_trace_) aux = aux_trace_->Snapshot();
   Drain();  // the newest mappings must be in the table before we snapshot it
   std::string fallback;
   auto snap = req.crash_pid ? TakeCrashHistory(*backend_, req.crash_pid, req.last_ns,
@@ -384,6 +413,10 @@ StatusOr<DumpResult> Daemon::Dump(const DumpRequest& req, uid_t budget_uid) {
   RefreshKernelSymbols();
   DumpRequest labelled = req;
   labelled.labels = [this](uint32_t pid, bool exited) { return labels_.Labels(pid, exited); };
+  if (aux) {
+    perf::AssignTracedTasks(snap->samples, req.crash_pid, &*aux);
+    labelled.extra_sections.emplace_back(kSectionAuxTrace, EncodeAuxTrace(*aux));
+  }
   auto r =
       WriteDump(*store_, labelled, std::move(*snap), *history_, ksyms_, backend_->Describe(), t0);
   if (!r.ok()) {
@@ -629,6 +662,7 @@ nlohmann::json Daemon::StatusJson() const {
       {"triggers", triggers},
       {"triggers_total", triggers_.size()},
       {"deaths", DeathsJson()},
+      {"aux_trace", aux_trace_ ? aux_trace_->Describe() : aux_trace_off_},
       {"limits",
        {{"max_dumps_per_hour", options_.dumps_per_hour},
         {"max_dumps_per_uid_per_hour", options_.dumps_per_uid_per_hour},
@@ -889,6 +923,15 @@ int RecorderdMain(int argc, char** argv) {
                  "With --call-graph dwarf: bytes of user stack each blocking switch-out copies "
                  "(0 = the --call-graph size). Every record takes all of them in the ring, so a "
                  "smaller copy holds a longer history");
+  app.add_option("--aux-trace", o.aux_trace,
+                 "Also keep the last branch trace per CPU from a trace PMU (off by default): "
+                 "pt (intel_pt), spe (arm_spe) or etm (cs_etm), then comma-separated size=N "
+                 "(AUX area per CPU, a power of two, 64K..1G, default 4M), cyc, mtc, "
+                 "branch-only (no timing packets), user (default), kernel, user+kernel. The "
+                 "area is overwritten in place (snapshot mode); each dump and crash record "
+                 "takes it (recorder trace ID). Without the PMU recorderd says so, records "
+                 "without it, and `recorder status` says why")
+      ->type_name("SPEC");
   app.add_option("--max-dumps-per-hour", o.dumps_per_hour,
                  "Dumps per sliding hour for all users together (manual, SIGUSR2, triggers, "
                  "crash history): the global ceiling. Non-root uids together get this less "
@@ -966,6 +1009,12 @@ int RecorderdMain(int argc, char** argv) {
     return 2;
   }
   o.off_cpu_threshold_ns = *t;
+  if (!o.aux_trace.empty()) {
+    if (auto spec = perf::ParseAuxTraceSpec(o.aux_trace); !spec.ok()) {
+      std::fprintf(stderr, "recorderd: error: %s\n", spec.status().message().c_str());
+      return 2;
+    }
+  }
   if (!h.ok() || !l.ok()) {
     std::fprintf(stderr, "recorderd: error: %s\n",
                  (!h.ok() ? h.status() : l.status()).message().c_str());

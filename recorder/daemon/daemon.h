@@ -24,6 +24,7 @@
 #include "recorder/daemon/rate_limiter.h"
 #include "recorder/daemon/uprobe_trigger.h"
 #include "recorder/ipc/ipc.h"
+#include "recorder/perf/aux_trace.h"
 #include "recorder/record/dump_record.h"
 #include "store/store.h"
 
@@ -58,6 +59,8 @@ struct DaemonOptions : BackendOptions {
   // OOM kill's record names the stacks that grew the victim
   // (recorder/daemon/mem_growth.h).
   bool mem_growth = true;
+  // `--aux-trace pt[,...]` (recorder/perf/aux_trace.h); "" = off.
+  std::string aux_trace;
 };
 
 class Daemon {
@@ -151,6 +154,10 @@ class Daemon {
   int64_t start_ns_ = 0;
   std::vector<std::pair<std::string, std::function<nlohmann::json()>>> status_sections_;
   std::unique_ptr<DeathWatch> death_watch_;
+  // Hardware trace: the capture when on, else why it is off (status).
+  std::unique_ptr<perf::AuxTraceCapture> aux_trace_;
+  nlohmann::json aux_trace_off_;
+  void StartAuxTrace();
   std::string death_watch_error_;
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> death_fds_;
   // crash_pid of the hook's history requests, when asked (CLOCK_MONOTONIC).

@@ -88,6 +88,41 @@ std::string FoldedName(std::string_view s) {
   return out;
 }
 
+std::vector<LabelValue> ProcessLabelValues(const analysis::RecordInfo& info, uint32_t pid) {
+  std::vector<LabelValue> out;
+  auto found = info.labels.find(pid);
+  if (found == info.labels.end()) return out;
+  const cgroup::CgroupInfo& c = found->second.cgroup;
+  for (const auto& [label, value] :
+       {std::pair<ProcessLabel, const std::string&>{ProcessLabel::kCgroup, c.path},
+        {ProcessLabel::kUnit, c.unit},
+        {ProcessLabel::kContainerRuntime, c.container_runtime},
+        {ProcessLabel::kContainerId, c.container_id},
+        {ProcessLabel::kPodUid, c.pod_uid},
+        {ProcessLabel::kPodQos, c.qos}}) {
+    if (!value.empty()) out.push_back({label, EscapeForTerminal(value)});
+  }
+  return out;
+}
+
+const char* ProcessLabelKey(ProcessLabel l) {
+  switch (l) {
+    case ProcessLabel::kCgroup:
+      return "cgroup";
+    case ProcessLabel::kUnit:
+      return "unit";
+    case ProcessLabel::kContainerRuntime:
+      return "container_runtime";
+    case ProcessLabel::kContainerId:
+      return "container_id";
+    case ProcessLabel::kPodUid:
+      return "pod_uid";
+    case ProcessLabel::kPodQos:
+      return "pod_qos";
+  }
+  return "";
+}
+
 std::vector<FrameSymbols> FramesOf(const analysis::ResolvedSample& rs) {
   const auto& s = *rs.sample;
   std::vector<FrameSymbols> out;

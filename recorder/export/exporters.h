@@ -33,4 +33,18 @@ struct FrameSymbols {
 // The sample's frames, innermost first.
 std::vector<FrameSymbols> FramesOf(const analysis::ResolvedSample& rs);
 
+// Where a process ran, as every export labels it: the labels of a record's
+// meta.processes entry that are known, in this order, each named by the
+// format's own convention (pprof label keys, OpenTelemetry attributes,
+// Perfetto's "key=value" process labels).
+enum class ProcessLabel { kCgroup, kUnit, kContainerRuntime, kContainerId, kPodUid, kPodQos };
+struct LabelValue {
+  ProcessLabel label;
+  std::string value;  // escaped as every exported name (the record's meta is anyone's text)
+};
+std::vector<LabelValue> ProcessLabelValues(const analysis::RecordInfo& info, uint32_t pid);
+// The label's key as pprof labels and Perfetto's process labels spell it
+// ("unit", "container_id", ...).
+const char* ProcessLabelKey(ProcessLabel l);
+
 }  // namespace flightrec::recorder::exporter

@@ -238,11 +238,35 @@ class OtlpProfiles : public Exporter {
     } else if (const std::string* name = ProcessName(rs)) {
       out->push_back(StrAttribute("process.executable.name", *name));
     }
+    // Where the process ran: the semantic conventions' container and k8s
+    // attributes where they have one, ours otherwise (their
+    // process.linux.cgroup is the whole /proc line, not the path).
+    for (const auto& [label, value] : ProcessLabelValues(info_, s.pid)) {
+      out->push_back(StrAttribute(AttributeName(label), value));
+    }
     // An incomplete user stack says why and where, as pprof's labels do.
     if (!IncompleteStackMarker(s).empty()) {
       out->push_back(StrAttribute("flightrec.unwind.status", s.unwind.status));
       out->push_back(StrAttribute("flightrec.unwind.where", s.unwind.where));
     }
+  }
+
+  static const char* AttributeName(ProcessLabel l) {
+    switch (l) {
+      case ProcessLabel::kCgroup:
+        return "flightrec.cgroup.path";
+      case ProcessLabel::kUnit:
+        return "flightrec.systemd.unit";
+      case ProcessLabel::kContainerRuntime:
+        return "container.runtime.name";
+      case ProcessLabel::kContainerId:
+        return "container.id";
+      case ProcessLabel::kPodUid:
+        return "k8s.pod.uid";
+      case ProcessLabel::kPodQos:
+        return "flightrec.k8s.pod.qos";
+    }
+    return "";
   }
 
   uint64_t Stack(const analysis::ResolvedSample& rs) {

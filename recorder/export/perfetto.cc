@@ -36,7 +36,7 @@
 //     TrackDescriptor: uuid 1, name 2, process 3, thread 4, parent_uuid 5
 //   protos/perfetto/trace/track_event/process_descriptor.proto @
 //   35ecffbaee5d3429eddc0706caf6c7576b2975ee
-//     ProcessDescriptor: pid 1, process_name 6
+//     ProcessDescriptor: pid 1, process_name 6, process_labels 8
 //   protos/perfetto/trace/track_event/thread_descriptor.proto @
 //   1e2582a8627e96241c2e2ad1a8dd0b1fdd853898
 //     ThreadDescriptor: pid 1, tid 2, thread_name 5
@@ -198,6 +198,11 @@ class Perfetto : public Exporter {
     ProtoWriter pd, td;
     pd.Varint(1, pid);
     if (name != nullptr) pd.Text(6, *name);
+    // Where it ran, as "unit=nginx.service", "container_id=<id>", ...: the
+    // UI lists a process's labels beside its name.
+    for (const auto& [label, value] : ProcessLabelValues(info_, pid)) {
+      pd.Text(8, fmt::format("{}={}", ProcessLabelKey(label), value));
+    }
     td.Varint(1, ProcessUuid(pid));
     td.Message(3, pd);
     ProtoWriter p = PacketHeader(std::nullopt, 0);

@@ -219,20 +219,12 @@ class Pprof : public Exporter {
     vt.Varint(2, Str(unit));
     p->Message(field, vt);
   }
-  // The labels of pid's process, escaped as every name in an export is
-  // (a record's meta is anyone's text); built once per process.
+  // The labels of pid's process, built once per process.
   const std::vector<std::pair<const char*, std::string>>& ProcessLabels(uint32_t pid) {
     auto [it, fresh] = process_labels_.try_emplace(pid);
-    auto found = info_.labels.find(pid);
-    if (!fresh || found == info_.labels.end()) return it->second;
-    const cgroup::CgroupInfo& c = found->second.cgroup;
-    for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"cgroup", c.path},
-                                     {"unit", c.unit},
-                                     {"container_runtime", c.container_runtime},
-                                     {"container_id", c.container_id},
-                                     {"pod_uid", c.pod_uid},
-                                     {"pod_qos", c.qos}}) {
-      if (!value.empty()) it->second.emplace_back(key, EscapeForTerminal(value));
+    if (!fresh) return it->second;
+    for (auto& [label, value] : ProcessLabelValues(info_, pid)) {
+      it->second.emplace_back(ProcessLabelKey(label), std::move(value));
     }
     return it->second;
   }

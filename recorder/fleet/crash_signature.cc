@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cgroup.h"
 #include "common/checked_json.h"
 #include "common/terminal_escape.h"
 #include "recorder/fleet/digest_pg.h"
@@ -211,7 +212,11 @@ StatusOr<IndexCrash> CrashFromRecord(const store::RecordReader& reader) {
     ip.pid = json::Get<uint32_t>(p, "pid", 0);
     ip.comm = BoundedText(json::RawText(p, "comm"), 64);
     ip.executable = BoundedText(json::RawText(p, "exe"), 4096);
-    if (ip.pid == c.pid) ip.build_id = c.build_id;
+    ip.where = cgroup::CgroupFromJson(p);
+    if (ip.pid == c.pid) {
+      ip.build_id = c.build_id;
+      c.where = ip.where;
+    }
     c.processes.push_back(std::move(ip));
     if (c.processes.size() == 64) break;  // the hook writes one
   }

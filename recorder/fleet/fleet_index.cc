@@ -111,6 +111,30 @@ std::optional<std::string> OrNull(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<std::string>(s);
 }
 
+using Params = std::vector<std::optional<std::string>>;
+Params Concat(Params a, const Params& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The label columns (cgroup, unit, container_runtime, container_id,
+// pod_uid) of a process, bounded as every text from a record; NULL unknown.
+Params WhereParams(const cgroup::CgroupInfo& c) {
+  return {OrNull(BoundedText(c.path, 4096)), OrNull(BoundedText(c.unit, 256)),
+          OrNull(BoundedText(c.container_runtime, 32)), OrNull(BoundedText(c.container_id, 64)),
+          OrNull(BoundedText(c.pod_uid, 64))};
+}
+// The same five columns read back from `row`, starting at `col`.
+cgroup::CgroupInfo WhereFromRow(pg_result* r, int row, int col) {
+  cgroup::CgroupInfo c;
+  c.path = Cell(r, row, col);
+  c.unit = Cell(r, row, col + 1);
+  c.container_runtime = Cell(r, row, col + 2);
+  c.container_id = Cell(r, row, col + 3);
+  c.pod_uid = Cell(r, row, col + 4);
+  return c;
+}
+
 // "YYYYMMDDTHHMMSSZ-..." → its UTC time.
 StatusOr<int64_t> ParseIdTime(const std::string& id) {
   auto bad = [&] {
@@ -401,23 +425,28 @@ Status FleetIndex::AddCrashRows(const IndexRecord& rec, const std::string& id_ti
   }
   RETURN_IF_ERROR(
       Exec("INSERT INTO crashes (host_id, record_id, created_at, time_ns, pid, comm, signal, "
-           "signal_name, executable, build_id, signature_id) VALUES ($1, $2, "
-           "to_timestamp($3::bigint), $4, $5, $6, $7, $8, $9, $10, $11)",
-           {rec.host_id, rec.record_id, id_time, std::to_string(rec.time_ns),
-            std::to_string(crash.pid), BoundedText(crash.comm, 64), std::to_string(crash.signal),
-            BoundedText(crash.signal_name, 32), BoundedText(crash.executable, 4096),
-            OrNull(BoundedText(crash.build_id, 128)), sig.id},
+           "signal_name, executable, build_id, signature_id, cgroup, unit, container_runtime, "
+           "container_id, pod_uid) VALUES ($1, $2, to_timestamp($3::bigint), $4, $5, $6, $7, "
+           "$8, $9, $10, $11, $12, $13, $14, $15, $16)",
+           Concat({rec.host_id, rec.record_id, id_time, std::to_string(rec.time_ns),
+                   std::to_string(crash.pid), BoundedText(crash.comm, 64),
+                   std::to_string(crash.signal), BoundedText(crash.signal_name, 32),
+                   BoundedText(crash.executable, 4096), OrNull(BoundedText(crash.build_id, 128)),
+                   sig.id},
+                  WhereParams(crash.where)),
            "adding the crash")
           .status());
   int ord = 0;
   for (const auto& p : crash.processes) {
     RETURN_IF_ERROR(
         Exec("INSERT INTO crash_processes (host_id, record_id, created_at, ord, pid, comm, "
-             "executable, build_id) VALUES ($1, $2, to_timestamp($3::bigint), $4, $5, $6, $7, "
-             "$8)",
-             {rec.host_id, rec.record_id, id_time, std::to_string(ord++), std::to_string(p.pid),
-              BoundedText(p.comm, 64), BoundedText(p.executable, 4096),
-              OrNull(BoundedText(p.build_id, 128))},
+             "executable, build_id, cgroup, unit, container_runtime, container_id, pod_uid) "
+             "VALUES ($1, $2, to_timestamp($3::bigint), $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+             "$13)",
+             Concat({rec.host_id, rec.record_id, id_time, std::to_string(ord++),
+                     std::to_string(p.pid), BoundedText(p.comm, 64),
+                     BoundedText(p.executable, 4096), OrNull(BoundedText(p.build_id, 128))},
+                    WhereParams(p.where)),
              "adding a crashed process")
             .status());
   }
@@ -512,10 +541,26 @@ namespace {
 // The WHERE clause every crash query shares: $1 host ('' = all), $2 since
 // (ns). created_at (whole seconds, the partition key) prunes partitions;
 // time_ns is the exact bound.
+// $4 unit, $5 container id prefix, $6 cgroup subtree ('' = any).
 constexpr const char* kCrashFilter =
     " WHERE ($1 = '' OR c.host_id = $1)"
     " AND c.created_at >= to_timestamp(floor($2::bigint / 1e9))"
-    " AND c.time_ns >= $2::bigint ";
+    " AND c.time_ns >= $2::bigint"
+    " AND ($4 = '' OR c.unit = $4)"
+    " AND ($5 = '' OR starts_with(c.container_id, $5))"
+    " AND ($6 = '' OR c.cgroup = $6 OR starts_with(c.cgroup, rtrim($6, '/') || '/')) ";
+
+Params CrashQueryParams(const CrashQuery& q) {
+  // "docker://<id>" as crash list shows it, or the id (any prefix of it).
+  std::string container = q.container;
+  if (size_t sep = container.find("://"); sep != std::string::npos) {
+    container = container.substr(sep + 3);
+  }
+  // "/a/" is the subtree of "/a", as the local --cgroup reads it.
+  std::string cg = q.cgroup;
+  while (cg.size() > 1 && cg.back() == '/') cg.pop_back();
+  return {q.host, std::to_string(q.since_ns), std::to_string(q.limit), q.unit, container, cg};
+}
 }  // namespace
 
 StatusOr<std::vector<CrashListRow>> FleetIndex::ListCrashes(const CrashQuery& q) {
@@ -523,15 +568,16 @@ StatusOr<std::vector<CrashListRow>> FleetIndex::ListCrashes(const CrashQuery& q)
   ASSIGN_OR_RETURN(
       PgResult r,
       Exec(std::string("SELECT c.host_id, c.record_id, c.time_ns, c.comm, c.signal_name, "
-                       "c.executable, c.signature_id, s.title FROM crashes c "
-                       "JOIN signatures s USING (signature_id)") +
+                       "c.executable, c.signature_id, s.title, c.unit, c.container_runtime, "
+                       "c.container_id FROM crashes c JOIN signatures s USING (signature_id)") +
                kCrashFilter + "ORDER BY c.time_ns DESC, c.host_id LIMIT $3",
-           {q.host, std::to_string(q.since_ns), std::to_string(q.limit)}, "listing crashes"));
+           CrashQueryParams(q), "listing crashes"));
   std::vector<CrashListRow> rows;
   for (int i = 0; i < PQntuples(r.get()); ++i) {
     rows.push_back({Cell(r.get(), i, 0), Cell(r.get(), i, 1), CellInt(r.get(), i, 2),
                     Cell(r.get(), i, 3), Cell(r.get(), i, 4), Cell(r.get(), i, 5),
-                    Cell(r.get(), i, 6), Cell(r.get(), i, 7)});
+                    Cell(r.get(), i, 6), Cell(r.get(), i, 7), Cell(r.get(), i, 8),
+                    Cell(r.get(), i, 9), Cell(r.get(), i, 10)});
   }
   return rows;
 }
@@ -548,7 +594,7 @@ StatusOr<std::vector<CrashGroupRow>> FleetIndex::GroupCrashes(const CrashQuery& 
                kCrashFilter +
                "GROUP BY c.signature_id, s.title ORDER BY count(*) DESC, max(c.time_ns) DESC "
                "LIMIT $3",
-           {q.host, std::to_string(q.since_ns), std::to_string(q.limit)}, "grouping crashes"));
+           CrashQueryParams(q), "grouping crashes"));
   std::vector<CrashGroupRow> rows;
   for (int i = 0; i < PQntuples(r.get()); ++i) {
     rows.push_back({Cell(r.get(), i, 0), Cell(r.get(), i, 1), CellInt(r.get(), i, 2),
@@ -624,7 +670,8 @@ StatusOr<CrashDetail> FleetIndex::GetCrash(const std::string& id) {
       Exec("SELECT c.pid, c.comm, c.signal, c.signal_name, c.executable, c.build_id, "
            "c.signature_id, s.title, s.frames::text, "
            "(SELECT count(*) FROM crashes g WHERE g.signature_id = c.signature_id), "
-           "(SELECT count(DISTINCT host_id) FROM crashes g WHERE g.signature_id = c.signature_id) "
+           "(SELECT count(DISTINCT host_id) FROM crashes g WHERE g.signature_id = c.signature_id), "
+           "c.cgroup, c.unit, c.container_runtime, c.container_id, c.pod_uid "
            "FROM crashes c JOIN signatures s USING (signature_id) "
            "WHERE c.host_id = $1 AND c.record_id = $2",
            {key.first, key.second}, "reading a crash"));
@@ -646,12 +693,14 @@ StatusOr<CrashDetail> FleetIndex::GetCrash(const std::string& id) {
   }
   d.group_crashes = CellInt(r.get(), 0, 9);
   d.group_hosts = CellInt(r.get(), 0, 10);
-  ASSIGN_OR_RETURN(r, Exec("SELECT pid, comm, executable, build_id FROM crash_processes "
+  c.where = WhereFromRow(r.get(), 0, 11);
+  ASSIGN_OR_RETURN(r, Exec("SELECT pid, comm, executable, build_id, cgroup, unit, "
+                           "container_runtime, container_id, pod_uid FROM crash_processes "
                            "WHERE host_id = $1 AND record_id = $2 ORDER BY ord",
                            {key.first, key.second}, "reading a crash's processes"));
   for (int i = 0; i < PQntuples(r.get()); ++i) {
     c.processes.push_back({static_cast<uint32_t>(CellInt(r.get(), i, 0)), Cell(r.get(), i, 1),
-                           Cell(r.get(), i, 2), Cell(r.get(), i, 3)});
+                           Cell(r.get(), i, 2), Cell(r.get(), i, 3), WhereFromRow(r.get(), i, 4)});
   }
   return d;
 }

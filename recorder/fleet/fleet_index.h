@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cgroup.h"
 #include "common/status.h"
 #include "recorder/fleet/crash_signature.h"
 
@@ -62,7 +63,8 @@ struct IndexProcess {
   uint32_t pid = 0;
   std::string comm;
   std::string executable;
-  std::string build_id;  // hex, "" when unknown
+  std::string build_id;      // hex, "" when unknown
+  cgroup::CgroupInfo where;  // cgroup, unit, container, pod; "" unknown
 };
 
 // What the index keeps of a crash record.
@@ -75,6 +77,7 @@ struct IndexCrash {
   std::string build_id;  // of the executable, hex, "" when unknown
   CrashSignature signature;
   std::vector<IndexProcess> processes;
+  cgroup::CgroupInfo where;  // the crashed process's
 };
 
 // One record of a batch, with its crash rows if it is a crash.
@@ -87,6 +90,9 @@ struct CrashQuery {
   std::string host;      // "" = every host
   int64_t since_ns = 0;  // only crashes at or after (wall clock ns)
   int limit = 1000;
+  // Where the crashed process ran ("" = any): its unit, a prefix of its
+  // container id, its cgroup or one above it.
+  std::string unit, container, cgroup;
 };
 
 struct CrashListRow {
@@ -98,6 +104,9 @@ struct CrashListRow {
   std::string executable;
   std::string signature_id;
   std::string title;
+  std::string unit;               // "" none
+  std::string container_runtime;  // "" none
+  std::string container_id;       // "" none
 };
 
 struct CrashGroupRow {

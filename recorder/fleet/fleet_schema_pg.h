@@ -86,6 +86,16 @@ CREATE TABLE crash_processes (
 CREATE INDEX crashes_time ON crashes (created_at, time_ns);
 CREATE INDEX crashes_host_time ON crashes (host_id, created_at);
 )sql"},
+      {3, "where each crashed process ran: cgroup, unit, container, pod",
+       R"sql(
+ALTER TABLE crashes ADD COLUMN cgroup text, ADD COLUMN unit text,
+  ADD COLUMN container_runtime text, ADD COLUMN container_id text, ADD COLUMN pod_uid text;
+ALTER TABLE crash_processes ADD COLUMN cgroup text, ADD COLUMN unit text,
+  ADD COLUMN container_runtime text, ADD COLUMN container_id text, ADD COLUMN pod_uid text;
+-- `fleet crash list --unit/--container`: a service's or a container's crashes.
+CREATE INDEX crashes_unit ON crashes (unit, created_at);
+CREATE INDEX crashes_container ON crashes (container_id text_pattern_ops);
+)sql"},
   };
   return kMigrations;
 }

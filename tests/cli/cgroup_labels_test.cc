@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "tests/support/daemon.h"
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
+#include "tests/support/protoc.h"
 #include "tests/support/run.h"
 #include "tests/support/wait.h"
 
@@ -92,6 +94,54 @@ uint64_t Samples(const Daemon& d, const std::string& id, std::vector<std::string
   std::vector<std::string> args = {"report", id, "--json", "--sort", "pid"};
   args.insert(args.end(), filter.begin(), filter.end());
   return Json(d.Cli(args)).value("samples", uint64_t{0});
+}
+
+// OTLP samples' attributes as text, by the published schema.
+std::vector<std::map<std::string, std::string>> OtlpSampleAttributes(const std::string& file) {
+  auto r = ProtocDecodeWith(SourcePath("third_party/opentelemetry-proto"),
+                            "opentelemetry/proto/profiles/v1development/profiles.proto",
+                            "opentelemetry.proto.profiles.v1development.ProfilesData", file);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const Node root = ParseText(r.out);
+  const Node* dict = root.Name("dictionary");
+  std::vector<std::map<std::string, std::string>> out;
+  if (dict == nullptr) return out;
+  std::vector<std::string> strings;
+  for (const Node* s : dict->Named("string_table")) strings.push_back(s->text);
+  const auto attrs = dict->Named("attribute_table");
+  const auto index = [](const Node& n, const char* f) { return n.Name(f) ? n.Name(f)->U() : 0; };
+  for (const Node* rp : root.Named("resource_profiles")) {
+    for (const Node* sp : rp->Named("scope_profiles")) {
+      for (const Node* p : sp->Named("profiles")) {
+        for (const Node* sample : p->Named("samples")) {
+          auto& m = out.emplace_back();
+          for (const Node* i : sample->Named("attribute_indices")) {
+            const Node& kv = *attrs.at(i->U());
+            const Node* v = kv.Name("value");
+            const Node* sv = v ? v->Name("string_value") : nullptr;
+            const Node* iv = v ? v->Name("int_value") : nullptr;
+            m[strings.at(index(kv, "key_strindex"))] = sv ? sv->text : iv ? iv->text : "";
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Perfetto's process descriptors: pid -> its process_labels.
+std::map<uint64_t, std::set<std::string>> PerfettoProcessLabels(const std::string& file) {
+  auto r = ProtocDecodeRaw(file);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<uint64_t, std::set<std::string>> out;
+  const Node root = ParseText(r.out);
+  for (const Node* packet : root.All(1)) {
+    const Node* td = packet->One(60);            // TracePacket.track_descriptor
+    const Node* pd = td ? td->One(3) : nullptr;  // TrackDescriptor.process
+    if (pd == nullptr || pd->One(1) == nullptr) continue;
+    for (const Node* l : pd->All(8)) out[pd->One(1)->U()].insert(l->text);
+  }
+  return out;
 }
 
 struct Spinner {
@@ -212,6 +262,41 @@ TEST(CgroupLabelsTest, ReportAndScriptFindProcessesByContainerUnitAndCgroup) {
   EXPECT_EQ(kube_line["pod_uid"], pod);
   EXPECT_EQ(kube_line["pod_qos"], "burstable");
   EXPECT_EQ(kube_line["container_runtime"], "containerd");
+
+  // The exports label each process with where it ran: Perfetto's process
+  // descriptors and OTLP's sample attributes (pprof's labels are checked by
+  // export_test with the real pprof).
+  const std::string trace = dir.path() + "/trace.pftrace";
+  ASSERT_EQ(d.Cli({"export", id, "-f", "perfetto", "-o", trace}).exit_code, 0);
+  const auto labels = PerfettoProcessLabels(trace);
+  ASSERT_TRUE(labels.count(docker.pid)) << "no labels on the docker process's track";
+  EXPECT_TRUE(labels.at(docker.pid).count("container_id=" + docker_id));
+  EXPECT_TRUE(labels.at(docker.pid).count("container_runtime=docker"));
+  EXPECT_TRUE(labels.at(docker.pid).count("unit=docker-" + docker_id + ".scope"));
+  ASSERT_TRUE(labels.count(kube.pid));
+  EXPECT_TRUE(labels.at(kube.pid).count("pod_uid=" + pod));
+  EXPECT_TRUE(labels.at(kube.pid).count("pod_qos=burstable"));
+  const std::string otlp = dir.path() + "/profile.otlp";
+  ASSERT_EQ(d.Cli({"export", id, "-f", "otlp", "-o", otlp}).exit_code, 0);
+  size_t docker_seen = 0, kube_seen = 0;
+  for (const auto& a : OtlpSampleAttributes(otlp)) {
+    const std::string pid = a.count("process.pid") ? a.at("process.pid") : "";
+    const std::string cid = a.count("container.id") ? a.at("container.id") : "";
+    EXPECT_EQ(cid == docker_id, pid == std::to_string(docker.pid)) << pid << " " << cid;
+    if (pid == std::to_string(docker.pid)) {
+      ++docker_seen;
+      EXPECT_EQ(a.at("container.runtime.name"), "docker");
+      EXPECT_EQ(a.at("flightrec.systemd.unit"), "docker-" + docker_id + ".scope");
+      EXPECT_EQ(a.at("flightrec.cgroup.path"), "/" + slice + "/docker-" + docker_id + ".scope");
+    }
+    if (pid == std::to_string(kube.pid)) {
+      ++kube_seen;
+      EXPECT_EQ(a.at("k8s.pod.uid"), pod);
+      EXPECT_EQ(a.at("container.id"), cri_id);
+    }
+  }
+  EXPECT_GT(docker_seen, 0u);
+  EXPECT_GT(kube_seen, 0u);
 
   // The process in its own pid namespace keeps both pids: the global one
   // samples name, and 1, its pid inside; its namespace is not ours.

@@ -2,6 +2,7 @@
 // real signals, the real core hook. recorderd watches deaths system-wide,
 // so other processes' deaths may land in these stores too: every check is
 // on the test's own pids, or on counts that only grow.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
@@ -199,6 +200,26 @@ TEST_F(DeathTest, ADeathRecordNamesTheUnitTheProcessRanIn) {
   EXPECT_EQ(rows[0]["unit"], unit) << rows.dump(2);
   auto text = daemon_->Cli({"crash", "list", "--pid", std::to_string(pid)});
   EXPECT_NE(text.out.find(unit), std::string::npos) << text.out;
+
+  // crash list and list find it by its unit and cgroup, and not by another.
+  const std::string id = rows[0]["id"];
+  const auto ids = [&](std::vector<std::string> args) {
+    auto r = daemon_->Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> out;
+    for (const auto& row : nlohmann::json::parse(r.out, nullptr, false)) out.push_back(row["id"]);
+    return out;
+  };
+  using ::testing::Contains;
+  using ::testing::Not;
+  EXPECT_THAT(ids({"crash", "list", "--json", "--unit", unit}), Contains(id));
+  EXPECT_THAT(ids({"crash", "list", "--json", "--cgroup", "/" + unit}), Contains(id));
+  EXPECT_THAT(ids({"crash", "list", "--json", "--unit", "other-" + unit}), Not(Contains(id)));
+  EXPECT_THAT(ids({"crash", "list", "--json", "--container", "0123456789ab"}), Not(Contains(id)));
+  EXPECT_THAT(ids({"list", "--json", "--unit", unit}), Contains(id));
+  EXPECT_THAT(ids({"list", "--json", "--unit", "other-" + unit}), Not(Contains(id)));
+  const auto newest = ids({"crash", "list", "--json", "-1", "--unit", unit});
+  EXPECT_EQ(newest, std::vector<std::string>{id});
 }
 
 TEST_F(DeathTest, ASegvWithCoresDisabledIsADeathSentByTheKernel) {

@@ -36,7 +36,8 @@ using flightrec::testing::TempDir;
 // A crash record as the hook writes one (meta, metadata, backtrace), in a
 // host's store; returns its path and id.
 std::pair<std::string, std::string> WriteCrash(const std::string& store_dir, const std::string& top,
-                                               const std::string& exe) {
+                                               const std::string& exe,
+                                               const Json& where = Json::object()) {
   auto st = store::Store::Open(store_dir, {});
   EXPECT_TRUE(st.ok()) << st.status().ToString();
   auto rec = (*st)->BeginRecord("crash");
@@ -55,6 +56,7 @@ std::pair<std::string, std::string> WriteCrash(const std::string& store_dir, con
                  {"comm", "svc\x1b[31m"},  // a crashed program names itself
                  {"exe", exe}}},
                {"processes", {{{"pid", 7}, {"comm", "svc"}, {"exe", exe}}}}};
+  meta["processes"][0].update(where);  // cgroup labels as the hook stores them
   auto row = (*st)->Commit(std::move(*rec), meta);
   EXPECT_TRUE(row.ok()) << row.status().ToString();
   return {store_dir + "/" + row->id + ".frec", row->id};
@@ -86,9 +88,9 @@ class FleetCliPgTest : public ::testing::Test {
 
   // Indexes one crash of `top` on `host` through the shipper's entry point.
   std::string Ship(const std::string& host, const std::string& top,
-                   const std::string& exe = "/usr/sbin/svc") {
+                   const std::string& exe = "/usr/sbin/svc", const Json& where = Json::object()) {
     const std::string store = tmp_.path() + "/store-" + host;
-    auto [path, id] = WriteCrash(store, top, exe);
+    auto [path, id] = WriteCrash(store, top, exe, where);
     auto sum = Sha256FileHex(path);
     EXPECT_TRUE(sum.ok());
     ShippedRecord s{host, id, host + "/" + id + ".frec", *sum, std::filesystem::file_size(path),
@@ -148,6 +150,49 @@ TEST_F(FleetCliPgTest, OneBugOnThreeHostsIsOneGroup) {
   // A crashed program's control bytes are replaced before they are stored.
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
   EXPECT_NE(r.out.find("svc?[31m"), std::string::npos) << r.out;
+}
+
+TEST_F(FleetCliPgTest, CrashesAreFoundByTheUnitContainerAndCgroupTheyRanIn) {
+  const std::string docker_id(64, 'c');
+  const std::string unit_id =
+      Ship("host-a", "check_header", "/usr/sbin/svc",
+           {{"cgroup", "/system.slice/svc.service"}, {"unit", "svc.service"}});
+  const std::string docker = Ship("host-b", "check_header", "/usr/sbin/svc",
+                                  {{"cgroup", "/system.slice/docker-" + docker_id + ".scope"},
+                                   {"unit", "docker-" + docker_id + ".scope"},
+                                   {"container_runtime", "docker"},
+                                   {"container_id", docker_id}});
+  Ship("host-c", "check_header");  // ran nowhere known
+  const auto ids = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"crash", "list", "--json"});
+    auto r = Recorder(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> out;
+    for (const auto& c : Json::parse(r.out, nullptr, false)) out.push_back(c["id"]);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(ids({"--unit", "svc.service"}), V{unit_id});
+  EXPECT_EQ(ids({"--container", docker_id.substr(0, 12)}), V{docker});
+  EXPECT_EQ(ids({"--container", "docker://" + docker_id}), V{docker});
+  EXPECT_EQ(ids({"--cgroup", "/system.slice"}).size(), 2u);
+  EXPECT_EQ(ids({"--cgroup", "/system.slice/svc.service/"}), V{unit_id});
+  EXPECT_EQ(ids({"--cgroup", "/system.sl"}), V{}) << "a subtree, not a string prefix";
+  EXPECT_EQ(ids({"--unit", "other.service"}), V{});
+  auto r = Recorder({"crash", "list", "--group", "--json", "--unit", "svc.service"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(r.out).at(0)["crashes"], 1);
+  // The text list names the container (docker ps's short id) or the unit.
+  r = Recorder({"crash", "list"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("docker://" + docker_id.substr(0, 12)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("svc.service"), std::string::npos) << r.out;
+  r = Recorder({"crash", "info", docker, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json info = Json::parse(r.out);
+  EXPECT_EQ(info["crash"]["container_id"], docker_id);
+  EXPECT_EQ(info["crash"]["unit"], "docker-" + docker_id + ".scope");
+  EXPECT_EQ(info["processes"][0]["container_runtime"], "docker");
 }
 
 TEST_F(FleetCliPgTest, CrashInfoShowsTheCrashItsGroupAndItsObject) {

@@ -77,7 +77,7 @@ IndexCrash Crash(const std::string& top, const std::string& exe = "/usr/bin/fr_c
        {{{"tid", 4242},
          {"frames", {{{"function", top}, {"dso", exe}}, {{"function", "main"}, {"dso", exe}}}}}}}};
   c.signature = ComputeSignature(bt, "SIGSEGV", exe);
-  c.processes = {{4242, "fr_crash", exe, "ab12cd34"}};
+  c.processes = {{4242, "fr_crash", exe, "ab12cd34", {}}};
   return c;
 }
 

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * fr_nmi_torture.ko - TEST ONLY (issue 12 item 2): runs flightrec.ko's real
+ * fr_nmi_torture.ko - TEST ONLY: runs flightrec.ko's real
  * sample function from NMI context, which our PMU-less QEMU guests otherwise
  * never reach.  Each CPU's hard hrtimer, rate_hz times a second, sends an
  * NMI to itself and one to every other online CPU; the NMI handler passes
  * the interrupted registers (the pt_regs an NMI handler is given:
  * arch/x86/kernel/nmi.c, nmi_handle()) to flightrec_test_sample(), which
- * flightrec.ko refuses unless it was loaded with test_nmi=1.
+ * only the test build of flightrec.ko has (tests/vm/fr_test_hooks.c), and
+ * which refuses unless it was loaded with test_nmi=1.
  *
  * Why both: an NMI sent to another vCPU of a TCG guest arrives only when the
  * host runs that vCPU's thread, so on a loaded host the cross-CPU NMIs reach

@@ -1660,7 +1660,7 @@ static void elf32_text(const char *path, uint64_t *lo, uint64_t *hi)
  * program (after its exec; before, the pid is the 64-bit child) carries
  * PERF_SAMPLE_REGS_ABI_32, and its frame-pointer chain is walked
  * in 4-byte words: a sample in fr32_leaf has uframes[1] and [2] inside the
- * 32-bit program's text (returns into fr32_mid and _start).  Walked as
+ * 32-bit program's text (returns into fr32_mid and fr32_main).  Walked as
  * 64-bit words, the saved ebp and return address would fuse into one bogus
  * frame pointer and uframes[1] would be the word above them.
  */
@@ -1668,9 +1668,20 @@ static int cmd_compat(const char *path)
 {
 	uint64_t lo, hi, deadline = now_ns() + 60 * 1000000000ULL;
 	size_t n32 = 0, chained = 0, aux32 = 0;
+	int st = 0;
 	pid_t p;
 
 	elf32_text(path, &lo, &hi);
+	/* First the ioctls from 32-bit code, through compat_ptr_ioctl(). */
+	p = fork();
+	if (p == 0) {
+		execl(path, path, "ioctl", (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st))
+		FAIL("compat: the 32-bit task's INFO/STATS check failed: status %#x (exit 10 open, "
+		     "11/14 ioctl error, 12/13 INFO, 15/16 STATS read wrong: tests/vm/fr_vm_compat32.c)",
+		     st);
 	p = fork();
 	if (p == 0) {
 		execl(path, path, (char *)NULL);
@@ -1716,7 +1727,7 @@ static int cmd_compat(const char *path)
 	}
 	kill(p, SIGKILL);
 	waitpid(p, NULL, 0);
-	printf("compat: %zu samples of the 32-bit task, all abi 32, %zu with its 3-deep fp chain, %zu with AUX\n",
+	printf("compat: 32-bit INFO and STATS read right; %zu samples of the 32-bit task, all abi 32, %zu with its 3-deep fp chain, %zu with AUX\n",
 	       n32, chained, aux32);
 	return 0;
 }
@@ -1724,7 +1735,7 @@ static int cmd_compat(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|stats|markpad N|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR|panic-* (fr_vm_panic.c)");
+		FAIL("usage: fr_vm_test record|check|loss|freeze N|crash|storm N|sideband LIB|abi N|hold|handler|stats|markpad N|hookcap N|iouring SECONDS|compat BIN32|cycles KO N|spin MS|crashonly|bench N|nmi SECONDS TORTURE_PARAMS_DIR|panic-* (fr_vm_panic.c)");
 	if (!strcmp(argv[1], "spin") && argc > 2) {
 		spin_a(strtoull(argv[2], NULL, 0));
 		return 0;
@@ -1764,6 +1775,10 @@ int main(int argc, char **argv)
 		return cmd_stats();
 	if (!strcmp(argv[1], "markpad") && argc > 2)
 		return cmd_markpad(atoi(argv[2]));
+	if (!strcmp(argv[1], "hookcap") && argc > 2)
+		return cmd_hookcap(atoi(argv[2]));
+	if (!strcmp(argv[1], "iouring") && argc > 2)
+		return cmd_iouring(atoi(argv[2]));
 	if (!strcmp(argv[1], "compat") && argc > 2)
 		return cmd_compat(argv[2]);
 	if (!strcmp(argv[1], "nmi") && argc > 3)

@@ -62,6 +62,12 @@ void *read_marker(uint32_t slot, uint32_t cpu, uint32_t ring, struct flightrec_m
 /* fr_vm_marker.c */
 int cmd_markpad(int tries);
 
+/* fr_vm_hookcap.c */
+int cmd_hookcap(int crashes);
+
+/* fr_vm_iouring.c */
+int cmd_iouring(int seconds);
+
 /* fr_vm_nmi.c */
 int cmd_nmi(int seconds, const char *torture_params);
 

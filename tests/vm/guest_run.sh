@@ -86,6 +86,33 @@ scen_abi() {
 
 scen_crash() { insmod "$KO" && run crash "$T" crash; }
 
+# Rings and marker copies past the memory cap (max_mem_mb; default a quarter
+# of RAM) are refused before anything is allocated, with a log line that
+# says what was asked; within the cap the module loads.  2 possible CPUs here.
+scen_memcap() {
+  local why avail0 avail1
+  # 2 x (64 MiB DATA + 2 MiB AUX) x (rings + 2 marker copies): ~400 MiB of this 1 GiB guest.
+  if insmod "$KO" data_ring_kb=65536 2> /dev/null; then
+    result memcap FAIL "loaded with ~400 MiB of rings and marker copies in a 1 GiB guest"; return
+  fi
+  why=$(dmesg | grep 'flightrec: .*max_mem_mb' | tail -1)
+  [ -n "$why" ] || { result memcap FAIL "refused without saying why: $(dmesg | tail -2 | tr '\n' ' ')"; return; }
+  # The defaults need 2 x 9 MiB + 1 MiB of sideband: over 16, under 32.
+  if insmod "$KO" max_mem_mb=16 2> /dev/null; then result memcap FAIL "loaded over max_mem_mb=16"; return; fi
+  insmod "$KO" max_mem_mb=32 || { result memcap FAIL "defaults refused under max_mem_mb=32"; return; }
+  rmmod flightrec
+  # 1 GiB rings: refused before any allocation (no vmalloc failure, memory kept).
+  avail0=$(meminfo MemAvailable)
+  if insmod "$KO" data_ring_kb=1048576 aux_ring_kb=1048576 max_mem_mb=1000000 2> /dev/null; then
+    result memcap FAIL "loaded 1 GiB rings"; return
+  fi
+  avail1=$(meminfo MemAvailable)
+  dmesg | grep -q 'vmalloc error' && { result memcap FAIL "allocated before refusing: $(dmesg | grep 'vmalloc error' | head -1)"; return; }
+  dmesg | grep -q 'flightrec: .*more than RAM' ||
+    { result memcap FAIL "1 GiB rings refused without the reason: $(dmesg | tail -2 | tr '\n' ' ')"; return; }
+  result memcap PASS "$why; defaults refused at 16 MiB, loaded at 32; 1 GiB rings refused (MemAvailable ${avail0} -> ${avail1} kB)"
+}
+
 scen_hotplug() {
   insmod "$KO" || { result hotplug FAIL "insmod failed"; return; }
   "$T" spin 600000 & local s1=$!
@@ -102,7 +129,7 @@ scen_hotplug() {
   run hotplug "$T" check
 }
 
-# A CPU whose counter fails to open (test_fail_cpu=1 injects -ENODEV) still
+# A CPU whose counter fails to open (test_fail_cpu=1, the test build's, injects -ENODEV) still
 # comes up: the module logs it, loads, and leaves that CPU without a counter
 # (STATS online=0) while the others record; once the failure is gone, the
 # next online gives the CPU its counter back.
@@ -137,6 +164,46 @@ scen_loss() {
   fr=$("$T" freeze 300 2>&1) || { result loss FAIL "$(echo "$fr" | tail -3 | tr '\n' ' ')"; return; }
   result loss PASS "$(echo "$out" | tail -1); $(echo "$fr" | tail -1)"
 }
+
+# The real overflow path: this guest has no PMU, so event=auto gives each CPU
+# a cpu-clock counter, whose hrtimer (perf_swevent_hrtimer()) runs perf's own
+# __perf_event_overflow(), which calls the module's fr_overflow().  A kprobe
+# event on fr_overflow, armed before the load, counts every call and keeps
+# the first call chains; the CPUs' `produced` sum, read before and after the
+# count, brackets it: every sample came through fr_overflow, and only there.
+scen_overflow() {
+  local TR=/sys/kernel/tracing E p1 h p2 chain
+  mountpoint -q $TR || mount -t tracefs nodev $TR || { result overflow FAIL "no tracefs"; return; }
+  E=$TR/events/frov/fr_overflow
+  echo 'p:frov/fr_overflow flightrec:fr_overflow' >> $TR/kprobe_events &&
+    echo 'stacktrace:3' > $E/trigger && echo 1 > $E/enable || { result overflow FAIL "no kprobe event"; return; }
+  echo > $TR/trace
+  insmod "$KO" || { result overflow FAIL "insmod failed"; return; }
+  "$T" spin 2000 & "$T" spin 2000; wait
+  p1=$("$T" handler | cut -d' ' -f1)
+  h=$(awk '$1 == "fr_overflow" { print $2 }' $TR/kprobe_profile)
+  p2=$("$T" handler | cut -d' ' -f1)
+  rmmod flightrec
+  chain=$(grep -m1 -A6 '<stack trace>' $TR/trace | tr -d ' ' | tr '\n' ' ')
+  echo 0 > $E/enable; echo '!stacktrace:3' > $E/trigger; echo '-:frov/fr_overflow' >> $TR/kprobe_events
+  case "$chain" in
+    *"=>__perf_event_overflow"*) ;;
+    *) result overflow FAIL "fr_overflow not called by __perf_event_overflow: $chain"; return ;;
+  esac
+  if [ "${p1:-0}" -ge 100 ] && [ "$p1" -le "${h:-0}" ] && [ "$h" -le "$p2" ]; then
+    result overflow PASS "fr_overflow ran $h times via __perf_event_overflow (produced $p1..$p2): $chain"
+  else
+    result overflow FAIL "produced $p1..$p2, fr_overflow calls $h"
+  fi
+}
+
+# The crash hook copies at most 8 KiB of user stack with preemption off,
+# whatever stack_bytes asks for (fr_vm_hookcap.c: crashes 96 KiB deep).
+scen_hookcap() { insmod "$KO" stack_bytes=65536 aux_ring_kb=4096 && run hookcap "$T" hookcap 15; }
+
+# io_uring workers (PF_IO_WORKER on 6.1, PF_USER_WORKER from 6.4) are
+# sampled without user state, as perf does (fr_vm_iouring.c).
+scen_iouring() { insmod "$KO" && run iouring "$T" iouring 4; }
 
 # A crash storm: 16 processes crash at once against the 2 default marker slots.
 scen_storm() { insmod "$KO" && run storm "$T" storm 16; }
@@ -618,7 +685,7 @@ scen_bench() {
 }
 
 # flightrec's sample function from NMI context (issue 12 item 2): flightrec.ko
-# with test_nmi=1 (no counters; fr_test.c) and fr_nmi_torture.ko: each CPU's
+# with test_nmi=1 (no counters; tests/vm/fr_test_hooks.c) and fr_nmi_torture.ko: each CPU's
 # 4 kHz timer sends an NMI to itself (paying for missed periods, up to 128 a
 # tick) and one to the other CPU, for 60 s, under
 # fork/exec/exit, mmap/munmap, vmalloc/vfree, FREEZE/READ/THAW and crash

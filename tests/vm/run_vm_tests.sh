@@ -11,7 +11,7 @@
 # usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--series 6.1|6.12]
 #                        [--guest-script PATH] [scenario...]
 #   scenarios: load abi crash hotplug hotfail loss storm sideband backend coredump unwind compat nmi
-#              dkms threads uidloop nohook freeze2 sblost poll throttle markpad panic (default: all
+#              dkms threads uidloop nohook freeze2 sblost poll throttle markpad memcap overflow hookcap iouring panic (default: all
 #              of these; panic always runs last: it panics the guest, which boots a second time),
 #   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh),
 #   hcostci (one short hcost round; ctest runs it on the generic kernel)
@@ -70,7 +70,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
 [ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug hotfail loss storm sideband backend coredump unwind compat nmi dkms
-                               threads uidloop nohook freeze2 sblost poll throttle markpad panic)
+                               threads uidloop nohook freeze2 sblost poll throttle markpad memcap overflow hookcap iouring panic)
 SMP=${FR_VM_SMP:-2}
 
 # The work dir lives in the build tree: the guest sees the host root
@@ -80,11 +80,13 @@ trap 'rm -rf "$WORK"' EXIT
 
 t0=$(date +%s.%N)
 # Out-of-tree module build from a copy: the source tree stays clean.  W=1:
-# the kernel's extra warnings; any warning fails the run.
+# the kernel's extra warnings; any warning fails the run.  The test build:
+# with the test entry points (tests/vm/fr_test_hooks.c, FR_TEST_HOOKS=y).
 mkdir -p "$WORK/mod"
 cp "$SRC"/module/Kbuild "$SRC"/module/VERSION "$SRC"/module/*.c "$SRC"/module/*.h "$WORK/mod/"
 cp -r "$SRC"/module/uapi "$WORK/mod/"
-make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" W=1 modules > "$WORK/build.log" 2>&1 || {
+cp "$SRC/tests/vm/fr_test_hooks.c" "$WORK/mod/"
+make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" FR_TEST_HOOKS=y W=1 modules > "$WORK/build.log" 2>&1 || {
   cat "$WORK/build.log"; echo "module build failed"; exit 1; }
 if grep -i "warning" "$WORK/build.log" | grep -v "Skipping BTF"; then
   echo "module build has warnings"; exit 1
@@ -123,7 +125,7 @@ tdk1=$(date +%s.%N)
 # The uapi header's and the module's kernel-doc comments (the script ships
 # with the headers, in linux-kbuild).
 perl "/lib/modules/$KVER/build/scripts/kernel-doc" -none -Werror \
-  "$SRC/module/uapi/flightrec.h" "$SRC"/module/*.c "$SRC"/module/*.h "$SRC/tests/vm/fr_nmi_torture.c" ||
+  "$SRC"/module/uapi/*.h "$SRC"/module/*.c "$SRC"/module/*.h "$SRC"/tests/vm/fr_{nmi_torture,test_hooks}.c ||
   { echo "kernel-doc warnings"; exit 1; }
 t1=$(date +%s.%N)
 
