@@ -67,6 +67,25 @@ nlohmann::json SummarizeThreadHistory(std::vector<std::pair<uint64_t, std::strin
                           {"legend", legend_json}}}};
 }
 
+namespace {
+
+// A sample's user frames, innermost first, up to the first of the program's
+// own (a blocked stack is the scheduler's, then libc's; a fault's may be in
+// libc's memset), at most 8; else its innermost frame.
+std::string UserFrames(const ResolvedSample& rs) {
+  std::string out;
+  size_t shown = 0;
+  for (const auto* f : rs.stack) {
+    if (f->dso.rfind("[kernel", 0) == 0) continue;
+    out += (shown ? " <- " : "") + f->Display();
+    if (++shown == 8 || (rs.process_exe != nullptr && f->dso == *rs.process_exe)) break;
+  }
+  if (out.empty()) out = rs.stack.empty() ? "[no frames]" : rs.stack.front()->Display();
+  return out;
+}
+
+}  // namespace
+
 void ThreadActivity::Add(const ResolvedSample& rs) {
   const auto& s = *rs.sample;
   Thread& t = threads_[s.tid];
@@ -84,16 +103,7 @@ void ThreadActivity::Add(const ResolvedSample& rs) {
   t.blocked_at_end = rs.off_cpu->ongoing;
   // Where it waited: its user frames, innermost first, up to the first of
   // the program's own (a blocked stack is the scheduler's, then libc's).
-  t.blocked_in.clear();
-  size_t shown = 0;
-  for (const auto* f : rs.stack) {
-    if (f->dso.rfind("[kernel", 0) == 0) continue;
-    t.blocked_in += (shown ? " <- " : "") + f->Display();
-    if (++shown == 8 || (rs.process_exe != nullptr && f->dso == *rs.process_exe)) break;
-  }
-  if (t.blocked_in.empty()) {
-    t.blocked_in = rs.stack.empty() ? "[no frames]" : rs.stack.front()->Display();
-  }
+  t.blocked_in = UserFrames(rs);
 }
 
 nlohmann::json ThreadActivity::ToJson() const {
@@ -199,6 +209,52 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
   out["threads"] = threads.ToJson();
   AddLocks(hreader, ro.pid.value_or(0), threads, &out);
   return out;
+}
+
+StatusOr<nlohmann::json> MemGrowthSummary(const store::RecordReader& reader, uint32_t pid) {
+  ReplayOptions ro;
+  ro.pid = pid;
+  ro.mem_growth = true;
+  ro.progress = false;
+  ro.source_lines = false;
+  struct Stack {
+    std::string function;
+    uint64_t samples = 0, faults = 0;
+  };
+  std::map<std::string, Stack> stacks;
+  uint64_t samples = 0, faults = 0;
+  ASSIGN_OR_RETURN(auto stats, Replay(reader, ro, nullptr, [&](const ResolvedSample& rs) {
+                     if (!rs.mem_growth) return;
+                     Stack& st = stacks[UserFrames(rs)];
+                     if (st.function.empty()) {
+                       for (const auto* f : rs.stack) {
+                         if (f->dso.rfind("[kernel", 0) == 0) continue;
+                         st.function = f->Display();
+                         break;
+                       }
+                       if (st.function.empty()) st.function = "[no user frames]";
+                     }
+                     ++st.samples;
+                     st.faults += rs.sample->period;
+                     ++samples;
+                     faults += rs.sample->period;
+                   }));
+  (void)stats;
+  std::vector<std::pair<std::string, Stack>> sorted(stacks.begin(), stacks.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+    return x.second.faults != y.second.faults ? x.second.faults > y.second.faults
+                                              : x.first < y.first;
+  });
+  nlohmann::json top = nlohmann::json::array();
+  for (size_t i = 0; i < sorted.size() && i < 10; ++i) {
+    const Stack& st = sorted[i].second;
+    top.push_back({{"function", st.function},
+                   {"stack", sorted[i].first},
+                   {"samples", st.samples},
+                   {"faults", st.faults},
+                   {"share_pct", faults ? 100.0 * static_cast<double>(st.faults) / faults : 0}});
+  }
+  return nlohmann::json{{"samples", samples}, {"faults", faults}, {"top", top}};
 }
 
 }  // namespace flightrec::recorder::analysis

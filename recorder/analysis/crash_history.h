@@ -67,4 +67,12 @@ StatusOr<nlohmann::json> CrashHistory(const store::RecordReader& hreader,
                                       const nlohmann::json& crash, const std::string& hid,
                                       int bins);
 
+// Where process `pid`'s memory went over an oom record (section
+// `mem_growth`): "samples", "faults" (what they stand for), "top" (at most
+// 10 stacks by sampled faults, most first: "function" the innermost user
+// frame, "stack" its user frames "f <- caller <- ..." up to the first in the
+// process's executable (at most 8), "samples", "faults", "share_pct" of the
+// sampled growth).
+StatusOr<nlohmann::json> MemGrowthSummary(const store::RecordReader& reader, uint32_t pid);
+
 }  // namespace flightrec::recorder::analysis

@@ -21,6 +21,7 @@
 #include "recorder/attribution/vdso.h"
 #include "recorder/model/event_codec.h"
 #include "recorder/record/dump_record.h"
+#include "recorder/record/mem_growth_section.h"
 #include "recorder/record/off_cpu_section.h"
 #include "recorder/symbolize/debuginfo.h"
 #include "recorder/symbolize/symbolizer.h"
@@ -442,6 +443,10 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
   info.off_cpu = off_cpu.present;
   info.off_cpu_threshold_ns = off_cpu.threshold_ns;
   if (!opts.off_cpu) off_cpu.intervals.clear();
+  std::vector<Sample> growth;
+  if (opts.mem_growth) {
+    ASSIGN_OR_RETURN(growth, LoadMemGrowth(reader, info.window_start_ns, info.window_end_ns));
+  }
   if (on_info) on_info(info);
 
   ReplayStats stats;
@@ -503,6 +508,25 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
            (opts.since_ns && static_cast<int64_t>(t - info.window_start_ns) < *opts.since_ns) ||
            (opts.until_ns && static_cast<int64_t>(t - info.window_start_ns) > *opts.until_ns);
   };
+  // A sample that is no CPU sample (an off-CPU interval, a growth sample),
+  // attributed with the process table as it stands at its time.
+  auto emit_extra = [&](const Sample& s, const OffCpuInterval* iv) {
+    uint64_t misses = 0;
+    attribution::AttributedSample as = attribution::Attribute(
+        s, attributor.table(), attributor.cookies(), unwinder.get(), &misses);
+    as.comm = *attributor.table().ThreadAt(s.pid, s.tid, s.time_ns).comm;
+    stats.no_mapping += misses;
+    stats.pids.insert(s.pid);
+    ResolvedSample r{&as,
+                     resolver.Stack(as),
+                     0,
+                     &attributor.cookies(),
+                     ProcessComm(attributor.table(), s.pid),
+                     ProcessExe(attributor.table(), s.pid)};
+    r.off_cpu = iv;
+    r.mem_growth = iv == nullptr;
+    on_sample(r);
+  };
   // Off-CPU intervals are attributed with the process table as it stands at
   // their switch-out: handed over before the first event after it.
   size_t next_off_cpu = 0;
@@ -517,21 +541,16 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
           (opts.since_ns && start + static_cast<int64_t>(s.period) < *opts.since_ns)) {
         continue;
       }
-      uint64_t misses = 0;
-      attribution::AttributedSample as = attribution::Attribute(
-          s, attributor.table(), attributor.cookies(), unwinder.get(), &misses);
-      as.comm = *attributor.table().ThreadAt(s.pid, s.tid, s.time_ns).comm;
-      stats.no_mapping += misses;
       ++stats.off_cpu_intervals;
-      stats.pids.insert(s.pid);
-      ResolvedSample r{&as,
-                       resolver.Stack(as),
-                       0,
-                       &attributor.cookies(),
-                       ProcessComm(attributor.table(), s.pid),
-                       ProcessExe(attributor.table(), s.pid)};
-      r.off_cpu = &iv;
-      on_sample(r);
+      emit_extra(s, &iv);
+    }
+  };
+  // Growth samples likewise, at their fault's time.
+  size_t next_growth = 0;
+  auto emit_growth = [&](uint64_t until) {
+    for (; next_growth < growth.size() && growth[next_growth].time_ns <= until; ++next_growth) {
+      const Sample& s = growth[next_growth];
+      if (!filtered(s.pid, s.tid, s.time_ns)) emit_extra(s, nullptr);
     }
   };
   for (;;) {
@@ -545,6 +564,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     const bool skimmed = skim != EventDecoder::Skim::kNone;
     if (skimmed) {
       emit_off_cpu(head.time_ns);
+      emit_growth(head.time_ns);
       if (filtered(head.pid, head.tid, head.time_ns)) {
         ++stats.events;
         ++stats.filtered;
@@ -593,6 +613,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
     if (!more.ok()) return more.status().Annotate(fmt::format("record {}", reader.display_name()));
     if (!*more) break;
     emit_off_cpu(EventTime(e));
+    emit_growth(EventTime(e));
     ++stats.events;
     progress.Update(consumed + dec.position(), raw_total);
     const Sample* s = std::get_if<Sample>(&e);
@@ -664,6 +685,7 @@ StatusOr<ReplayStats> Replay(const store::RecordReader& reader, const ReplayOpti
                              ProcessExe(attributor.table(), hit->sample.pid)});
   }
   emit_off_cpu(UINT64_MAX);
+  emit_growth(UINT64_MAX);
   stats.no_mapping += attributor.no_mapping();
   stats.files_opened = resolver.files_loaded();
   if (unwinder) stats.unwind = unwinder->stats();

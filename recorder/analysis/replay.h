@@ -82,6 +82,9 @@ struct ResolvedSample {
   // whether the thread was still blocked at the freeze. sample->time_ns is
   // then its switch-out and sample->period the nanoseconds it was off CPU.
   const OffCpuInterval* off_cpu = nullptr;
+  // Set for a sampled memory growth (ReplayOptions::mem_growth): a page
+  // fault sample of section `mem_growth`, sample->period faults.
+  bool mem_growth = false;
 };
 
 struct ReplayOptions {
@@ -111,6 +114,9 @@ struct ReplayOptions {
   // time order with the samples, each with ResolvedSample::off_cpu set. A
   // time filter keeps the intervals that overlap it.
   bool off_cpu = false;
+  // Also hand over the record's memory growth samples (section
+  // `mem_growth`, records of kind oom), each with ResolvedSample::mem_growth.
+  bool mem_growth = false;
 };
 
 struct ReplayStats {

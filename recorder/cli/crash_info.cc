@@ -14,6 +14,7 @@
 #include "recorder/cli/crash_internal.h"
 #include "recorder/cli/panic_info.h"
 #include "recorder/record/crash_record.h"
+#include "recorder/record/mem_growth_section.h"
 #include "recorder/record/sections.h"
 
 namespace flightrec::recorder::cli {
@@ -83,6 +84,86 @@ void PrintLocks(const nlohmann::json& h) {
   }
 }
 
+// An oom record's section `oom` with "growth_stacks" (where the memory
+// went, from section `mem_growth`) added.
+StatusOr<nlohmann::json> OomInfo(const store::RecordReader& reader, uint32_t pid) {
+  ASSIGN_OR_RETURN(nlohmann::json oom, LoadOomSection(reader));
+  if (oom.is_null())
+    return Corrupt(fmt::format("record {}: no section 'oom'", reader.display_name()));
+  ASSIGN_OR_RETURN(oom["growth_stacks"], analysis::MemGrowthSummary(reader, pid));
+  return oom;
+}
+
+std::string Kib(uint64_t kb) { return FormatBytes(kb * 1024); }
+
+// The figures of section `oom` (checked by LoadOomSection; its strings are
+// names others chose: escaped).
+void PrintOom(const nlohmann::json& o) {
+  using json::Array;
+  using json::Get;
+  using json::Object;
+  using json::Str;
+  auto E = [](const std::string& s) { return EscapeForTerminal(s); };
+  std::printf(
+      "\nOOM kill: constraint %s; the victim had total-vm %s, anon-rss %s, file-rss %s, "
+      "shmem-rss %s, oom_score_adj %d\n",
+      E(Str(o, "constraint")).c_str(), Kib(Get<uint64_t>(o, "total_vm_kb", 0)).c_str(),
+      Kib(Get<uint64_t>(o, "anon_rss_kb", 0)).c_str(),
+      Kib(Get<uint64_t>(o, "file_rss_kb", 0)).c_str(),
+      Kib(Get<uint64_t>(o, "shmem_rss_kb", 0)).c_str(), Get<int>(o, "oom_score_adj", 0));
+  const auto& t = Object(o, "trigger");
+  if (Get<bool>(t, "is_victim", true)) {
+    std::printf("  triggered by: the victim's own allocation (tid %lld)\n",
+                static_cast<long long>(Get<int64_t>(t, "tid", 0)));
+  } else {
+    std::printf("  triggered by: pid %lld (%s) uid %lld\n",
+                static_cast<long long>(Get<int64_t>(t, "pid", 0)),
+                E(json::RawText(t, "comm")).c_str(),
+                static_cast<long long>(Get<int64_t>(t, "uid", -1)));
+  }
+  const auto& m = Object(o, "memcg");
+  auto bytes = [&m](const char* k) {
+    return m.contains(k) ? FormatBytes(Get<uint64_t>(m, k, 0)) : std::string("-");
+  };
+  std::printf("  memory cgroup %s (%s): limit %s, usage %s, peak %s",
+              E(json::RawText(m, "path")).c_str(), E(Str(m, "version", "?")).c_str(),
+              m.contains("limit_bytes") ? bytes("limit_bytes").c_str() : "none",
+              bytes("usage_bytes").c_str(), bytes("peak_bytes").c_str());
+  for (const auto& [k, v] : Object(m, "events").items()) {
+    std::printf(", %s %llu", E(k).c_str(),
+                static_cast<unsigned long long>(json::As<uint64_t>(v, 0)));
+  }
+  if (m.contains("error")) std::printf(" (%s)", E(Str(m, "error")).c_str());
+  std::printf("\n");
+  for (const auto& n : Array(o, "notes")) std::printf("  note: %s\n", E(Str(n)).c_str());
+  const auto& g = Object(o, "growth_stacks");
+  const auto& sampled = Object(o, "growth");
+  if (!Get<bool>(sampled, "sampled", false)) {
+    std::printf("  where the memory went: not sampled (%s)\n",
+                E(Str(sampled, "unavailable")).c_str());
+  } else {
+    std::printf(
+        "  where the memory went (%llu samples of %llu page faults each; share of the "
+        "sampled growth):\n",
+        static_cast<unsigned long long>(Get<uint64_t>(g, "samples", 0)),
+        static_cast<unsigned long long>(Get<uint64_t>(sampled, "faults_per_sample", 0)));
+    for (const auto& s : Array(g, "top")) {
+      std::printf("  %6.2f%%  %s  (%s)\n", Get<double>(s, "share_pct", 0),
+                  E(Str(s, "function")).c_str(), E(Str(s, "stack")).c_str());
+    }
+  }
+  const auto& rss = Array(o, "rss");
+  const uint64_t kill = Get<uint64_t>(o, "time_mono_ns", 0);
+  std::printf("  RSS over the window:");
+  for (size_t i = rss.size() > 32 ? rss.size() - 32 : 0; i < rss.size(); ++i) {
+    const double ago = (static_cast<double>(kill) - Get<double>(rss[i], "time_mono_ns", 0)) / 1e9;
+    const std::string when = ago > 0 ? fmt::format("{:.2f} s before", ago) : "at the kill";
+    std::printf(" %s (%s)", FormatBytes(Get<uint64_t>(rss[i], "rss_bytes", 0)).c_str(),
+                when.c_str());
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
@@ -109,6 +190,19 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
       history_error = h.status().message();
     }
   }
+  // An OOM kill's figures and where its memory went (the record is its own
+  // history).
+  const bool is_oom = ParseRecordKind(reader.header().kind) == RecordKind::kOom;
+  nlohmann::json oom = nullptr;
+  std::string oom_error;
+  if (is_oom) {
+    auto o = OomInfo(reader, json::Get<uint32_t>(crash, "pid", 0));
+    if (o.ok()) {
+      oom = std::move(*o);
+    } else {
+      oom_error = o.status().message();
+    }
+  }
   // Each backtrace thread is named from the metadata's /proc read at the
   // crash (by global tid), so a reader of the JSON need not join the two.
   std::map<int64_t, std::string> thread_names;
@@ -123,15 +217,18 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
     }
   }
   if (as_json) {
-    nlohmann::json out = {
-        {"id", id},
-        {"kind", crash.contains("sender") ? RecordKind::kDeath : RecordKind::kCrash},
-        {"crash", crash},
-        {"metadata", md},
-        {"backtrace", bt},
-        {"history", history},
-        {"maps", maps}};
+    nlohmann::json out = {{"id", id},
+                          {"kind", is_oom                     ? RecordKind::kOom
+                                   : crash.contains("sender") ? RecordKind::kDeath
+                                                              : RecordKind::kCrash},
+                          {"crash", crash},
+                          {"metadata", md},
+                          {"backtrace", bt},
+                          {"history", history},
+                          {"maps", maps}};
     if (!history_error.empty()) out["history_error"] = history_error;
+    if (is_oom) out["oom"] = oom;
+    if (!oom_error.empty()) out["oom_error"] = oom_error;
     std::printf("%s\n", json::Dump(out, 2).c_str());
     return OkStatus();
   }
@@ -175,6 +272,8 @@ Status PrintCrashInfo(const std::string& id, const nlohmann::json& meta,
   for (const auto& n : Array(crash, "notes")) {
     std::printf("         Note: %s\n", E(n.is_string() ? Str(n) : json::Dump(n)).c_str());
   }
+  if (is_oom && oom.is_object()) PrintOom(oom);
+  if (!oom_error.empty()) std::printf("\nOOM kill: %s\n", E(oom_error).c_str());
   if (bt.contains("threads")) {
     std::printf("\nBacktrace (crashing thread first):\n");
     bool firstt = true;
@@ -280,7 +379,7 @@ Status RunCrashInfo(const CliContext& ctx, const CrashInfoArgs& args) {
   if (row.kind == RecordKind::kPanic) return PrintPanicInfo(row.id, *reader, args.json, args.bins);
   RETURN_IF_ERROR(CheckAccess(row.meta));
   // A death record holds its history itself.
-  const std::string hid = row.kind == RecordKind::kDeath
+  const std::string hid = row.kind == RecordKind::kDeath || row.kind == RecordKind::kOom
                               ? row.id
                               : json::Str(json::Object(row.meta, "crash"), "history");
   std::unique_ptr<store::RecordReader> hreader;

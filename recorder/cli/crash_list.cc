@@ -47,7 +47,7 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
     // object is indexed like a crash's), and kernel panics too (--pid/--exe
     // name a process: no panic matches them).
     if (q.kind && ParseRecordKind(*q.kind) == RecordKind::kCrash) {
-      for (RecordKind kind : {RecordKind::kDeath, RecordKind::kPanic}) {
+      for (RecordKind kind : {RecordKind::kDeath, RecordKind::kOom, RecordKind::kPanic}) {
         if (kind == RecordKind::kPanic && (q.pid || q.exe)) continue;
         store::ListQuery pq = q;
         pq.kind = RecordKindName(kind);
@@ -70,7 +70,7 @@ StatusOr<std::vector<CrashRow>> ListCrashes(const CliContext& ctx, const store::
     const auto& meta = (*reader)->meta();
     const auto& c = json::Object(meta, "crash");
     const RecordKind kind = ParseRecordKind((*reader)->header().kind);
-    if ((kind != RecordKind::kCrash && kind != RecordKind::kDeath) ||
+    if ((kind != RecordKind::kCrash && kind != RecordKind::kDeath && kind != RecordKind::kOom) ||
         json::Get<uint32_t>(c, "uid", UINT32_MAX) != *VisibleUid())
       continue;
     if (q.pid && json::Get<uint32_t>(c, "pid", 0) != *q.pid) continue;
@@ -98,7 +98,8 @@ StatusOr<std::pair<CrashRow, std::unique_ptr<store::RecordReader>>> OpenCrash(
     }
     ASSIGN_OR_RETURN(auto row, store->Get(want));
     const RecordKind kind = ParseRecordKind(row.kind);
-    if (kind != RecordKind::kCrash && kind != RecordKind::kPanic && kind != RecordKind::kDeath) {
+    if (kind != RecordKind::kCrash && kind != RecordKind::kPanic && kind != RecordKind::kDeath &&
+        kind != RecordKind::kOom) {
       return InvalidArgument(fmt::format("{} is a {}, not a crash", want, row.kind));
     }
     ASSIGN_OR_RETURN(auto reader, store->OpenRecord(want));
@@ -236,8 +237,9 @@ Status PrintCrashList(const std::vector<CrashRow>& rows, bool as_json) {
                            ? FormatBytes(json::Get<uint64_t>(c, "core_size", 0)) +
                                  (json::Get<bool>(c, "truncated", false) ? " (truncated)" : "")
                            : "none";
-    // A death record is its own history.
-    const std::string history = r.kind == RecordKind::kDeath ? r.id : json::Str(c, "history");
+    // A death (or OOM kill) record is its own history.
+    const std::string history =
+        r.kind == RecordKind::kDeath || r.kind == RecordKind::kOom ? r.id : json::Str(c, "history");
     table.push_back({r.id, RecordKindName(r.kind), FormatTimeNs(r.created_ns), PidCell(r.meta, c),
                      std::to_string(json::Get<int64_t>(c, "uid", 0)), json::Str(c, "signal_name"),
                      ExecutableForDisplay(c), core, history.empty() ? "-" : history});

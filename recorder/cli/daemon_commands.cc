@@ -183,6 +183,13 @@ Status RunStatus(const CliContext& ctx, bool json) {
           "  deaths:    %llu seen, %llu recorded, %llu with a crash record, %llu rate-limited, "
           "%llu failed\n",
           n("seen"), n("recorded"), n("crash_record"), n("rate_limited"), n("failed"));
+      std::printf("  oom kills: %llu recorded as oom%s; memory growth %s\n", n("oom_recorded"),
+                  d.contains("oom_watch_unavailable")
+                      ? (" (not told apart: " +
+                         EscapeForTerminal(d.value("oom_watch_unavailable", "")) + ")")
+                            .c_str()
+                      : "",
+                  d.contains("mem_growth") ? "sampled" : "not sampled");
     } else {
       std::printf("  deaths:    not watched%s\n",
                   d.contains("unavailable")

@@ -28,6 +28,7 @@
 #include "recorder/fleet/fleet_glue.h"
 #include "recorder/fleet/shipper.h"
 #include "recorder/perf/perf_backend.h"
+#include "recorder/record/mem_growth_section.h"
 
 #include <map>
 #include <optional>
@@ -73,6 +74,23 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
       // Recording goes on; `status` says why deaths are not.
       d->death_watch_error_ = w.status().message();
       spdlog::warn("deaths without a core are not recorded: {}", d->death_watch_error_);
+    }
+    // OOM kills are deaths: without the watch they stay `death` records.
+    auto o = OomWatch::Create();
+    if (o.ok()) {
+      d->oom_watch_ = std::move(*o);
+    } else {
+      d->oom_watch_error_ = o.status().message();
+      spdlog::warn("OOM kills are recorded as plain deaths: {}", d->oom_watch_error_);
+    }
+  }
+  if (options.mem_growth) {
+    auto g = MemGrowth::Create();
+    if (g.ok()) {
+      d->mem_growth_ = std::move(*g);
+    } else {
+      d->mem_growth_error_ = g.status().message();
+      spdlog::warn("memory growth is not sampled: {}", d->mem_growth_error_);
     }
   }
 
@@ -276,6 +294,7 @@ void Daemon::Tick() {
     Drain();
     OnDeaths();
     LogOffCpuCapacityOnce();
+    if (mem_growth_) mem_growth_->SampleRss(static_cast<uint64_t>(MonotonicNs()));
     // A hit that landed between the last drain and re-arming the wait has
     // no edge left to report it: pick it up here, 200 ms late at most.
     for (auto& t : triggers_) {
@@ -453,7 +472,17 @@ void Daemon::ArmDeaths(size_t i) {
 
 void Daemon::OnDeaths() {
   if (!death_watch_) return;
-  for (const Death& d : death_watch_->Poll()) RecordDeath(d);
+  // The kill is seen before the exit it causes.
+  if (oom_watch_) oom_watch_->Poll();
+  for (const Death& d : death_watch_->Poll()) {
+    std::optional<OomKill> k;
+    if (oom_watch_) {
+      // The kernel may have picked another thread of the process.
+      k = oom_watch_->Take(d.pid);
+      for (size_t i = 0; !k && i < d.other_tids.size(); ++i) k = oom_watch_->Take(d.other_tids[i]);
+    }
+    RecordDeath(d, k ? &*k : nullptr);
+  }
 }
 
 // Only a death by a signal that dumps core can have gone to the core hook.
@@ -476,7 +505,7 @@ bool Daemon::CrashRecorded(const Death& d) {
   return rows.ok() && !rows->empty();
 }
 
-void Daemon::RecordDeath(const Death& d) {
+void Daemon::RecordDeath(const Death& d, const OomKill* oom) {
   ++death_counts_.seen;
   if (CrashRecorded(d)) {
     ++death_counts_.crash_record;
@@ -506,10 +535,11 @@ void Daemon::RecordDeath(const Death& d) {
   StatusOr<DumpResult> r = snap.status();
   if (snap.ok()) {
     DumpRequest req;
-    req.kind = RecordKind::kDeath;
+    req.kind = oom ? RecordKind::kOom : RecordKind::kDeath;
     req.last_ns = options_.default_last_ns;
     req.pids = {static_cast<uint32_t>(d.pid)};
-    req.reason = ToValidUtf8(DeathReason(d));
+    req.reason = ToValidUtf8(DeathReason(d) + (oom ? " (OOM kill)" : ""));
+    if (oom) AddOomSections(d, *oom, *snap, &req);
     req.owner_uid = budget;
     if (budget != 0) req.kernel_frames = options_.kernel_frames_for_users;
     req.extra_sections.emplace_back("metadata", json::Dump(DeathMetadata(d, build_id)));
@@ -536,7 +566,8 @@ void Daemon::RecordDeath(const Death& d) {
     return;
   }
   ++death_counts_.recorded;
-  spdlog::info("death {}: {}", r->row.id, EscapeForTerminal(DeathReason(d)));
+  if (oom) ++oom_recorded_;
+  spdlog::info("{} {}: {}", oom ? "oom" : "death", r->row.id, EscapeForTerminal(DeathReason(d)));
   journal::JournalEntry e;
   e.kind = journal::RecordKind::kDeath;
   e.record_id = r->row.id;
@@ -552,6 +583,41 @@ void Daemon::RecordDeath(const Death& d) {
   if (Status s = journal::LogRecordToJournal(e); !s.ok()) {
     spdlog::debug("{}: {}", e.record_id, s.message());
   }
+}
+
+void Daemon::AddOomSections(const Death& d, const OomKill& k, const Snapshot& snap,
+                            DumpRequest* req) {
+  nlohmann::json oom = OomJson(k);
+  const uint32_t pid = static_cast<uint32_t>(d.pid);
+  nlohmann::json growth = {{"sampled", mem_growth_ != nullptr}};
+  nlohmann::json rss = nlohmann::json::array();
+  if (mem_growth_) {
+    std::vector<Sample> samples = mem_growth_->Take(pid, snap.window_start_ns, snap.freeze_time_ns);
+    growth.update({{"event", "page-faults"},
+                   {"faults_per_sample", kFaultsPerSample},
+                   {"samples", samples.size()}});
+    req->extra_sections.emplace_back(kSectionMemGrowth, EncodeMemGrowth(samples));
+    // Up to the kill: later reads are of a process being torn down.
+    const uint64_t end = std::min<uint64_t>(snap.freeze_time_ns, k.victim.time_ns);
+    for (const RssPoint& p : mem_growth_->Rss(pid, snap.window_start_ns, end)) {
+      rss.push_back({{"time_mono_ns", p.time_ns}, {"rss_bytes", p.rss_bytes}});
+    }
+  } else {
+    growth["unavailable"] =
+        mem_growth_error_.empty() ? "recorderd --mem-growth off" : mem_growth_error_;
+  }
+  // The kernel's own figure at the kill ends the curve.
+  const OomVictim& v = k.victim;
+  rss.push_back({{"time_mono_ns", v.time_ns},
+                 {"rss_bytes", (v.anon_rss_kb + v.file_rss_kb + v.shmem_rss_kb) * 1024},
+                 {"source", "oom:mark_victim"}});
+  oom["growth"] = std::move(growth);
+  oom["rss"] = std::move(rss);
+  req->extra_sections.emplace_back(kSectionOom, json::Dump(oom));
+  req->extra_meta["oom"] = {{"constraint", oom["constraint"]},
+                            {"anon_rss_kb", v.anon_rss_kb},
+                            {"trigger_pid", v.trigger_pid},
+                            {"memcg_limit_bytes", json::Field(oom["memcg"], "limit_bytes")}};
 }
 
 // At most kMaxTriggersInStatus triggers (each with its newest
@@ -591,6 +657,11 @@ nlohmann::json Daemon::DeathsJson() const {
                       {"failed", death_counts_.failed},
                       {"last_error", last_death_error_}};
   if (death_watch_) j["watch"] = death_watch_->Status();
+  j["oom_recorded"] = oom_recorded_;
+  if (oom_watch_) j["oom_watch"] = oom_watch_->Status();
+  if (!oom_watch_error_.empty()) j["oom_watch_unavailable"] = oom_watch_error_;
+  if (mem_growth_) j["mem_growth"] = mem_growth_->Status();
+  if (!mem_growth_error_.empty()) j["mem_growth_unavailable"] = mem_growth_error_;
   if (!death_watch_error_.empty()) j["unavailable"] = death_watch_error_;
   return j;
 }
@@ -869,7 +940,11 @@ Status Daemon::Run() {
   }
   for (size_t i = 0; i < side_fds_.size(); ++i) ArmSideband(i);
   if (death_watch_) {
-    for (int fd : death_watch_->fds()) {
+    std::vector<int> fds = death_watch_->fds();
+    if (oom_watch_) {
+      for (int fd : oom_watch_->fds()) fds.push_back(fd);
+    }
+    for (int fd : fds) {
       death_fds_.push_back(std::make_unique<asio::posix::stream_descriptor>(io_, fd));
     }
     for (size_t i = 0; i < death_fds_.size(); ++i) ArmDeaths(i);
@@ -1029,6 +1104,15 @@ int RecorderdMain(int argc, char** argv) {
                  "off: only crashes (docs/ARCHITECTURE.md, \"Deaths without a core\")")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  std::string mem_growth = "on";
+  app.add_option("--mem-growth", mem_growth,
+                 "on: sample memory growth always (one page fault in 64, with its user call "
+                 "chain, in a 256 KiB overwrite ring per CPU) and each process's RSS every "
+                 "250 ms, so that the `oom` record of an OOM kill names the stacks that grew "
+                 "the victim and its RSS curve; off: oom records hold the kernel's figures "
+                 "only (docs/ARCHITECTURE.md, \"OOM kills\")")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_flag("--foreground", foreground,
                "Stay in the foreground, log to stderr (systemd runs it so)");
   try {
@@ -1060,6 +1144,7 @@ int RecorderdMain(int argc, char** argv) {
   o.history_ns = *h;
   o.default_last_ns = *l;
   o.record_deaths = deaths == "on";
+  o.mem_growth = mem_growth == "on";
   auto cg = perf::ParseCallGraph(callgraph);
   if (!cg.ok()) {
     std::fprintf(stderr, "recorderd: error: %s\n", cg.status().message().c_str());

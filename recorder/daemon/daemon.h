@@ -23,6 +23,8 @@
 #include "recorder/daemon/death_watch.h"
 #include "recorder/daemon/hang_trigger.h"
 #include "recorder/daemon/hung_task_events.h"
+#include "recorder/daemon/mem_growth.h"
+#include "recorder/daemon/oom_watch.h"
 #include "recorder/daemon/rate_limiter.h"
 #include "recorder/daemon/uprobe_trigger.h"
 #include "recorder/ipc/ipc.h"
@@ -57,6 +59,10 @@ struct DaemonOptions : BackendOptions {
   // Store a `death` record for each process killed by a signal without a
   // crash record (recorder/daemon/death_watch.h).
   bool record_deaths = true;
+  // Sample memory growth (page faults with call chains) and RSS so that an
+  // OOM kill's record names the stacks that grew the victim
+  // (recorder/daemon/mem_growth.h).
+  bool mem_growth = true;
   // `--aux-trace pt[,...]` (recorder/perf/aux_trace.h); "" = off.
   std::string aux_trace;
 };
@@ -115,7 +121,10 @@ class Daemon {
   void LogOffCpuCapacityOnce();
   bool off_cpu_capacity_logged_ = false;
   int64_t started_ns_ = MonotonicNs();
-  void RecordDeath(const Death& d);
+  // An OOM kill (`oom` non-null) is stored as a record of kind oom.
+  void RecordDeath(const Death& d, const OomKill* oom);
+  // Sections `oom` and `mem_growth` and the index's "oom" summary.
+  void AddOomSections(const Death& d, const OomKill& k, const Snapshot& snap, DumpRequest* req);
   // A crash record exists, or the core hook asked for the history of this
   // process: the death is that crash's, not a record of its own.
   bool CrashRecorded(const Death& d);
@@ -179,6 +188,11 @@ class Daemon {
     uint64_t seen = 0, recorded = 0, crash_record = 0, rate_limited = 0, failed = 0;
   } death_counts_;
   std::string last_death_error_;
+  std::unique_ptr<OomWatch> oom_watch_;
+  std::string oom_watch_error_;
+  std::unique_ptr<MemGrowth> mem_growth_;
+  std::string mem_growth_error_;
+  uint64_t oom_recorded_ = 0;
 };
 
 int RecorderdMain(int argc, char** argv);

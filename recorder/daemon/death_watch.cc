@@ -24,6 +24,7 @@
 
 #include "common/read_file.h"
 #include "recorder/daemon/perf_ring.h"
+#include "recorder/daemon/tracepoint_format.h"
 #include "recorder/perf/perf_event.h"
 
 namespace flightrec::recorder {
@@ -42,23 +43,6 @@ constexpr const char* kFatalSignalFilter =
     "sig != 17 && sig != 18 && sig != 19 && sig != 20 && sig != 21 && sig != 22 && sig != 23 && "
     "sig != 28";
 
-// The first `max` bytes of a /proc file (cmdline, cgroup can be longer than
-// what a record keeps: cut, not refused).
-std::string ReadPrefix(const std::string& path, size_t max) {
-  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return "";
-  std::string out(max, '\0');
-  size_t got = 0;
-  while (got < max) {
-    ssize_t n = read(fd.get(), out.data() + got, max - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  out.resize(got);
-  return out;
-}
-
 int64_t StatusField(const std::string& status, const char* key) {
   size_t at = status.find(key);
   if (at == std::string::npos) return -1;
@@ -69,54 +53,21 @@ DeathProcessInfo ReadProcessInfo(int32_t pid, const char* source) {
   DeathProcessInfo i;
   i.source = source;
   const std::string dir = fmt::format("/proc/{}/", pid);
-  i.cmdline = ReadPrefix(dir + "cmdline", kMaxDeathText);
+  i.cmdline = ReadFilePrefix(dir + "cmdline", kMaxDeathText);
   std::replace(i.cmdline.begin(), i.cmdline.end(), '\0', ' ');
   while (!i.cmdline.empty() && i.cmdline.back() == ' ') i.cmdline.pop_back();
-  i.comm = ReadPrefix(dir + "comm", 64);
+  i.comm = ReadFilePrefix(dir + "comm", 64);
   if (!i.comm.empty() && i.comm.back() == '\n') i.comm.pop_back();
-  i.cgroup = ReadPrefix(dir + "cgroup", kMaxDeathText);
+  i.cgroup = ReadFilePrefix(dir + "cgroup", kMaxDeathText);
   while (!i.cgroup.empty() && i.cgroup.back() == '\n') i.cgroup.pop_back();
   char exe[PATH_MAX];
   ssize_t n = readlink((dir + "exe").c_str(), exe, sizeof(exe));
   if (n > 0) i.exe.assign(exe, std::min<size_t>(static_cast<size_t>(n), kMaxDeathText));
-  const std::string status = ReadPrefix(dir + "status", 16 << 10);
+  const std::string status = ReadFilePrefix(dir + "status", 16 << 10);
   i.uid = StatusField(status, "\nUid:");
   i.gid = StatusField(status, "\nGid:");
   i.ppid = StatusField(status, "\nPPid:");
   return i;
-}
-
-// The tracepoint's field offsets, from its own format file (the layout is
-// the kernel's TP_STRUCT__entry, which may change between releases).
-StatusOr<std::string> TracepointDir() {
-  for (const char* root : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
-    std::string d = std::string(root) + "/events/signal/signal_generate";
-    if (access((d + "/id").c_str(), R_OK) == 0) return d;
-  }
-  // tracefs is mounted at boot by systemd; a minimal system may lack it.
-  if (mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0 &&
-      access("/sys/kernel/tracing/events/signal/signal_generate/id", R_OK) == 0) {
-    return std::string("/sys/kernel/tracing/events/signal/signal_generate");
-  }
-  return NotFound("signal:signal_generate not found (tracefs not mounted, or no tracepoints)");
-}
-
-// "field:int sig;\toffset:8;\tsize:4;\tsigned:1;" -> offset of `name`.
-std::optional<size_t> FieldOffset(const std::string& format, const std::string& name) {
-  size_t pos = 0;
-  while ((pos = format.find("field:", pos)) != std::string::npos) {
-    size_t semi = format.find(';', pos);
-    if (semi == std::string::npos) break;
-    std::string decl = format.substr(pos, semi - pos);
-    size_t br = decl.find('[');
-    if (br != std::string::npos) decl.resize(br);
-    size_t sp = decl.find_last_of(" \t");
-    size_t off = format.find("offset:", semi);
-    pos = semi;
-    if (sp == std::string::npos || off == std::string::npos) continue;
-    if (decl.substr(sp + 1) == name) return std::strtoull(format.c_str() + off + 7, nullptr, 10);
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -177,47 +128,26 @@ StatusOr<std::unique_ptr<DeathWatch>> DeathWatch::Create() {
 DeathWatch::~DeathWatch() = default;
 
 void DeathWatch::OpenTracepoint() {
-  auto dir = TracepointDir();
+  auto dir = TracepointDir("signal", "signal_generate");
   if (!dir.ok()) {
     sender_unavailable_ = dir.status().message();
     return;
   }
-  const std::string format = ReadPrefix(*dir + "/format", 64 << 10);
-  auto sig = FieldOffset(format, "sig"), code = FieldOffset(format, "code"),
-       pid = FieldOffset(format, "pid");
+  const std::string format = ReadFilePrefix(*dir + "/format", 64 << 10);
+  auto sig = FindTracepointField(format, "sig"), code = FindTracepointField(format, "code"),
+       pid = FindTracepointField(format, "pid");
   if (!sig || !code || !pid) {
     sender_unavailable_ = "signal_generate's format has no sig, code or pid field";
     return;
   }
-  fields_ = {*sig, *code, *pid, std::max({*sig, *code, *pid}) + 4};
-  const uint64_t id = std::strtoull(ReadPrefix(*dir + "/id", 64).c_str(), nullptr, 10);
-  const long page = sysconf(_SC_PAGESIZE);
-  for (int cpu : perf::OnlineCpus()) {
-    perf_event_attr attr{};
-    attr.size = sizeof(attr);
-    attr.type = PERF_TYPE_TRACEPOINT;
-    attr.config = id;
-    attr.sample_period = 1;
-    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
-    attr.use_clockid = 1;
-    attr.clockid = CLOCK_MONOTONIC;
-    attr.wakeup_events = 1;
-    auto fd = perf::OpenPerfEvent(attr, -1, cpu, -1, fmt::format("signal_generate on cpu {}", cpu));
-    if (!fd.ok()) {
-      sender_unavailable_ = "signal_generate: " + fd.status().message();
-      cpus_.clear();
-      return;
-    }
-    (void)ioctl(fd->get(), PERF_EVENT_IOC_SET_FILTER, kFatalSignalFilter);
-    size_t len = static_cast<size_t>(page) * (1 + kRingPages);
-    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
-    if (p == MAP_FAILED) {
-      sender_unavailable_ = std::string("signal_generate: mmap: ") + std::strerror(errno);
-      cpus_.clear();
-      return;
-    }
-    cpus_.push_back({std::move(*fd), ScopedMmap(p, len)});
+  fields_ = {sig->offset, code->offset, pid->offset,
+             std::max({sig->offset, code->offset, pid->offset}) + 4};
+  auto rings = OpenTracepointOnCpus(*dir, kFatalSignalFilter, kRingPages);
+  if (!rings.ok()) {
+    sender_unavailable_ = "signal_generate: " + rings.status().message();
+    return;
   }
+  for (auto& r : *rings) cpus_.push_back({std::move(r.fd), std::move(r.ring)});
 }
 
 // Every process alive now: none of them will exec again to be read.

@@ -94,7 +94,8 @@ ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t
       s.mode = ModeOf(hdr.misc);
       uint32_t res = 0;
       if (!c.U64(&s.ip) || !c.U32(&s.pid) || !c.U32(&s.tid) || !c.U64(&s.time_ns) ||
-          !c.U32(&s.cpu) || !c.U32(&res) || !c.U64(&s.period)) {
+          !c.U32(&s.cpu) || !c.U32(&res) ||
+          ((sample_type & PERF_SAMPLE_PERIOD) && !c.U64(&s.period))) {
         return bad();
       }
       if (sample_type & PERF_SAMPLE_CALLCHAIN) {

@@ -60,7 +60,9 @@ struct ParseResult {
 };
 
 // sample_type must be kSampleType, kSampleTypeNoChain, kSampleTypeDwarf or
-// kSideSampleType, optionally with PERF_SAMPLE_RAW (off-CPU capture); regs_mask is the event's
+// kSideSampleType, optionally with PERF_SAMPLE_RAW (off-CPU capture) or
+// without PERF_SAMPLE_PERIOD (period 0: a fixed-period software event,
+// recorder/daemon/mem_growth.cc); regs_mask is the event's
 // attr.sample_regs_user.
 ParseResult ParsePerfRecord(std::string_view rec, uint64_t sample_type, uint32_t cpu_hint,
                             uint64_t regs_mask = kUserRegsMask);
