@@ -77,7 +77,7 @@ static struct flightrec_sideband *fr_sb_begin(u32 type, struct task_struct *t)
  * seq, read_seqlock_excl(), i.e. spin_lock() on rename_lock or mount_lock,
  * when a rename or mount change raced with the walk; and on PREEMPT_RT even
  * the lockless read_seqbegin() takes and drops that lock while a writer is
- * in progress (include/linux/seqlock.h, seqprop_sequence()).
+ * in progress (include/linux/seqlock.h, __seqprop_spinlock_sequence()).
  *
  * So the handler only takes a reference to the file and queues a task_work
  * on the current task; it runs in process context before the task returns to
@@ -96,7 +96,7 @@ static struct flightrec_sideband *fr_sb_begin(u32 type, struct task_struct *t)
  * @work:  queued on @owner by task_work_add()
  * @file:  a reference to the mapped or executed file, dropped once written
  * @owner: the task that took the record; NULL once the record is written.
- *         Written and read only by that task (while it owns the slot).
+ *         Written only by that task; fr_sb_oldest() of any task compares it.
  * @order: taken order, for writing one task's records oldest first
  * @rec:   the record, all but its path
  *
