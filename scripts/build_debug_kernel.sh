@@ -14,7 +14,7 @@
 #   --print-dir  print the cache directory for the current source and config
 #                and exit 0 if it holds a finished build, 1 if not (no build)
 #   --jobs N     make -jN (default 2)
-# It takes about 70 minutes on two cores shared with other builds
+# It takes about an hour on two cores shared with other builds
 # (module/README.md has the measured figure).
 set -euo pipefail
 

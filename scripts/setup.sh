@@ -3,7 +3,7 @@
 # Idempotent: packages already present are not reinstalled; the build is
 # incremental. Usage: scripts/setup.sh [--no-build] [--vm [--debug-kernel]]
 # --debug-kernel (with --vm) also builds the debug kernel the VM tests boot
-# when it is cached (scripts/build_debug_kernel.sh, about 70 minutes on two
+# when it is cached (scripts/build_debug_kernel.sh, about an hour on two
 # busy cores; a no-op once cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -56,7 +56,7 @@ if [ "$FLAVOUR" = debug ]; then
   SRC0=$(cd "$(dirname "$0")/../.." && pwd)
   DK=$("$SRC0/scripts/build_debug_kernel.sh" --print-dir) || {
     echo "run_vm_tests: debug kernel not cached ($DK); build it with" \
-         "scripts/build_debug_kernel.sh (~70 min on 2 busy cores), or scripts/setup.sh --vm --debug-kernel"
+         "scripts/build_debug_kernel.sh (~60 min on 2 busy cores), or scripts/setup.sh --vm --debug-kernel"
     exit 77
   }
   KVER=$(cat "$DK/kernelrelease") KIMG=$DK/bzImage KBUILD=$DK/linux
