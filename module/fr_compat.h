@@ -50,4 +50,17 @@
 #define FR_MOD_TEXT_SIZE(m)	((m)->core_layout.text_size)
 #endif
 
+/*
+ * task_work_add() records the caller's stack for KASAN reports, which may
+ * allocate: not from the atomic context fr_sideband.c queues from (on
+ * PREEMPT_RT the page allocator's locks sleep).  TWAF_NO_ALLOC (6.11,
+ * include/linux/task_work.h) skips the allocation; before it, the flag does
+ * not exist.
+ */
+#if KERNEL_VERSION(6, 11, 0) <= LINUX_VERSION_CODE
+#define FR_TWA_RESUME	(TWA_RESUME | TWAF_NO_ALLOC)
+#else
+#define FR_TWA_RESUME	TWA_RESUME
+#endif
+
 #endif /* FR_COMPAT_H */

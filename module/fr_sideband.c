@@ -6,6 +6,8 @@
  */
 #define pr_fmt(fmt) "flightrec: " fmt
 
+#include <linux/task_work.h>
+
 #include "fr_internal.h"
 
 /* Write @r at @pos (caller holds fr.sb_lock and checked the room). */
@@ -30,7 +32,6 @@ static void fr_sb_emit(struct flightrec_sideband *r)
 	unsigned long flags;
 	u64 pos, need;
 
-	r->time_ns = ktime_get_mono_fast_ns();
 	raw_spin_lock_irqsave(&fr.sb_lock, flags);
 	pos = fr.sb.head;
 	need = fr.sb_gap ? 2 * FR_SB_REC : FR_SB_REC;
@@ -61,26 +62,144 @@ static struct flightrec_sideband *fr_sb_begin(u32 type, struct task_struct *t)
 	struct flightrec_sideband *r = this_cpu_ptr(fr.sb_scratch);
 
 	memset(r, 0, FR_SB_REC);
+	r->time_ns = ktime_get_mono_fast_ns();
 	r->type = type;
 	r->pid = task_tgid_nr(t);
 	r->tid = task_pid_nr(t);
 	return r;
 }
 
+/*
+ * MMAP and EXEC records are taken where d_path() must not run: in a kprobe
+ * handler and a tracepoint probe, preemption off.  d_path() can take
+ * spinlock_t locks, which sleep on PREEMPT_RT: prepend_path() (fs/d_path.c)
+ * falls back from its lockless walk to read_seqbegin_or_lock() with an odd
+ * seq, read_seqlock_excl(), i.e. spin_lock() on rename_lock or mount_lock,
+ * when a rename or mount change raced with the walk; and on PREEMPT_RT even
+ * the lockless read_seqbegin() takes and drops that lock while a writer is
+ * in progress (include/linux/seqlock.h, __seqprop_spinlock_sequence()).
+ *
+ * So the handler only takes a reference to the file and queues a task_work
+ * on the current task; it runs in process context before the task returns to
+ * user space (or in do_exit()), resolves the path and writes the record: the
+ * record is in the ring before the task runs any of the code it mapped.
+ * task_work runs the newest work first, so each work writes all of its
+ * task's pending records, oldest first, in the order they were taken.  The
+ * pending records live in a fixed pool; when it is full, or the task cannot
+ * run task_work (a kernel thread; an exiting task), the record is written at
+ * once with its inode and device but no path (FLIGHTREC_SB_PATH_TRUNC).
+ */
+#define FR_SB_PENDING	128
+
+/**
+ * struct fr_sb_pending - an MMAP/EXEC record waiting for its path
+ * @work:  queued on @owner by task_work_add()
+ * @file:  a reference to the mapped or executed file, dropped once written
+ * @owner: the task that took the record; NULL once the record is written.
+ *         Written only by that task; fr_sb_oldest() of any task compares it.
+ * @order: taken order, for writing one task's records oldest first
+ * @rec:   the record, all but its path
+ *
+ * A slot is in use from fr_sb_claim() until its own work has run: the bit in
+ * fr_sb_used; fr_sb_inflight counts the slots in use.
+ */
+struct fr_sb_pending {
+	struct callback_head work;
+	struct file *file;
+	struct task_struct *owner;
+	u64 order;
+	struct flightrec_sideband rec;
+};
+
+static struct fr_sb_pending fr_sb_pend[FR_SB_PENDING];
+static DECLARE_BITMAP(fr_sb_used, FR_SB_PENDING);
+static atomic_t fr_sb_inflight = ATOMIC_INIT(0);
+static atomic64_t fr_sb_order = ATOMIC64_INIT(0);
+
+static struct fr_sb_pending *fr_sb_claim(void)
+{
+	int i;
+
+	for (i = 0; i < FR_SB_PENDING; i++)
+		if (!test_bit(i, fr_sb_used) && !test_and_set_bit_lock(i, fr_sb_used)) {
+			atomic_inc(&fr_sb_inflight);
+			return &fr_sb_pend[i];
+		}
+	return NULL;
+}
+
+static void fr_sb_release(struct fr_sb_pending *p)
+{
+	clear_bit_unlock(p - fr_sb_pend, fr_sb_used);
+	if (atomic_dec_and_test(&fr_sb_inflight))
+		wake_up_var(&fr_sb_inflight);
+}
+
+/* The oldest record @t took and has not written yet, or NULL. */
+static struct fr_sb_pending *fr_sb_oldest(struct task_struct *t)
+{
+	struct fr_sb_pending *best = NULL;
+	int i;
+
+	for_each_set_bit(i, fr_sb_used, FR_SB_PENDING) {
+		struct fr_sb_pending *p = &fr_sb_pend[i];
+
+		if (READ_ONCE(p->owner) == t && (!best || p->order < best->order))
+			best = p;
+	}
+	return best;
+}
+
+/* Process context: d_path() may sleep here. */
+static void fr_sb_write_pending(struct fr_sb_pending *p)
+{
+	struct flightrec_sideband *r = &p->rec;
+	char *s = d_path(&p->file->f_path, r->path, sizeof(r->path));
+
+	if (IS_ERR(s)) {
+		r->flags |= FLIGHTREC_SB_PATH_TRUNC;
+		r->path[0] = '\0';
+	} else {
+		memmove(r->path, s, strlen(s) + 1);
+	}
+	fput(p->file);
+	p->file = NULL;
+	WRITE_ONCE(p->owner, NULL);
+	fr_sb_emit(r);
+}
+
+static void fr_sb_work(struct callback_head *work)
+{
+	struct fr_sb_pending *p;
+
+	while ((p = fr_sb_oldest(current)))
+		fr_sb_write_pending(p);
+	fr_sb_release(container_of(work, struct fr_sb_pending, work));
+}
+
+/* Atomic context: @r, taken by current about @file, is written later or now without a path. */
 static void fr_sb_file(struct flightrec_sideband *r, struct file *file)
 {
 	struct inode *inode = file_inode(file);
-	char *p;
+	struct fr_sb_pending *p = NULL;
 
 	r->ino = inode->i_ino;
 	r->dev = new_encode_dev(inode->i_sb->s_dev);
-	p = d_path(&file->f_path, r->path, sizeof(r->path));
-	if (IS_ERR(p)) {
-		r->flags |= FLIGHTREC_SB_PATH_TRUNC;
-		r->path[0] = '\0';
-		return;
+	if (!(current->flags & PF_KTHREAD))
+		p = fr_sb_claim();
+	if (p) {
+		memcpy(&p->rec, r, FR_SB_REC);
+		p->order = atomic64_inc_return(&fr_sb_order);
+		init_task_work(&p->work, fr_sb_work);
+		if (!task_work_add(current, &p->work, FR_TWA_RESUME)) {
+			p->file = get_file(file);
+			WRITE_ONCE(p->owner, current);
+			return;
+		}
+		fr_sb_release(p);
 	}
-	memmove(r->path, p, strlen(p) + 1);
+	r->flags |= FLIGHTREC_SB_PATH_TRUNC;
+	fr_sb_emit(r);
 }
 
 /*
@@ -100,7 +219,6 @@ static int fr_mmap_pre(struct kprobe *p, struct pt_regs *regs)
 	r->len = vma->vm_end - vma->vm_start;
 	r->pgoff = (u64)vma->vm_pgoff << PAGE_SHIFT;
 	fr_sb_file(r, vma->vm_file);
-	fr_sb_emit(r);
 	return 0;
 }
 
@@ -114,7 +232,6 @@ static void fr_tp_exec(void *data, struct task_struct *p, pid_t old_pid, struct 
 	struct flightrec_sideband *r = fr_sb_begin(FLIGHTREC_SB_EXEC, p);
 
 	fr_sb_file(r, bprm->file);
-	fr_sb_emit(r);
 }
 
 static void fr_tp_fork(void *data, struct task_struct *parent, struct task_struct *child)
@@ -195,4 +312,11 @@ void fr_sideband_unregister(void)
 {
 	unregister_kprobe(&fr_mmap_kp);
 	fr_unregister_tps(ARRAY_SIZE(fr_tps));
+	/*
+	 * Queued works run this module's code and write into fr.sb: wait for
+	 * them.  Each runs before its task next returns to user space or exits,
+	 * so this waits longer only for a task stopped in between (a tracee at
+	 * its exec event).
+	 */
+	wait_var_event(&fr_sb_inflight, !atomic_read(&fr_sb_inflight));
 }

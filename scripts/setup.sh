@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Installs everything flightrec needs from Debian packages and builds it.
 # Idempotent: packages already present are not reinstalled; the build is
-# incremental. Usage: scripts/setup.sh [--no-build] [--vm]
+# incremental. Usage: scripts/setup.sh [--no-build] [--vm [--debug-kernel]]
+# --debug-kernel (with --vm) also builds the debug kernel the VM tests boot
+# when it is cached (scripts/build_debug_kernel.sh, about an hour on two
+# busy cores; a no-op once cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${FLIGHTREC_BUILD_DIR:-build}
 want_build=1
 want_vm=0
+want_debugk=0
 for arg in "$@"; do
   case "$arg" in
     --no-build) want_build=0 ;;
     --vm) want_vm=1 ;;
+    --debug-kernel) want_debugk=1 ;;
     *) echo "setup.sh: unknown option '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -70,6 +75,8 @@ vm_612_version() {
 }
 if [ "$want_vm" = 1 ]; then
   PKGS+=("${VM_PKGS[@]}")
+  # The debug kernel's source and build needs.
+  [ "$want_debugk" = 1 ] && PKGS+=(linux-source-6.12 flex bison bc libelf-dev libssl-dev)
   # Installed 6.12 images and headers are enough: no apt-get update on
   # every run.
   if ! ls /boot/vmlinuz-6.12.*+deb12-{,rt-}amd64 /lib/modules/6.12.*+deb12-amd64/build > /dev/null 2>&1 ||
@@ -123,4 +130,7 @@ if [ "$want_build" = 1 ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" >/dev/null
   cmake --build "$BUILD_DIR" -j"$(nproc)"
+fi
+if [ "$want_vm" = 1 ] && [ "$want_debugk" = 1 ]; then
+  scripts/build_debug_kernel.sh
 fi

@@ -55,6 +55,12 @@ if grep -Eq '\*\*\*Skipped|Not Run|\[  SKIPPED \]' "$log"; then
   echo "test.sh: some tests were skipped; that counts as a failure" >&2
   rc=1
 fi
+# The debug kernel (lockdep, KASAN, PREEMPT_RT) is used when it is cached
+# and named when it is not: its build is an hour, more than the suite.
+if ! scripts/build_debug_kernel.sh --print-dir >/dev/null 2>&1; then
+  echo "test.sh: NOTE: the debug kernel is not cached, so the VM scenarios did not run on it" \
+    "(vm_module_scenarios_debug); scripts/setup.sh --vm --debug-kernel builds it (about an hour)"
+fi
 # The last line (alone, on stdout) is the count CI reads: ctest's tests plus
 # the fuzz job. CTest counts a skipped test as passed; here it is a failure.
 # No ctest summary at all (ctest did not run) is one more failure.

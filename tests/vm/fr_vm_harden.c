@@ -14,6 +14,10 @@
  *   poll             poll() on /dev/flightrec wakes on a crash
  *   throttle         throttled periods and counter times in STATS
  *   cost N           N crashes: time in the hook, copy time, bytes copied
+ *   sbrename S       for S seconds, one thread renames a directory while
+ *                    another maps and execs a file below it: every MMAP/EXEC
+ *                    record of that file has its inode and a path that was
+ *                    true at some point, or none (FLIGHTREC_SB_PATH_TRUNC)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -687,10 +692,144 @@ static int cmd_cost(int n)
 	return 0;
 }
 
+/* ---- SIDEBAND paths during renames ---- */
+
+#define SBR "/tmp/sbrename"
+#define SBR_SUB "/d1/d2/d3/d4/d5/d6/d7/d8"
+
+static atomic_int sbr_stop;
+
+static void pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);	/* best effort: 1 CPU is fine */
+}
+
+/* Every rename of a directory bumps rename_lock's sequence. */
+static void *sbr_renamer(void *arg)
+{
+	unsigned long *n = arg;
+
+	pin_cpu(1);
+	while (!atomic_load(&sbr_stop)) {
+		if (rename(SBR "/a", SBR "/b") || rename(SBR "/b", SBR "/a"))
+			FAIL("sbrename: rename: %s", strerror(errno));
+		*n += 2;
+	}
+	return NULL;
+}
+
+static void sbr_setup(ino_t *ino)
+{
+	char buf[65536];
+	struct stat st;
+	ssize_t n;
+	int in, out;
+
+	if (system("rm -rf " SBR " && mkdir -p " SBR "/a" SBR_SUB))
+		FAIL("sbrename: mkdir failed");
+	in = open("/bin/true", O_RDONLY);
+	out = open(SBR "/a" SBR_SUB "/true", O_WRONLY | O_CREAT | O_EXCL, 0755);
+	if (in < 0 || out < 0)
+		FAIL("sbrename: copy /bin/true: %s", strerror(errno));
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, n) != n)
+			FAIL("sbrename: write: %s", strerror(errno));
+	if (n < 0 || fstat(out, &st))
+		FAIL("sbrename: copy: %s", strerror(errno));
+	close(in);
+	close(out);
+	*ino = st.st_ino;
+}
+
+/* Checks what SIDEBAND holds about @ino; counts records with/without a path. */
+static void sbr_check(ino_t ino, unsigned long *with, unsigned long *without)
+{
+	static const char *const ok[] = { SBR "/a" SBR_SUB "/true", SBR "/b" SBR_SUB "/true" };
+
+	for (;;) {
+		struct flightrec_read r = { .ring = FLIGHTREC_RING_SIDEBAND, .buf = (uintptr_t)sbuf,
+					    .buf_len = sizeof(sbuf) };
+		size_t n;
+
+		if (ioctl(fd, FLIGHTREC_IOC_READ_RING, &r))
+			FAIL("READ_RING SIDEBAND: %s", strerror(errno));
+		n = r.bytes / sizeof(sbuf[0]);
+		if (!n)
+			return;
+		for (size_t i = 0; i < n; i++) {
+			const struct flightrec_sideband *b = &sbuf[i];
+
+			if ((b->type != FLIGHTREC_SB_MMAP && b->type != FLIGHTREC_SB_EXEC) ||
+			    b->ino != ino)
+				continue;
+			if (!b->path[0] && (b->flags & FLIGHTREC_SB_PATH_TRUNC))
+				++*without;
+			else if (!strcmp(b->path, ok[0]) || !strcmp(b->path, ok[1]))
+				++*with;
+			else
+				FAIL("sbrename: record type %u has path '%.200s' flags %#x", b->type,
+				     b->path, b->flags);
+		}
+	}
+}
+
+static int cmd_sbrename(int secs)
+{
+	unsigned long renames = 0, maps = 0, execs = 0, with = 0, without = 0;
+	char *const argv[] = { "true", NULL }, *const envp[] = { NULL };
+	uint64_t end = now_ns() + (uint64_t)secs * 1000000000ULL;
+	pthread_t th;
+	ino_t ino;
+	int dfd;
+
+	sbr_setup(&ino);
+	dfd = open(SBR "/a" SBR_SUB, O_PATH | O_DIRECTORY);
+	if (dfd < 0)
+		FAIL("sbrename: open dir: %s", strerror(errno));
+	sbr_check(0, &with, &without);	/* drain what came before */
+	pin_cpu(0);
+	if (pthread_create(&th, NULL, sbr_renamer, &renames))
+		FAIL("sbrename: pthread_create failed");
+	while (now_ns() < end) {
+		int f = openat(dfd, "true", O_RDONLY);
+		void *p = f < 0 ? MAP_FAILED : mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, f, 0);
+
+		if (p == MAP_FAILED)
+			FAIL("sbrename: map: %s", strerror(errno));
+		munmap(p, 4096);
+		close(f);
+		maps++;
+		if (maps % 8 == 0) {
+			pid_t c = fork();
+
+			if (c == 0) {
+				execveat(dfd, "true", argv, envp, 0);
+				_exit(127);
+			}
+			if (c < 0 || waitpid(c, NULL, 0) != c)
+				FAIL("sbrename: fork/wait: %s", strerror(errno));
+			execs++;
+			sbr_check(ino, &with, &without);
+		}
+	}
+	atomic_store(&sbr_stop, 1);
+	pthread_join(th, NULL);
+	sbr_check(ino, &with, &without);
+	if (!with)
+		FAIL("sbrename: no MMAP/EXEC record of the file with its path (%lu without)", without);
+	printf("%lu renames, %lu maps, %lu execs: %lu records with a true path, %lu without\n",
+	       renames, maps, execs, with, without);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		FAIL("usage: fr_vm_harden threads|uidloop|nohook|freeze2|sblost|poll|throttle|cost ...");
+		FAIL("usage: fr_vm_harden threads|uidloop|nohook|freeze2|sblost|poll|throttle|cost|sbrename ...");
 	fd = dev_open();
 	if (!strcmp(argv[1], "threads") && argc > 2)
 		return cmd_threads(atoi(argv[2]));
@@ -708,5 +847,7 @@ int main(int argc, char **argv)
 		return cmd_throttle();
 	if (!strcmp(argv[1], "cost") && argc > 2)
 		return cmd_cost(atoi(argv[2]));
+	if (!strcmp(argv[1], "sbrename") && argc > 2)
+		return cmd_sbrename(atoi(argv[2]));
 	FAIL("unknown command %s", argv[1]);
 }

@@ -776,6 +776,12 @@ scen_freeze2() { insmod "$KO" && run freeze2 "$H" freeze2; }
 # Item 5: SIDEBAND gaps announced by LOST records (a ring of 8 records).
 scen_sblost() { insmod "$KO" sideband_kb=4 && run sblost "$H" sblost; }
 
+# MMAP/EXEC records of a file whose directory is being renamed: on a
+# PREEMPT_RT debug kernel, resolving the path with preemption off (where a
+# rename race makes d_path() take rename_lock) is a "sleeping function called
+# from invalid context" splat.
+scen_sbrename() { insmod "$KO" && run sbrename "$H" sbrename "${FR_VM_SBRENAME_S:-8}"; }
+
 # Item 4: poll() on /dev/flightrec wakes on a crash.
 scen_poll() { insmod "$KO" && run poll "$H" poll; }
 

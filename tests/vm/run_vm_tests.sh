@@ -1,6 +1,6 @@
 #!/bin/bash
-# Boots one of Debian 12's kernels (6.1 or 6.12, generic or PREEMPT_RT) in
-# QEMU (TCG), loads flightrec.ko and runs the guest scenarios, one boot for
+# Boots one of Debian 12's kernels (6.1 or 6.12, generic or PREEMPT_RT), or
+# the debug kernel scripts/build_debug_kernel.sh caches, in QEMU (TCG), loads flightrec.ko and runs the guest scenarios, one boot for
 # all of them.  Each scenario prints
 #   FLIGHTREC-VM-RESULT <name> PASS|FAIL <detail>
 # on the serial console, and after the last one the guest prints the result
@@ -8,10 +8,10 @@
 # parses them and fails if any scenario or final failed, is missing, or the
 # guest hung (qemu killed after $FR_VM_TIMEOUT s).
 #
-# usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt] [--series 6.1|6.12]
+# usage: run_vm_tests.sh --build-dir DIR [--flavour generic|rt|debug] [--series 6.1|6.12]
 #                        [--guest-script PATH] [scenario...]
 #   scenarios: load abi crash hotplug hotfail loss storm sideband backend coredump unwind compat nmi
-#              dkms threads uidloop nohook freeze2 sblost poll throttle markpad memcap overflow hookcap iouring panic (default: all
+#              dkms threads uidloop nohook freeze2 sblost sbrename poll throttle markpad memcap overflow hookcap iouring panic (default: all
 #              of these; panic always runs last: it panics the guest, which boots a second time),
 #   and the benchmarks cost (crash hook cost figures), hcost, bench (bench/vm/run_vm_bench.sh),
 #   hcostci (one short hcost round; ctest runs it on the generic kernel)
@@ -46,9 +46,23 @@ pick_kernel() { # flavour series -> version, or nothing
     [ -d "/lib/modules/$v/build" ] && { echo "$v"; return; }
   done
 }
-case "$FLAVOUR" in generic | rt) ;; *) echo "run_vm_tests: unknown flavour '$FLAVOUR'" >&2; exit 2 ;; esac
+case "$FLAVOUR" in generic | rt | debug) ;; *) echo "run_vm_tests: unknown flavour '$FLAVOUR'" >&2; exit 2 ;; esac
 case "$SERIES" in 6.1 | 6.12 | "") ;; *) echo "run_vm_tests: unknown series '$SERIES'" >&2; exit 2 ;; esac
-KVER=${FR_KVER:-$(pick_kernel "$FLAVOUR" "${SERIES:-6}")}
+# --flavour debug: the PREEMPT_RT kernel with lockdep, DEBUG_ATOMIC_SLEEP and
+# KASAN that scripts/build_debug_kernel.sh builds and caches (its image and
+# build tree); any splat on the guest's console fails the run.  Not cached:
+# exit 77 (ctest: skipped), saying so.
+if [ "$FLAVOUR" = debug ]; then
+  SRC0=$(cd "$(dirname "$0")/../.." && pwd)
+  DK=$("$SRC0/scripts/build_debug_kernel.sh" --print-dir) || {
+    echo "run_vm_tests: debug kernel not cached ($DK); build it with" \
+         "scripts/build_debug_kernel.sh (~60 min on 2 busy cores), or scripts/setup.sh --vm --debug-kernel"
+    exit 77
+  }
+  KVER=$(cat "$DK/kernelrelease") KIMG=$DK/bzImage KBUILD=$DK/linux
+fi
+KVER=${KVER:-${FR_KVER:-$(pick_kernel "$FLAVOUR" "${SERIES:-6}")}}
+KIMG=${KIMG:-/boot/vmlinuz-$KVER} KBUILD=${KBUILD:-/lib/modules/$KVER/build}
 [ -n "$KVER" ] || {
   echo "run_vm_tests: no $FLAVOUR ${SERIES:-Debian} kernel with headers (/boot/vmlinuz-* and" \
        "/lib/modules/*/build); run scripts/setup.sh --vm" >&2
@@ -70,7 +84,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$BUILD" ] || { echo "usage: $0 --build-dir DIR [scenario...]" >&2; exit 2; }
 [ ${#SCEN[@]} -gt 0 ] || SCEN=(load abi crash hotplug hotfail loss storm sideband backend coredump unwind compat nmi dkms
-                               threads uidloop nohook freeze2 sblost poll throttle markpad memcap overflow hookcap iouring panic)
+                               threads uidloop nohook freeze2 sblost sbrename poll throttle markpad memcap overflow hookcap iouring panic)
 SMP=${FR_VM_SMP:-2}
 
 # The work dir lives in the build tree: the guest sees the host root
@@ -86,7 +100,7 @@ mkdir -p "$WORK/mod"
 cp "$SRC"/module/Kbuild "$SRC"/module/VERSION "$SRC"/module/*.c "$SRC"/module/*.h "$WORK/mod/"
 cp -r "$SRC"/module/uapi "$WORK/mod/"
 cp "$SRC/tests/vm/fr_test_hooks.c" "$WORK/mod/"
-make -s -C "/lib/modules/$KVER/build" M="$WORK/mod" FR_TEST_HOOKS=y W=1 modules > "$WORK/build.log" 2>&1 || {
+make -s -C "$KBUILD" M="$WORK/mod" FR_TEST_HOOKS=y W=1 modules > "$WORK/build.log" 2>&1 || {
   cat "$WORK/build.log"; echo "module build failed"; exit 1; }
 if grep -i "warning" "$WORK/build.log" | grep -v "Skipping BTF"; then
   echo "module build has warnings"; exit 1
@@ -95,7 +109,7 @@ fi
 mkdir -p "$WORK/nmi"
 cp "$SRC/tests/vm/fr_nmi_torture.c" "$WORK/nmi/"
 echo 'obj-m += fr_nmi_torture.o' > "$WORK/nmi/Kbuild"
-make -s -C "/lib/modules/$KVER/build" M="$WORK/nmi" KBUILD_EXTRA_SYMBOLS="$WORK/mod/Module.symvers" \
+make -s -C "$KBUILD" M="$WORK/nmi" KBUILD_EXTRA_SYMBOLS="$WORK/mod/Module.symvers" \
   W=1 modules > "$WORK/nmi/build.log" 2>&1 || { cat "$WORK/nmi/build.log"; echo "torture build failed"; exit 1; }
 if grep -i "warning" "$WORK/nmi/build.log" | grep -v "Skipping BTF"; then
   echo "torture module build has warnings"; exit 1
@@ -124,7 +138,7 @@ fi
 tdk1=$(date +%s.%N)
 # The uapi header's and the module's kernel-doc comments (the script ships
 # with the headers, in linux-kbuild).
-perl "/lib/modules/$KVER/build/scripts/kernel-doc" -none -Werror \
+perl "$KBUILD/scripts/kernel-doc" -none -Werror \
   "$SRC"/module/uapi/*.h "$SRC"/module/*.c "$SRC"/module/*.h "$SRC"/tests/vm/fr_{nmi_torture,test_hooks}.c ||
   { echo "kernel-doc warnings"; exit 1; }
 t1=$(date +%s.%N)
@@ -238,6 +252,10 @@ LOG="$WORK/console.log"
 # never ends, so it still panics, later.
 WATCHDOG="softlockup_panic=1 panic_on_warn=1 sysctl.kernel.panic_on_rcu_stall=1"
 WATCHDOG="$WATCHDOG rcupdate.rcu_cpu_stall_timeout=100 watchdog_thresh=55"
+# The debug kernel's reports go to the console at KERN_WARNING (lockdep's
+# among them), which loglevel=4 would hide.
+LOGLEVEL=4
+[ "$FLAVOUR" = debug ] && LOGLEVEL=5
 # The panic region and the boot marker page (scenario panic), on every boot:
 # e820-reserved, so this 1 GiB guest's allocators never touch them.
 RESERVE='memmap=4M$0x30000000 memmap=4K$0x30400000'
@@ -251,8 +269,8 @@ boot_guest() {
   panic_hung=""
   set +e
   timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp "$SMP" -m 1024 -nographic \
-    -kernel "/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-    -append "console=ttyS0 panic=1 $WATCHDOG $RESERVE quiet loglevel=4 fr.token=$token fr.script=$GUEST_SCRIPT fr.args=$args fr.keep=$KEEP" \
+    -kernel "$KIMG" -initrd "$WORK/initramfs.gz" \
+    -append "console=ttyS0 panic=1 $WATCHDOG $RESERVE quiet loglevel=$LOGLEVEL fr.token=$token fr.script=$GUEST_SCRIPT fr.args=$args fr.keep=$KEEP" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -nic none > "$log" 2>&1 < /dev/null &
   qpid=$!
@@ -339,6 +357,16 @@ for s in "${SCEN[@]}" final; do
   fi
 done
 grep -E "^(FLIGHTREC-VM-(BOOTED|BENCH|INFO|PANIC-CHECK|PANIC-RECORD)|SPLAT)" "$LOG.txt" || true
+# The debug kernel: any checker's report anywhere on the console (boot, a
+# scenario, between them) fails the run; its first lines are shown.
+DEBUG_SPLAT='BUG:|WARNING:|KASAN|lockdep|possible circular locking|possible recursive locking'
+DEBUG_SPLAT="$DEBUG_SPLAT|inconsistent lock state|Invalid wait context|suspicious RCU usage"
+DEBUG_SPLAT="$DEBUG_SPLAT|sleeping function called from invalid context|scheduling while atomic"
+if [ "$FLAVOUR" = debug ] && grep -qE "$DEBUG_SPLAT" "$LOG.txt"; then
+  echo "FLIGHTREC-VM-RESULT debug-splat FAIL the debug kernel reported:"
+  grep -m1 -E -A30 "$DEBUG_SPLAT" "$LOG.txt" | sed 's/^/  console: /'
+  fail=1
+fi
 if [ $fail -ne 0 ]; then
   echo "=== console log tail:"; tail -80 "$LOG.txt"
 fi
