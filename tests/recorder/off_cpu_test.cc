@@ -85,11 +85,12 @@ TEST(OffCpuTest, AbbaDeadlockShowsBothThreadsBlockedInTransferForAsLongAsTheyWer
   // DWARF: glibc's pthread_mutex_lock keeps no frame pointer, so a
   // frame-pointer chain skips its caller (transfer_*). The ring of blocking
   // switch-outs must hold the 3 s of every blocking switch of this busy,
-  // shared machine (up to ~3000 a second per CPU were seen): 16 MiB per CPU
-  // of records with 1 KiB stack copies (fr_abba's blocked stacks need
-  // less) hold ~13 000.
+  // shared machine (up to ~3000 a second per CPU were seen, and ~4400 with
+  // a guest booting beside the test, which overwrote a 16 MiB ring): 32 MiB
+  // per CPU of records with 1 KiB stack copies (fr_abba's blocked stacks
+  // need less) hold ~26 000.
   Daemon d(dir.path(), {"--backend", "perf", "--off-cpu", "--call-graph", "dwarf",
-                        "--off-cpu-stack-bytes", "1024", "--off-cpu-ring-pages", "4096"});
+                        "--off-cpu-stack-bytes", "1024", "--off-cpu-ring-pages", "8192"});
   ASSERT_TRUE(d.ready()) << d.Log();
   const std::string out = dir.path() + "/abba.out";
   pid_t pid = testing::Spawn(
