@@ -240,7 +240,8 @@ class ChunkPipe {
     if (!b.status.ok()) return b.status;
     l.unlock();
     char* start = b.data.get() + kLead - carry.size();
-    std::memmove(start, carry.data(), carry.size());
+    // An empty carry may have no data pointer, which memmove must not get.
+    if (!carry.empty()) std::memmove(start, carry.data(), carry.size());
     l.lock();
     // The chunk before is read no more: zstd may fill it again.
     if (current_ >= 0) free_.push_back(current_);
