@@ -423,10 +423,15 @@ void OomWatch::ReadFigures(OomKill* k) {
   AttachKmsg(k);
   // The cgroup the kernel names, if it is the victim's or one of its
   // ancestors (a limit set above the victim's own group); else the victim's.
+  // A victim read after it exited says "/": cgroup_exit() moves an exiting
+  // task to the root css_set (kernel/cgroup/cgroup.c), so then only the
+  // kernel's own line still names its memcg.
   std::string path = k->victim_cgroup;
-  if (k->kmsg && !k->kmsg->oom_memcg.empty() && !path.empty()) {
+  if (k->kmsg && !k->kmsg->oom_memcg.empty()) {
     const std::string& m = k->kmsg->oom_memcg;
-    if (m == "/" || path == m || path.rfind(m + "/", 0) == 0) path = m;
+    if (path.empty() || path == "/" || m == "/" || path == m || path.rfind(m + "/", 0) == 0) {
+      path = m;
+    }
   }
   if (path.empty()) {
     k->memcg.error = "the victim's memory cgroup was not read (gone before the watch saw it)";
@@ -443,6 +448,12 @@ std::optional<OomKill> OomWatch::Take(int32_t pid) {
   if (!k.kmsg) {
     ReadKmsg();
     AttachKmsg(&k);
+    // The figures were read from a cgroup that may have been the root's
+    // (the victim already exiting); the kernel's line names the right one.
+    if (k.kmsg && k.memcg.path != k.kmsg->oom_memcg &&
+        (k.memcg.path.empty() || k.memcg.path == "/")) {
+      ReadFigures(&k);
+    }
   }
   return k;
 }
